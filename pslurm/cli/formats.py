@@ -1,0 +1,51 @@
+"""Slurm's ``-o/--format`` strings: ``%.18i %.9P %8j %R`` -> columns of fields."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+_SPEC = re.compile(r"%(\.)?(-)?(\d+)?([a-zA-Z])")
+
+
+@dataclass(frozen=True)
+class Column:
+    letter: str
+    width: int | None
+    right: bool
+    prefix: str  # literal text before the field
+
+
+def parse_format(fmt: str) -> tuple[list[Column], str]:
+    """Columns and the trailing literal text. ``%.N`` right-justifies, ``%N`` left-justifies; a
+    value longer than N is cut, as squeue does."""
+    columns, pos = [], 0
+    for m in _SPEC.finditer(fmt):
+        columns.append(Column(m.group(4), int(m.group(3)) if m.group(3) else None, bool(m.group(1)),
+                              fmt[pos:m.start()]))
+        pos = m.end()
+    return columns, fmt[pos:]
+
+
+def render(fmt: str, rows: Sequence[Any], fields: Mapping[str, tuple[str, Callable[[Any], str]]],
+           header: bool, prog: str) -> list[str]:
+    """Lines for ``rows`` under ``fmt``; ``fields`` maps a letter to (header, getter)."""
+    columns, tail = parse_format(fmt)
+    for col in columns:
+        if col.letter not in fields:
+            raise ValueError(f"Invalid job format specification: %{col.letter}")
+
+    def line(values: list[str]) -> str:
+        out = []
+        for col, value in zip(columns, values):
+            if col.width is not None:
+                value = value[: col.width]
+                value = value.rjust(col.width) if col.right else value.ljust(col.width)
+            out.append(col.prefix + value)
+        return ("".join(out) + tail).rstrip()
+
+    lines = [line([fields[c.letter][0] for c in columns])] if header else []
+    lines.extend(line([fields[c.letter][1](row) for c in columns]) for row in rows)
+    return lines

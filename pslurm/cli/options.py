@@ -1,0 +1,33 @@
+"""Job options shared by psbatch and psrun, with sbatch's short and long names."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from typing import Annotated, Any, Optional
+
+import typer
+
+from pslurm.core.request import JobOptions
+
+JobName = Annotated[Optional[str], typer.Option("-J", "--job-name", help="name of the job")]
+Partition = Annotated[Optional[str], typer.Option("-p", "--partition", help="partition to run in")]
+Time = Annotated[Optional[str], typer.Option("-t", "--time", help="time limit: M, M:S, H:M:S, D-H[:M[:S]]")]
+Output = Annotated[Optional[str], typer.Option("-o", "--output", help="stdout file pattern (%j %x %u %N %A %a)")]
+Error = Annotated[Optional[str], typer.Option("-e", "--error", help="stderr file pattern")]
+Nodes = Annotated[Optional[str], typer.Option("-N", "--nodes", help="number of nodes (1)")]
+Ntasks = Annotated[Optional[str], typer.Option("-n", "--ntasks", help="number of tasks")]
+CpusPerTask = Annotated[Optional[str], typer.Option("-c", "--cpus-per-task", help="CPUs per task")]
+Mem = Annotated[Optional[str], typer.Option("--mem", help="memory per node (MB, or with K/M/G/T)")]
+Gres = Annotated[Optional[str], typer.Option("--gres", help="generic resources per node, e.g. gpu:a100:2")]
+Gpus = Annotated[Optional[str], typer.Option("-G", "--gpus", help="GPUs for the job: N or TYPE:N")]
+GpusPerNode = Annotated[Optional[str], typer.Option("--gpus-per-node", help="GPUs per node: N or TYPE:N")]
+Chdir = Annotated[Optional[str], typer.Option("-D", "--chdir", help="working directory of the job")]
+Export = Annotated[Optional[str], typer.Option("--export", help="ALL (default), NONE, or NAME[=value],...")]
+Json = Annotated[bool, typer.Option("--json", help="print JSON for programs")]
+
+JOB_OPTION_NAMES = tuple(f.name for f in fields(JobOptions))
+
+
+def job_options(params: dict[str, Any]) -> JobOptions:
+    """The JobOptions part of a command's parameters (its locals() or a click context's params)."""
+    return JobOptions(**{name: params.get(name) for name in JOB_OPTION_NAMES})

@@ -1,0 +1,110 @@
+"""psbatch: submit a batch script (sbatch)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Annotated, Optional
+
+import typer
+
+from pslurm.cli import options as o
+from pslurm.cli.common import Client, fail, run, typer_app, user_identity
+
+PROG = "psbatch"
+WRAP_HEADER = "#!/bin/sh\n# This script was created by psbatch --wrap.\n\n"
+
+
+def make_app() -> typer.Typer:
+    app = typer_app("Submit a batch script to pslurm.", allow_interspersed_args=False)
+
+    @app.command()
+    def psbatch(
+        script: Annotated[Optional[str], typer.Argument(help="batch script (or - for stdin)")] = None,
+        script_args: Annotated[Optional[list[str]], typer.Argument(help="arguments to the script")] = None,
+        job_name: o.JobName = None, partition: o.Partition = None, time: o.Time = None, output: o.Output = None,
+        error: o.Error = None, nodes: o.Nodes = None, ntasks: o.Ntasks = None, cpus_per_task: o.CpusPerTask = None,
+        mem: o.Mem = None, gres: o.Gres = None, gpus: o.Gpus = None, gpus_per_node: o.GpusPerNode = None,
+        chdir: o.Chdir = None, export: o.Export = None,
+        wrap: Annotated[Optional[str], typer.Option("--wrap", help="run this command as the script")] = None,
+        parsable: Annotated[bool, typer.Option("--parsable", help="print only the job id")] = False,
+    ) -> None:
+        """Submit a batch script; prints 'Submitted batch job N'."""
+        opts = o.job_options(locals())
+        text, default_name = _script_text(script, wrap, script_args)
+        directives = _directive_params(app, text)
+        opts = opts.over(o.job_options(directives))
+        parsable = parsable or bool(directives.get("parsable"))
+        submit(opts, text, default_name, parsable)
+
+    return app
+
+
+def _script_text(script: str | None, wrap: str | None, script_args: list[str] | None) -> tuple[str, str]:
+    from pslurm.core.directives import has_shebang
+
+    if wrap is not None:
+        if script is not None:
+            fail(PROG, "Script arguments are not permitted with the --wrap option.")
+        return WRAP_HEADER + wrap + "\n", "wrap"
+    if script is None or script == "-":
+        if script is None and sys.stdin.isatty():
+            fail(PROG, "no batch script given: psbatch [options] script.sh, or --wrap 'command'")
+        text, name = sys.stdin.read(), "sbatch"
+    else:
+        try:
+            with open(script) as f:
+                text = f.read()
+        except OSError as exc:
+            fail(PROG, f"Unable to open file {script}: {exc.strerror}")
+        name = os.path.basename(script)
+    if not has_shebang(text):
+        fail(PROG, "This does not look like a batch script.  The first line must start with #! followed by "
+                   "the path to an interpreter.")
+    if script_args:  # sbatch passes them as $1..; run them through the script's own interpreter
+        import shlex
+
+        first, _, rest = text.partition("\n")
+        text = f"{first}\nset -- {' '.join(shlex.quote(a) for a in script_args)}\n{rest}"
+    return text, name
+
+
+def _directive_params(app: typer.Typer, text: str) -> dict[str, object]:
+    """The script's #SBATCH/#PSBATCH lines parsed by psbatch's own option parser."""
+    import click
+
+    from pslurm.core.directives import DirectiveError, parse_directives
+
+    try:
+        tokens = parse_directives(text)
+    except DirectiveError as exc:
+        fail(PROG, f"invalid directive: {exc}")
+    if not tokens:
+        return {}
+    command = typer.main.get_command(app)
+    try:
+        with command.make_context(PROG, [*tokens, "script"], resilient_parsing=False) as ctx:
+            return dict(ctx.params)
+    except click.ClickException as exc:
+        fail(PROG, f"invalid #SBATCH directive: {exc.format_message()}")
+
+
+def submit(opts: o.JobOptions, text: str, default_name: str, parsable: bool) -> None:
+    from pslurm.core.convert import spec_to_pb
+    from pslurm.core.jobspec import SpecError
+    from pslurm.core.request import build_spec
+    from pslurm.proto import pslurm_pb2 as pb
+
+    user, uid, gid = user_identity()
+    try:
+        spec = build_spec(opts, user=user, uid=uid, gid=gid, cwd=os.getcwd(), environ=os.environ,
+                          script=text, default_name=default_name)
+    except SpecError as exc:
+        fail(PROG, str(exc))
+    client = Client(PROG)
+    reply = client.call("SubmitJob", pb.SubmitRequest(spec=spec_to_pb(spec)), "Batch job submission failed: ")
+    print(reply.job_id if parsable else f"Submitted batch job {reply.job_id}")
+
+
+def main() -> None:
+    run(make_app(), PROG)

@@ -1,0 +1,121 @@
+"""psinfo: partitions and nodes (sinfo)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated, Any, Optional
+
+import typer
+
+from pslurm.cli import options as o
+from pslurm.cli.common import Client, fail, run, typer_app
+
+PROG = "psinfo"
+PARTITION_FORMAT = "%9P %.5a %.10l %.6D %.6t %N"
+NODE_FORMAT = "%10N %.6D %10P %.6t %.5c %.8m %G"
+LONG_STATE = {"idle": "idle", "mix": "mixed", "alloc": "allocated", "drain": "drained", "drng": "draining",
+              "down": "down", "unk": "unknown"}
+
+
+def node_rows(info: Any, partitions: list[str] | None) -> list[tuple[Any, Any]]:
+    """(partition, node) pairs, partitions in configuration order."""
+    nodes = {n.name: n for n in info.nodes}
+    return [(p, nodes[name]) for p in info.partitions if not partitions or p.name in partitions
+            for name in p.nodes if name in nodes]
+
+
+def _fields() -> dict[str, tuple[str, Any]]:
+    from pslurm.core.convert import gres_from_pb
+    from pslurm.core.gres import format_gres
+    from pslurm.core.timefmt import format_duration
+
+    def limit(p: Any) -> str:
+        return "infinite" if not p.HasField("max_time") else format_duration(p.max_time)
+
+    def cpus_aiot(n: Any) -> str:
+        other = n.cpus if n.display_state in ("down", "drain", "unk") else 0
+        idle = n.cpus - n.alloc_cpus - other
+        return f"{n.alloc_cpus}/{max(idle, 0)}/{other}/{n.cpus}"
+
+    return {
+        "P": ("PARTITION", lambda r: r[0].name + ("*" if r[0].default else "")),
+        "R": ("PARTITION", lambda r: r[0].name),
+        "a": ("AVAIL", lambda r: r[0].state.lower()),
+        "l": ("TIMELIMIT", lambda r: limit(r[0])),
+        "t": ("STATE", lambda r: r[1].display_state),
+        "T": ("STATE", lambda r: LONG_STATE.get(r[1].display_state, r[1].display_state)),
+        "c": ("CPUS", lambda r: str(r[1].cpus)),
+        "C": ("CPUS(A/I/O/T)", lambda r: cpus_aiot(r[1])),
+        "m": ("MEMORY", lambda r: str(r[1].real_memory)),
+        "G": ("GRES", lambda r: format_gres(gres_from_pb(r[1].gres)) or "(null)"),
+        "E": ("REASON", lambda r: r[1].reason or "none"),
+        "N": ("NODELIST", None),
+        "D": ("NODES", None),
+    }
+
+
+def render_rows(fmt: str, rows: list[tuple[Any, Any]], node_oriented: bool, header: bool) -> list[str]:
+    """sinfo's grouping: rows equal in every field but NODELIST/NODES become one line."""
+    from pslurm.cli.formats import parse_format, render
+    from pslurm.core.hostlists import collect
+
+    fields = _fields()
+    columns, _ = parse_format(fmt)
+    keys = [c.letter for c in columns if c.letter not in ("N", "D")]
+    for letter in keys:
+        if letter not in fields:
+            raise ValueError(f"Invalid node format specification: %{letter}")
+    groups: dict[tuple[str, ...], list[Any]] = {}
+    for row in rows:
+        key = tuple(fields[k][1](row) for k in keys)
+        if node_oriented:
+            key = (row[1].name, *key)
+        groups.setdefault(key, []).append(row)
+    grouped = [(key, members) for key, members in groups.items()]
+    table = {letter: (head, get) for letter, (head, get) in fields.items() if get is not None}
+    table["N"] = ("NODELIST", lambda g: collect(r[1].name for r in g[1]))
+    table["D"] = ("NODES", lambda g: str(len(g[1])))
+    for letter in keys:
+        getter = fields[letter][1]
+        table[letter] = (fields[letter][0], lambda g, getter=getter: getter(g[1][0]))
+    return render(fmt, grouped, table, header, PROG)
+
+
+def cluster_json(info: Any) -> dict[str, Any]:
+    from google.protobuf.json_format import MessageToDict
+
+    return MessageToDict(info, preserving_proto_field_name=True, always_print_fields_with_no_presence=True)
+
+
+def make_app() -> typer.Typer:
+    app = typer_app("Show partitions and nodes.")
+
+    @app.command()
+    def psinfo(
+        node_oriented: Annotated[bool, typer.Option("-N", "--Node", help="one line per node")] = False,
+        noheader: Annotated[bool, typer.Option("-h", "--noheader", help="no header line")] = False,
+        fmt: Annotated[Optional[str], typer.Option("-o", "--format", help="output format (%P %N %G %t ...)")] = None,
+        partition: Annotated[Optional[str], typer.Option("-p", "--partition", help="partitions")] = None,
+        as_json: o.Json = False,
+    ) -> None:
+        """Partition summary (nodes grouped by state), or one line per node with -N."""
+        from pslurm.proto import pslurm_pb2 as pb
+
+        info = Client(PROG).call("GetCluster", pb.Empty())
+        if as_json:
+            print(json.dumps(cluster_json(info), indent=2))
+            return
+        rows = node_rows(info, partition.split(",") if partition else None)
+        try:
+            lines = render_rows(fmt or (NODE_FORMAT if node_oriented else PARTITION_FORMAT), rows,
+                                node_oriented, not noheader)
+        except ValueError as exc:
+            fail(PROG, str(exc))
+        sys.stdout.write("".join(line + "\n" for line in lines))
+
+    return app
+
+
+def main() -> None:
+    run(make_app(), PROG)

@@ -1,0 +1,76 @@
+"""pslurm: bring a local cluster up and down."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from pslurm.cli.common import fail, run
+
+PROG = "pslurm"
+
+
+def make_app() -> typer.Typer:
+    app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False,
+                      no_args_is_help=True, help="Run a pslurm cluster on this machine.")
+
+    @app.command()
+    def up(
+        nodes: Annotated[int, typer.Option("--nodes", "-N", help="number of nodes")] = 4,
+        gpus_per_node: Annotated[int, typer.Option("--gpus-per-node", "-G", help="simulated GPUs per node")] = 2,
+        cpus: Annotated[int, typer.Option("--cpus", help="CPUs per node")] = 8,
+        memory: Annotated[int, typer.Option("--memory", help="RealMemory per node, MB")] = 16000,
+        state_dir: Annotated[Optional[Path], typer.Option("--state-dir", help="where the cluster lives")] = None,
+        db: Annotated[Optional[str], typer.Option("--db", help="database URL (default: SQLite in the state dir)")] = None,
+    ) -> None:
+        """Start a controller and NODES agents on loopback; returns once every node is idle."""
+        from pslurm.cluster.local import ClusterError, LocalCluster
+
+        if nodes < 1 or nodes > 1000 or gpus_per_node < 0 or cpus < 1:
+            fail(PROG, "--nodes must be 1..1000, --gpus-per-node >= 0, --cpus >= 1")
+        directory, default = _state_dir(state_dir)
+        cluster = LocalCluster(directory)
+        if cluster.running():
+            fail(PROG, f"a cluster is already running in {directory} ('pslurm down' stops it)")
+        config = cluster.write_config(nodes, gpus_per_node, cpus, memory, db)
+        try:
+            cluster.start(config)
+        except ClusterError as exc:
+            fail(PROG, f"{exc} (logs in {cluster.log_dir})")
+        from pslurm.core.hostlists import collect
+
+        print(f"pslurm: cluster '{config.cluster_name}' is up: {nodes} nodes {collect(config.nodes)} with "
+              f"{gpus_per_node} GPUs and {cpus} CPUs each, controller on {config.controller_target}")
+        if not default:
+            print(f"pslurm: use it with: export PSLURM_CONF={cluster.conf_path}")
+        print("pslurm: try: psrun --gres=gpu:1 sh -c 'echo $SLURMD_NODENAME GPU $CUDA_VISIBLE_DEVICES'")
+        print(f"pslurm: stop it with: pslurm down{'' if default else f' --state-dir {directory}'}")
+
+    @app.command()
+    def down(
+        state_dir: Annotated[Optional[Path], typer.Option("--state-dir", help="the cluster's state dir")] = None,
+    ) -> None:
+        """Stop the cluster's controller and agents (and the jobs they run)."""
+        from pslurm.cluster.local import LocalCluster
+
+        directory, _ = _state_dir(state_dir)
+        stopped = LocalCluster(directory).stop()
+        print(f"pslurm: stopped {len(stopped)} processes" if stopped else f"pslurm: no cluster running in {directory}")
+
+    return app
+
+
+def _state_dir(given: Path | None) -> tuple[Path, bool]:
+    """The state dir and whether it is the per-user default the CLIs find by themselves."""
+    from pslurm.core.config import default_state_dir
+
+    if given is not None:
+        return given.resolve(), False
+    return Path(default_state_dir()), "PSLURM_CONF" not in os.environ
+
+
+def main() -> None:
+    run(make_app(), PROG)

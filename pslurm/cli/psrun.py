@@ -1,0 +1,119 @@
+"""psrun: run a command as a job and wait for it (srun): output streamed live, exit code passed on."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from typing import Annotated
+
+import typer
+
+from pslurm.cli import options as o
+from pslurm.cli.common import Client, fail, run, typer_app, user_identity
+
+PROG = "psrun"
+
+
+def make_app() -> typer.Typer:
+    app = typer_app("Run a command on the cluster and wait for it.", allow_interspersed_args=False)
+
+    @app.command()
+    def psrun(
+        command: Annotated[list[str], typer.Argument(help="the command and its arguments")],
+        job_name: o.JobName = None, partition: o.Partition = None, time: o.Time = None, output: o.Output = None,
+        error: o.Error = None, nodes: o.Nodes = None, ntasks: o.Ntasks = None, cpus_per_task: o.CpusPerTask = None,
+        mem: o.Mem = None, gres: o.Gres = None, gpus: o.Gpus = None, gpus_per_node: o.GpusPerNode = None,
+        chdir: o.Chdir = None, export: o.Export = None,
+    ) -> None:
+        """Submit COMMAND, stream its output, exit with its exit code; Ctrl-C cancels it."""
+        raise SystemExit(run_job(o.job_options(locals()), tuple(command)))
+
+    return app
+
+
+def run_job(opts: o.JobOptions, argv: tuple[str, ...]) -> int:
+    from pslurm.core.convert import spec_to_pb
+    from pslurm.core.jobspec import SpecError
+    from pslurm.core.request import build_spec
+    from pslurm.proto import pslurm_pb2 as pb
+
+    user, uid, gid = user_identity()
+    try:
+        spec = build_spec(opts, user=user, uid=uid, gid=gid, cwd=os.getcwd(), environ=os.environ,
+                          argv=argv, default_name=os.path.basename(argv[0]), interactive=True)
+    except SpecError as exc:
+        fail(PROG, str(exc))
+    client = Client(PROG)
+    job_id = client.call("SubmitJob", pb.SubmitRequest(spec=spec_to_pb(spec)),
+                         "Unable to allocate resources: ").job_id
+    try:
+        return _follow(client, job_id)
+    except KeyboardInterrupt:
+        client.call("CancelJobs", pb.CancelRequest(job_ids=[job_id]))
+        print(f"{PROG}: Job step aborted: job {job_id} cancelled", file=sys.stderr)
+        return 128 + signal.SIGINT
+
+
+def _follow(client: Client, job_id: int) -> int:
+    """Wait for the job to start, stream its output from its node, return its exit status."""
+    import grpc
+
+    from pslurm.proto import pslurm_pb2 as pb
+
+    queued = False
+    job = None
+    try:
+        for job in client.stream("WaitJob", pb.WaitRequest(job_id=job_id)):
+            if job.state == "PENDING" and job.reason not in ("None", "") and not queued:
+                print(f"{PROG}: job {job_id} queued and waiting for resources", file=sys.stderr)
+                queued = True
+            if job.state != "PENDING":
+                break
+    except grpc.RpcError as exc:
+        client.rpc_failed(exc)
+    if job is None or job.state == "PENDING":
+        fail(PROG, f"lost track of job {job_id}")
+    if queued:
+        print(f"{PROG}: job {job_id} has been allocated resources", file=sys.stderr)
+    if job.state == "RUNNING" and job.node_target:
+        from pslurm.proto import pslurm_pb2_grpc as pb_grpc
+
+        agent = pb_grpc.NodeAgentStub(grpc.insecure_channel(job.node_target))
+        try:
+            for chunk in agent.StreamOutput(pb.OutputRequest(job_id=job_id), metadata=client.metadata):
+                if chunk.stdout:
+                    sys.stdout.buffer.write(chunk.stdout)
+                    sys.stdout.buffer.flush()
+                if chunk.stderr:
+                    sys.stderr.buffer.write(chunk.stderr)
+                    sys.stderr.buffer.flush()
+                if chunk.done:
+                    break
+        except grpc.RpcError:
+            pass  # the node went away: the controller's record below says how the job ended
+    final = client.call("GetJobs", pb.JobQuery(job_ids=[job_id], include_finished=True)).jobs
+    for _ in range(100):  # the agent reports the end to the controller just after the stream ends
+        if final and final[0].state not in ("PENDING", "RUNNING", "COMPLETING"):
+            break
+        for job in client.stream("WaitJob", pb.WaitRequest(job_id=job_id)):
+            final = [job]
+    return _exit_status(final[0])
+
+
+def _exit_status(job: object) -> int:
+    state, code, sig, node = job.state, job.exit_code, job.exit_signal, job.node  # type: ignore[attr-defined]
+    if state == "COMPLETED":
+        return 0
+    if state == "FAILED" and code:
+        print(f"{PROG}: error: {node}: task 0: Exited with exit code {code}", file=sys.stderr)
+        return int(code)
+    if state == "FAILED" and sig:
+        print(f"{PROG}: error: {node}: task 0: {signal.Signals(sig).name}", file=sys.stderr)
+        return 128 + int(sig)
+    print(f"{PROG}: error: job {job.job_id} ended {state}", file=sys.stderr)  # type: ignore[attr-defined]
+    return int(code) or (128 + int(sig) if sig else 1)
+
+
+def main() -> None:
+    run(make_app(), PROG)

@@ -1,0 +1,1 @@
+"""The controller, psctld: the job queue, the scheduler, and the RPC service."""

@@ -1,0 +1,63 @@
+"""Submit-time checks: is the request well formed, and could any node of its partition ever run it?
+
+Pure functions of the request and the configuration, so that a refused job is never stored.
+Messages follow Slurm's wording where Slurm has one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pslurm.core.config import ClusterConfig, NodeConfig, PartitionConfig
+from pslurm.core.jobspec import JobSpec, SpecError
+
+UNAVAILABLE = "Requested node configuration is not available"
+
+
+@dataclass(frozen=True)
+class Admitted:
+    partition: str
+    time_limit: int | None  # seconds in force; None is unlimited
+
+
+def could_ever_run(spec: JobSpec, node: NodeConfig) -> bool:
+    """True when the node, empty, has what the job asks for."""
+    if node.cpus < spec.cpus or node.real_memory < spec.mem_mb:
+        return False
+    for req in spec.gres:
+        if req.name != "gpu":
+            return False  # only GPUs are known generic resources for now
+        if node.gpus(req.type) < req.count:
+            return False
+    return node.gpus() >= spec.gpus()
+
+
+def admit(spec: JobSpec, config: ClusterConfig) -> Admitted:
+    """The partition and time limit a job is accepted with, or SpecError saying why not."""
+    partition = _partition_for(spec, config)
+    if spec.num_nodes != 1:
+        raise SpecError("Node count specification invalid: pslurm runs single-node jobs (-N 1) for now")
+    if spec.ntasks < 1 or spec.cpus_per_task < 1 or spec.mem_mb < 0:
+        raise SpecError("Invalid task or CPU count specification")
+    if spec.script is None and not spec.argv:
+        raise SpecError("No command or batch script given")
+    time_limit = spec.time_limit
+    if time_limit is None:
+        time_limit = partition.default_time if partition.default_time is not None else partition.max_time
+    elif partition.max_time is not None and time_limit > partition.max_time:
+        raise SpecError("Requested time limit is invalid (missing or exceeds some limit)")
+    if not any(could_ever_run(spec, config.nodes[name]) for name in partition.nodes if name in config.nodes):
+        raise SpecError(UNAVAILABLE)
+    return Admitted(partition.name, time_limit)
+
+
+def _partition_for(spec: JobSpec, config: ClusterConfig) -> PartitionConfig:
+    if spec.partition:
+        found = config.partitions.get(spec.partition)
+        if found is None:
+            raise SpecError(f"invalid partition specified: {spec.partition}")
+        return found
+    default = config.default_partition
+    if default is None:
+        raise SpecError("No partition specified or system default partition")
+    return default

@@ -1,0 +1,68 @@
+"""psctld: the controller's composition root."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import grpc
+
+from pslurm.controller.agents import AgentClient
+from pslurm.controller.service import Controller
+from pslurm.controller.servicer import ControllerServicer, IdentityInterceptor
+from pslurm.controller.store import Store
+from pslurm.core.config import ConfigError, find_config_path, load_cluster_config
+from pslurm.proto import pslurm_pb2_grpc as pb_grpc
+
+
+def serve(conf_path: str, ready: threading.Event | None = None, stop: threading.Event | None = None) -> None:
+    """Run the controller until ``stop`` is set (or SIGTERM/SIGINT when run as a program)."""
+    config = load_cluster_config(conf_path)
+    store = Store(config.database_url)
+    store.migrate()
+    agents = AgentClient()
+    controller = Controller(config, store, agents)
+    server = grpc.server(ThreadPoolExecutor(max_workers=32, thread_name_prefix="rpc"),
+                         interceptors=[IdentityInterceptor()],
+                         options=[("grpc.so_reuseport", 0)])
+    pb_grpc.add_ControllerServicer_to_server(ControllerServicer(controller), server)
+    server.add_insecure_port(config.controller_target)
+    server.start()
+    loop = threading.Thread(target=controller.run_loop, name="scheduler", daemon=True)
+    loop.start()
+    logging.getLogger("psctld").info("psctld for %s listening on %s (store %s)", config.cluster_name,
+                                     config.controller_target, store.engine.url.render_as_string())
+    if ready is not None:
+        ready.set()
+    stop = stop or threading.Event()
+    stop.wait()
+    controller.stop()
+    server.stop(grace=1).wait()
+    agents.close()
+    store.close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="psctld", description="pslurm controller")
+    parser.add_argument("-f", "--conf", default=None, help="pslurm.conf (default: $PSLURM_CONF, ...)")
+    parser.add_argument("-v", "--verbose", action="store_true")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        serve(args.conf or find_config_path(), stop=stop)
+    except ConfigError as exc:
+        sys.exit(f"psctld: error: {exc}")
+    except RuntimeError as exc:  # grpc: the port is taken
+        sys.exit(f"psctld: error: {exc}")
+
+
+if __name__ == "__main__":
+    main()

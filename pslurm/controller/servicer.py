@@ -1,0 +1,143 @@
+"""gRPC glue for the controller: protobuf in, Controller call, protobuf out, errors as status codes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import TypeVar
+
+import grpc
+
+from pslurm.controller.service import Controller, NotFound
+from pslurm.core import convert
+from pslurm.core.jobspec import SpecError
+from pslurm.core.states import InvalidTransition, JobState
+from pslurm.proto import pslurm_pb2 as pb
+from pslurm.proto import pslurm_pb2_grpc as pb_grpc
+
+T = TypeVar("T")
+UID_KEY = "x-pslurm-uid"
+
+
+def caller_uid(context: grpc.ServicerContext) -> int:
+    """The uid the request carries (checked by the identity interceptor before we get here)."""
+    for key, value in context.invocation_metadata():
+        if key == UID_KEY:
+            return int(value)
+    return -1
+
+
+class IdentityInterceptor(grpc.ServerInterceptor):
+    """The one place where a request's identity is checked. Today it requires a numeric uid in the
+    metadata; a signed credential (munge-like) plugs in here."""
+
+    def intercept_service(self, continuation, handler_call_details):  # type: ignore[no-untyped-def]
+        meta = dict(handler_call_details.invocation_metadata or ())
+        if not str(meta.get(UID_KEY, "")).isdigit():
+            def deny(request, context):  # type: ignore[no-untyped-def]
+                context.abort(grpc.StatusCode.UNAUTHENTICATED, "request carries no identity")
+            return grpc.unary_unary_rpc_method_handler(deny)
+        return continuation(handler_call_details)
+
+
+def _guard(context: grpc.ServicerContext, fn: Callable[[], T]) -> T:
+    try:
+        return fn()
+    except SpecError as exc:
+        context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+    except NotFound as exc:
+        context.abort(grpc.StatusCode.NOT_FOUND, str(exc))
+    except InvalidTransition as exc:
+        context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
+    raise AssertionError("unreachable")
+
+
+class ControllerServicer(pb_grpc.ControllerServicer):
+    def __init__(self, controller: Controller) -> None:
+        self.c = controller
+
+    def _job_pb(self, job, targets: dict[str, str] | None = None) -> pb.Job:  # type: ignore[no-untyped-def]
+        target = ""
+        if job.node:
+            if targets is not None:
+                target = targets.get(job.node, "")
+            else:
+                node = self.c.store.get_node(job.node)
+                target = node.target if node else ""
+        return convert.job_to_pb(job, target)
+
+    def SubmitJob(self, request: pb.SubmitRequest, context: grpc.ServicerContext) -> pb.SubmitReply:
+        spec = convert.spec_from_pb(request.spec)
+        return pb.SubmitReply(job_id=_guard(context, lambda: self.c.submit(spec)))
+
+    def GetJobs(self, request: pb.JobQuery, context: grpc.ServicerContext) -> pb.JobList:
+        states = _guard(context, lambda: [JobState.parse(s) for s in request.states])
+        jobs = self.c.jobs(list(request.job_ids), list(request.users), states, request.include_finished)
+        return pb.JobList(jobs=[convert.job_to_pb(j) for j in jobs])
+
+    def CancelJobs(self, request: pb.CancelRequest, context: grpc.ServicerContext) -> pb.CancelReply:
+        errors = self.c.cancel(list(request.job_ids), caller_uid(context), request.signal)
+        return pb.CancelReply(errors=errors)
+
+    def GetCluster(self, request: pb.Empty, context: grpc.ServicerContext) -> pb.ClusterInfo:
+        cfg = self.c.config
+        partitions = []
+        for p in cfg.partitions.values():
+            msg = pb.Partition(name=p.name, nodes=list(p.nodes), default=p is cfg.default_partition,
+                               state=p.state)
+            if p.max_time is not None:
+                msg.max_time = p.max_time
+            if p.default_time is not None:
+                msg.default_time = p.default_time
+            partitions.append(msg)
+        nodes = [self._node_pb(n, used, word) for n, used, word in self.c.nodes()]
+        return pb.ClusterInfo(cluster_name=cfg.cluster_name, partitions=partitions, nodes=nodes)
+
+    def _node_pb(self, n, used, word) -> pb.Node:  # type: ignore[no-untyped-def]
+        return pb.Node(
+            name=n.name, addr=n.addr, port=n.port, cpus=n.cpus, real_memory=n.real_memory,
+            gres=convert.gres_to_pb(n.gres), state=n.state.value, drain=n.drain, reason=n.reason,
+            partitions=sorted(self.c.partitions_of(n.name)), alloc_cpus=used.cpus, alloc_mem=used.mem_mb,
+            alloc_gpus=sorted(used.gpus), display_state=word, running_jobs=used.jobs,
+            last_heartbeat=n.last_heartbeat, gpus=[convert.gpu_to_pb(g) for g in n.gpus],
+            isolation=n.isolation,
+        )
+
+    def UpdateNode(self, request: pb.UpdateNodeRequest, context: grpc.ServicerContext) -> pb.Node:
+        if caller_uid(context) != 0:
+            context.abort(grpc.StatusCode.PERMISSION_DENIED, "Access/permission denied")
+        _guard(context, lambda: self.c.update_node(request.name, request.state, request.reason))
+        for n, used, word in self.c.nodes():
+            if n.name == request.name:
+                return self._node_pb(n, used, word)
+        context.abort(grpc.StatusCode.NOT_FOUND, f"Invalid node name specified: {request.name}")
+        raise AssertionError("unreachable")
+
+    def WaitJob(self, request: pb.WaitRequest, context: grpc.ServicerContext) -> Iterator[pb.Job]:
+        updates = self.c.wait(request.job_id)
+        while context.is_active():
+            job = _guard(context, lambda: next(updates, None))
+            if job is None:
+                return
+            yield self._job_pb(job)
+
+    def RegisterNode(self, request: pb.RegisterRequest, context: grpc.ServicerContext) -> pb.RegisterReply:
+        gpus = [convert.gpu_from_pb(g) for g in request.gpus]
+        kill = _guard(context, lambda: self.c.register(
+            request.name, request.addr, request.port, gpus, list(request.running_job_ids),
+            request.drain_reason, request.isolation))
+        return pb.RegisterReply(heartbeat_interval=self.c.heartbeat_interval, kill_job_ids=kill)
+
+    def Heartbeat(self, request: pb.HeartbeatRequest, context: grpc.ServicerContext) -> pb.HeartbeatReply:
+        again, kill = _guard(context, lambda: self.c.heartbeat(
+            request.name, list(request.running_job_ids), request.health_reason))
+        return pb.HeartbeatReply(reregister=again, kill_job_ids=kill)
+
+    def JobEnded(self, request: pb.JobEndedRequest, context: grpc.ServicerContext) -> pb.Empty:
+        usage = None
+        if request.HasField("usage") and request.usage.gpu_count:
+            usage = {"gpu_seconds": request.usage.gpu_seconds,
+                     "peak_gpu_memory_mb": request.usage.peak_gpu_memory_mb,
+                     "mean_gpu_util": request.usage.mean_gpu_util}
+        self.c.job_ended(request.job_id, request.node, JobState(request.state), request.exit_code,
+                         request.exit_signal, request.end_time, usage)
+        return pb.Empty()

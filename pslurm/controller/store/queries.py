@@ -1,0 +1,294 @@
+"""Every query pslurm makes. The only module (with schema and migrations) that imports SQLAlchemy.
+
+State changes are compare-and-set: ``UPDATE jobs SET state=:to WHERE job_id=:id AND state IN
+(:allowed)``, with the allowed set taken from the one transition table in ``pslurm.core.states``.
+Each one writes a ``job_events`` row in the same transaction.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Connection, Engine, create_engine, event, func, insert, select, update
+from sqlalchemy.engine import Row
+
+from pslurm.core.gres import GresRequest
+from pslurm.core.jobspec import JobRecord, JobSpec, spec_from_dict, spec_to_dict
+from pslurm.core.node import GpuInfo, NodeRecord
+from pslurm.core.states import JOB_TRANSITIONS, NODE_TRANSITIONS, InvalidTransition, JobState, NodeState
+from pslurm.controller.store.schema import job_events, jobs, nodes
+
+_ACTIVE = (JobState.RUNNING.value, JobState.COMPLETING.value)
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """What one RUNNING or COMPLETING job holds on its node."""
+
+    job_id: int
+    node: str
+    cpus: int
+    mem_mb: int
+    gpu_indices: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class JobEvent:
+    """One row of a job's history."""
+
+    job_id: int
+    time: float
+    from_state: JobState | None
+    to_state: JobState
+    detail: str
+
+
+def _format_indices(indices: Iterable[int]) -> str:
+    return ",".join(str(i) for i in indices)
+
+
+def _parse_indices(text: str) -> tuple[int, ...]:
+    return tuple(int(i) for i in text.split(",")) if text else ()
+
+
+def _format_gres(gres: Sequence[GresRequest]) -> str:
+    return ",".join(str(g) for g in gres)
+
+
+def _parse_gres(text: str) -> tuple[GresRequest, ...]:
+    out = []
+    for item in filter(None, text.split(",")):
+        parts = item.split(":")
+        out.append(GresRequest(parts[0], parts[1] if len(parts) == 3 else None, int(parts[-1])))
+    return tuple(out)
+
+
+class Store:
+    """The job queue and node table in SQL (SQLite with WAL by default, or PostgreSQL)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.engine: Engine = _make_engine(url)
+        # SQLite has one writer at a time; serialising writes in-process avoids busy retries.
+        self._write_lock = threading.Lock()
+
+    # -- schema ---------------------------------------------------------------------------
+
+    def migrate(self) -> None:
+        """Bring the schema to the newest Alembic revision (idempotent)."""
+        from alembic import command
+        from alembic.config import Config
+
+        cfg = Config()
+        cfg.set_main_option("script_location", str(pathlib.Path(__file__).parent / "migrations"))
+        with self.engine.begin() as conn:
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, "head")
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    # -- jobs -----------------------------------------------------------------------------
+
+    def submit(self, spec: JobSpec, partition: str, time_limit: int | None, now: float) -> int:
+        """Store a new PENDING job and its submit event in one transaction; return its id."""
+        with self._write_lock, self.engine.begin() as conn:
+            job_id = conn.execute(
+                insert(jobs).values(
+                    name=spec.name, user_name=spec.user, uid=spec.uid, partition=partition,
+                    state=JobState.PENDING.value, reason="None", submit_time=now, time_limit=time_limit,
+                    cpus=spec.cpus, mem_mb=spec.mem_mb, gres=_format_gres(spec.gres), gpu_indices="",
+                    exit_code=0, exit_signal=0, cancel_requested=False, spec=json.dumps(spec_to_dict(spec)),
+                )
+            ).inserted_primary_key[0]
+            conn.execute(insert(job_events).values(
+                job_id=job_id, time=now, from_state=None, to_state=JobState.PENDING.value, detail="submit"))
+        return int(job_id)
+
+    def transition(self, job_id: int, to: JobState, now: float, detail: str = "",
+                   **values: Any) -> JobState:
+        """Move a job to ``to`` if the table allows it from its current state; return the old state.
+
+        Raises InvalidTransition when the job does not exist or is in a state ``to`` may not
+        follow (it lost a race, or the request was wrong).
+        """
+        allowed = [s.value for s in JOB_TRANSITIONS[to]]
+        with self._write_lock, self.engine.begin() as conn:
+            old = conn.execute(select(jobs.c.state).where(jobs.c.job_id == job_id)).scalar()
+            if old is None:
+                raise InvalidTransition(f"job {job_id} does not exist")
+            result = conn.execute(
+                update(jobs).where(jobs.c.job_id == job_id, jobs.c.state.in_(allowed))
+                .values(state=to.value, **values)
+            )
+            if result.rowcount != 1:
+                raise InvalidTransition(f"job {job_id} is {old}, it cannot become {to.value}")
+            conn.execute(insert(job_events).values(
+                job_id=job_id, time=now, from_state=old, to_state=to.value, detail=detail))
+        return JobState(old)
+
+    def start_job(self, job_id: int, node: str, gpu_indices: Sequence[int], now: float) -> bool:
+        """PENDING -> RUNNING on ``node`` with those GPUs; False when the job is no longer PENDING."""
+        try:
+            self.transition(job_id, JobState.RUNNING, now, detail=f"start on {node}", node=node,
+                            gpu_indices=_format_indices(gpu_indices), start_time=now, reason="None")
+        except InvalidTransition:
+            return False
+        return True
+
+    def set_reason(self, reasons: dict[int, str]) -> None:
+        """Record why pending jobs wait (Resources, Priority, ...); not a state change, no event."""
+        if not reasons:
+            return
+        with self._write_lock, self.engine.begin() as conn:
+            for job_id, reason in reasons.items():
+                conn.execute(update(jobs).where(jobs.c.job_id == job_id, jobs.c.state == "PENDING",
+                                                jobs.c.reason != reason).values(reason=reason))
+
+    def get_job(self, job_id: int) -> JobRecord | None:
+        found = self.get_jobs(job_ids=[job_id], include_finished=True)
+        return found[0] if found else None
+
+    def get_jobs(self, job_ids: Sequence[int] = (), users: Sequence[str] = (),
+                 states: Sequence[JobState] = (), include_finished: bool = False,
+                 since: float | None = None) -> list[JobRecord]:
+        """Jobs in id order. Without ids or states, only active (pending, running, completing) ones
+        unless ``include_finished``; ``since`` keeps jobs that ended after it or have not ended."""
+        query = select(jobs).order_by(jobs.c.job_id)
+        if job_ids:
+            query = query.where(jobs.c.job_id.in_(list(job_ids)))
+        if users:
+            query = query.where(jobs.c.user_name.in_(list(users)))
+        if states:
+            query = query.where(jobs.c.state.in_([s.value for s in states]))
+        elif not include_finished and not job_ids:
+            query = query.where(jobs.c.state.in_(["PENDING", *_ACTIVE]))
+        if since is not None:
+            query = query.where((jobs.c.end_time.is_(None)) | (jobs.c.end_time >= since))
+        with self.engine.connect() as conn:
+            return [_job_from_row(row) for row in conn.execute(query)]
+
+    def pending_jobs(self, limit: int) -> list[JobRecord]:
+        """The first ``limit`` pending jobs in submit order (the scheduler's queue depth)."""
+        query = select(jobs).where(jobs.c.state == "PENDING").order_by(jobs.c.job_id).limit(limit)
+        with self.engine.connect() as conn:
+            return [_job_from_row(row) for row in conn.execute(query)]
+
+    def allocations(self) -> list[Allocation]:
+        """What RUNNING and COMPLETING jobs hold: the base of every free-resource figure."""
+        query = select(jobs.c.job_id, jobs.c.node, jobs.c.cpus, jobs.c.mem_mb, jobs.c.gpu_indices).where(
+            jobs.c.state.in_(_ACTIVE))
+        with self.engine.connect() as conn:
+            return [Allocation(r.job_id, r.node, r.cpus, r.mem_mb, _parse_indices(r.gpu_indices))
+                    for r in conn.execute(query)]
+
+    def active_job_ids_on(self, node: str) -> list[int]:
+        query = select(jobs.c.job_id).where(jobs.c.node == node, jobs.c.state.in_(_ACTIVE))
+        with self.engine.connect() as conn:
+            return [r.job_id for r in conn.execute(query)]
+
+    def events(self, job_id: int) -> list[JobEvent]:
+        """A job's history, oldest first."""
+        query = select(job_events).where(job_events.c.job_id == job_id).order_by(job_events.c.event_id)
+        with self.engine.connect() as conn:
+            return [JobEvent(r.job_id, r.time, JobState(r.from_state) if r.from_state else None,
+                             JobState(r.to_state), r.detail) for r in conn.execute(query)]
+
+    def count_jobs(self) -> int:
+        with self.engine.connect() as conn:
+            return int(conn.execute(select(func.count()).select_from(jobs)).scalar() or 0)
+
+    # -- nodes ----------------------------------------------------------------------------
+
+    def ensure_nodes(self, configured: Sequence[NodeRecord]) -> None:
+        """Insert configured nodes not yet in the table (UNKNOWN) and refresh the configured
+        figures of the others; runtime state (UP/DOWN, drain) is kept across restarts."""
+        with self._write_lock, self.engine.begin() as conn:
+            known = {r.name for r in conn.execute(select(nodes.c.name))}
+            for node in configured:
+                values = dict(addr=node.addr, port=node.port, cpus=node.cpus, real_memory=node.real_memory,
+                              gres=_format_gres(node.gres))
+                if node.name in known:
+                    conn.execute(update(nodes).where(nodes.c.name == node.name).values(**values))
+                else:
+                    conn.execute(insert(nodes).values(
+                        name=node.name, state=NodeState.UNKNOWN.value, drain=False, reason="",
+                        last_heartbeat=0.0, gpus="[]", isolation="", **values))
+
+    def get_nodes(self) -> list[NodeRecord]:
+        with self.engine.connect() as conn:
+            return [_node_from_row(r) for r in conn.execute(select(nodes).order_by(nodes.c.name))]
+
+    def get_node(self, name: str) -> NodeRecord | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(select(nodes).where(nodes.c.name == name)).first()
+        return _node_from_row(row) if row else None
+
+    def set_node_state(self, name: str, to: NodeState, now: float, **values: Any) -> NodeState:
+        """Compare-and-set a node's base state; returns the old one. Raises InvalidTransition."""
+        allowed = [s.value for s in NODE_TRANSITIONS[to]]
+        with self._write_lock, self.engine.begin() as conn:
+            return _set_node_state(conn, name, to, allowed, values)
+
+    def update_node(self, name: str, **values: Any) -> None:
+        """Set fields that are not the base state (drain, reason, heartbeat, inventory)."""
+        if "gpus" in values:
+            values["gpus"] = json.dumps([vars(g) for g in values["gpus"]])
+        with self._write_lock, self.engine.begin() as conn:
+            conn.execute(update(nodes).where(nodes.c.name == name).values(**values))
+
+
+def _set_node_state(conn: Connection, name: str, to: NodeState, allowed: list[str],
+                    values: dict[str, Any]) -> NodeState:
+    old = conn.execute(select(nodes.c.state).where(nodes.c.name == name)).scalar()
+    if old is None:
+        raise InvalidTransition(f"node {name} does not exist")
+    result = conn.execute(update(nodes).where(nodes.c.name == name, nodes.c.state.in_(allowed))
+                          .values(state=to.value, **values))
+    if result.rowcount != 1:
+        raise InvalidTransition(f"node {name} is {old}, it cannot become {to.value}")
+    return NodeState(old)
+
+
+def _job_from_row(row: Row[Any]) -> JobRecord:
+    return JobRecord(
+        job_id=row.job_id, spec=spec_from_dict(json.loads(row.spec)), state=JobState(row.state),
+        reason=row.reason, submit_time=row.submit_time, start_time=row.start_time, end_time=row.end_time,
+        node=row.node, gpu_indices=_parse_indices(row.gpu_indices), exit_code=row.exit_code,
+        exit_signal=row.exit_signal, cancel_requested=bool(row.cancel_requested), partition=row.partition,
+        time_limit=row.time_limit, gpu_seconds=row.gpu_seconds, peak_gpu_memory_mb=row.peak_gpu_memory_mb,
+        mean_gpu_util=row.mean_gpu_util,
+    )
+
+
+def _node_from_row(row: Row[Any]) -> NodeRecord:
+    gpus = tuple(GpuInfo(**{**g, "cores": tuple(g.get("cores") or ())}) for g in json.loads(row.gpus))
+    return NodeRecord(
+        name=row.name, addr=row.addr, port=row.port, cpus=row.cpus, real_memory=row.real_memory,
+        gres=_parse_gres(row.gres), state=NodeState(row.state), drain=bool(row.drain), reason=row.reason,
+        last_heartbeat=row.last_heartbeat, gpus=gpus, isolation=row.isolation,
+    )
+
+
+def _make_engine(url: str) -> Engine:
+    if url.startswith("sqlite"):
+        path = url.split("///", 1)[-1]
+        if path and path != ":memory:":
+            pathlib.Path(path).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+
+        @event.listens_for(engine, "connect")
+        def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+            cursor = dbapi_conn.cursor()
+            cursor.execute("PRAGMA journal_mode=WAL")  # readers never block the writer
+            cursor.execute("PRAGMA synchronous=FULL")  # a commit is on disk before the submit is acknowledged
+            cursor.execute("PRAGMA foreign_keys=ON")
+            cursor.close()
+
+        return engine
+    return create_engine(url, pool_size=8, max_overflow=8, pool_pre_ping=True)

@@ -1,0 +1,63 @@
+"""The tables. Alembic's migrations create them; this module describes them for queries."""
+
+from __future__ import annotations
+
+from sqlalchemy import Boolean, Column, Float, ForeignKey, Integer, MetaData, String, Table, Text
+
+metadata = MetaData()
+
+jobs = Table(
+    "jobs",
+    metadata,
+    Column("job_id", Integer, primary_key=True, autoincrement=True),
+    Column("name", String(256), nullable=False),
+    Column("user_name", String(64), nullable=False, index=True),
+    Column("uid", Integer, nullable=False),
+    Column("partition", String(64), nullable=False),
+    Column("state", String(16), nullable=False, index=True),
+    Column("reason", String(64), nullable=False, default="None"),
+    Column("submit_time", Float, nullable=False),
+    Column("start_time", Float),
+    Column("end_time", Float),
+    Column("time_limit", Integer),  # seconds in force; NULL is unlimited
+    Column("cpus", Integer, nullable=False),
+    Column("mem_mb", Integer, nullable=False),
+    Column("gres", String(256), nullable=False),  # what was asked, per node, e.g. gpu:a100:2
+    Column("node", String(64)),
+    Column("gpu_indices", String(256), nullable=False, default=""),  # "0,1": the node's own indices
+    Column("exit_code", Integer, nullable=False, default=0),
+    Column("exit_signal", Integer, nullable=False, default=0),
+    Column("cancel_requested", Boolean, nullable=False, default=False),
+    Column("gpu_seconds", Float),
+    Column("peak_gpu_memory_mb", Integer),
+    Column("mean_gpu_util", Float),
+    Column("spec", Text, nullable=False),  # the whole JobSpec as JSON
+)
+
+job_events = Table(
+    "job_events",
+    metadata,
+    Column("event_id", Integer, primary_key=True, autoincrement=True),
+    Column("job_id", Integer, ForeignKey("jobs.job_id"), nullable=False, index=True),
+    Column("time", Float, nullable=False),
+    Column("from_state", String(16)),  # NULL for the submit
+    Column("to_state", String(16), nullable=False),
+    Column("detail", String(256), nullable=False, default=""),
+)
+
+nodes = Table(
+    "nodes",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("addr", String(256), nullable=False),
+    Column("port", Integer, nullable=False),
+    Column("cpus", Integer, nullable=False),
+    Column("real_memory", Integer, nullable=False),
+    Column("gres", String(256), nullable=False, default=""),
+    Column("state", String(16), nullable=False),
+    Column("drain", Boolean, nullable=False, default=False),
+    Column("reason", String(256), nullable=False, default=""),
+    Column("last_heartbeat", Float, nullable=False, default=0.0),
+    Column("gpus", Text, nullable=False, default="[]"),  # JSON list of GpuInfo the agent reported
+    Column("isolation", String(256), nullable=False, default=""),
+)

@@ -1,0 +1,89 @@
+"""Domain <-> protobuf conversion, in one place for the controller, the agents and the CLIs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from pslurm.core.gres import GresRequest
+from pslurm.core.jobspec import JobRecord, JobSpec
+from pslurm.core.node import GpuInfo
+from pslurm.core.states import JobState
+from pslurm.proto import pslurm_pb2 as pb
+
+
+def gres_to_pb(gres: Iterable[GresRequest]) -> list[pb.Gres]:
+    return [pb.Gres(name=g.name, type=g.type or "", count=g.count) for g in gres]
+
+
+def gres_from_pb(items: Iterable[pb.Gres]) -> tuple[GresRequest, ...]:
+    return tuple(GresRequest(g.name, g.type or None, g.count) for g in items)
+
+
+def spec_to_pb(spec: JobSpec) -> pb.JobSpec:
+    msg = pb.JobSpec(
+        name=spec.name, user=spec.user, uid=spec.uid, gid=spec.gid, workdir=spec.workdir,
+        argv=list(spec.argv), environment=spec.environment, partition=spec.partition or "",
+        num_nodes=spec.num_nodes, ntasks=spec.ntasks, cpus_per_task=spec.cpus_per_task, mem_mb=spec.mem_mb,
+        gres=gres_to_pb(spec.gres), interactive=spec.interactive,
+    )
+    if spec.script is not None:
+        msg.script = spec.script
+    if spec.stdout is not None:
+        msg.stdout = spec.stdout
+    if spec.stderr is not None:
+        msg.stderr = spec.stderr
+    if spec.time_limit is not None:
+        msg.time_limit = spec.time_limit
+    return msg
+
+
+def spec_from_pb(msg: pb.JobSpec) -> JobSpec:
+    return JobSpec(
+        name=msg.name, user=msg.user, uid=msg.uid, gid=msg.gid, workdir=msg.workdir,
+        script=msg.script if msg.HasField("script") else None, argv=tuple(msg.argv),
+        environment=dict(msg.environment), partition=msg.partition or None,
+        stdout=msg.stdout if msg.HasField("stdout") else None,
+        stderr=msg.stderr if msg.HasField("stderr") else None,
+        time_limit=msg.time_limit if msg.HasField("time_limit") else None,
+        num_nodes=msg.num_nodes or 1, ntasks=msg.ntasks or 1, cpus_per_task=msg.cpus_per_task or 1,
+        mem_mb=msg.mem_mb, gres=gres_from_pb(msg.gres), interactive=msg.interactive,
+    )
+
+
+def job_to_pb(job: JobRecord, node_target: str = "") -> pb.Job:
+    msg = pb.Job(
+        job_id=job.job_id, spec=spec_to_pb(job.spec), state=job.state.value, reason=job.reason,
+        submit_time=job.submit_time, node=job.node or "", gpu_indices=list(job.gpu_indices),
+        exit_code=job.exit_code, exit_signal=job.exit_signal, node_target=node_target,
+    )
+    msg.spec.partition = job.partition or msg.spec.partition
+    if job.start_time is not None:
+        msg.start_time = job.start_time
+    if job.end_time is not None:
+        msg.end_time = job.end_time
+    if job.time_limit is not None:
+        msg.time_limit = job.time_limit
+    return msg
+
+
+def job_from_pb(msg: pb.Job) -> JobRecord:
+    spec = spec_from_pb(msg.spec)
+    return JobRecord(
+        job_id=msg.job_id, spec=spec, state=JobState(msg.state), reason=msg.reason,
+        submit_time=msg.submit_time, start_time=msg.start_time if msg.HasField("start_time") else None,
+        end_time=msg.end_time if msg.HasField("end_time") else None, node=msg.node or None,
+        gpu_indices=tuple(msg.gpu_indices), exit_code=msg.exit_code, exit_signal=msg.exit_signal,
+        partition=msg.spec.partition, time_limit=msg.time_limit if msg.HasField("time_limit") else None,
+    )
+
+
+def gpu_to_pb(gpu: GpuInfo) -> pb.GpuInfo:
+    return pb.GpuInfo(index=gpu.index, name=gpu.name, type=gpu.type or "", file=gpu.file or "",
+                      minor=-1 if gpu.minor is None else gpu.minor, uuid=gpu.uuid or "",
+                      memory_mb=gpu.memory_mb or 0, cores=list(gpu.cores))
+
+
+def gpu_from_pb(msg: pb.GpuInfo) -> GpuInfo:
+    return GpuInfo(index=msg.index, name=msg.name, type=msg.type or None, file=msg.file or None,
+                   minor=None if msg.minor < 0 else msg.minor, uuid=msg.uuid or None,
+                   memory_mb=msg.memory_mb or None, cores=tuple(msg.cores))

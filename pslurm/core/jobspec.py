@@ -1,0 +1,84 @@
+"""What a job asks for (JobSpec) and what the controller knows of it (JobRecord)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pslurm.core.gres import GresRequest
+from pslurm.core.states import JobState
+
+
+class SpecError(ValueError):
+    """A job request that is malformed or can never run; the message is one line for the user."""
+
+
+@dataclass
+class JobSpec:
+    """A job request, built by the CLIs from flags and directives and checked by the controller."""
+
+    name: str
+    user: str
+    uid: int
+    gid: int
+    workdir: str
+    script: str | None = None  # batch script text (psbatch); None for psrun
+    argv: tuple[str, ...] = ()  # the command psrun runs, without a shell
+    environment: dict[str, str] = field(default_factory=dict)
+    partition: str | None = None  # None: the cluster's default partition
+    stdout: str | None = None  # output pattern (%j %x %u %N %A %a); None: slurm-%j.out
+    stderr: str | None = None  # None: same file as stdout
+    time_limit: int | None = None  # seconds; None: the partition's limit
+    num_nodes: int = 1
+    ntasks: int = 1
+    cpus_per_task: int = 1
+    mem_mb: int = 0  # per node; 0: no memory asked
+    gres: tuple[GresRequest, ...] = ()  # per node
+    interactive: bool = False  # psrun: output streamed back, not written to files
+
+    @property
+    def cpus(self) -> int:
+        """CPUs needed on the node."""
+        return self.ntasks * self.cpus_per_task
+
+    def gpus(self, type_: str | None = None) -> int:
+        """GPUs asked per node (of one type when ``type_`` is given)."""
+        return sum(g.count for g in self.gres if g.name == "gpu" and (type_ is None or g.type == type_))
+
+
+@dataclass
+class JobRecord:
+    """A job as the store keeps it."""
+
+    job_id: int
+    spec: JobSpec
+    state: JobState
+    reason: str = "None"
+    submit_time: float = 0.0
+    start_time: float | None = None
+    end_time: float | None = None
+    node: str | None = None  # one node per job for now
+    gpu_indices: tuple[int, ...] = ()  # the node's own GPU indices
+    exit_code: int = 0
+    exit_signal: int = 0
+    cancel_requested: bool = False
+    partition: str = ""  # the partition it was accepted into
+    time_limit: int | None = None  # seconds in force; None is unlimited
+    gpu_seconds: float | None = None
+    peak_gpu_memory_mb: int | None = None
+    mean_gpu_util: float | None = None
+
+
+def spec_to_dict(spec: JobSpec) -> dict[str, object]:
+    """A JSON-ready dict of the spec (the store keeps the whole request as JSON)."""
+    data = dict(vars(spec))
+    data["argv"] = list(spec.argv)
+    data["gres"] = [[g.name, g.type, g.count] for g in spec.gres]
+    return data
+
+
+def spec_from_dict(data: dict[str, object]) -> JobSpec:
+    """The inverse of :func:`spec_to_dict`."""
+    values = dict(data)
+    values["argv"] = tuple(values.get("argv") or ())  # type: ignore[call-overload]
+    values["gres"] = tuple(GresRequest(n, t, c) for n, t, c in values.get("gres") or ())  # type: ignore[attr-defined]
+    return JobSpec(**values)  # type: ignore[arg-type]

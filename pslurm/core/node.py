@@ -1,0 +1,50 @@
+"""A node as the controller knows it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pslurm.core.gres import GresRequest
+from pslurm.core.states import NodeState
+
+
+@dataclass(frozen=True)
+class GpuInfo:
+    """One GPU as the node's agent reported it."""
+
+    index: int
+    name: str = "gpu"
+    type: str | None = None
+    file: str | None = None
+    minor: int | None = None
+    uuid: str | None = None
+    memory_mb: int | None = None
+    cores: tuple[int, ...] = ()
+
+
+@dataclass
+class NodeRecord:
+    """A configured node with the state the store keeps for it."""
+
+    name: str
+    addr: str
+    port: int
+    cpus: int
+    real_memory: int
+    gres: tuple[GresRequest, ...] = ()
+    state: NodeState = NodeState.UNKNOWN
+    drain: bool = False
+    reason: str = ""
+    last_heartbeat: float = 0.0
+    gpus: tuple[GpuInfo, ...] = field(default_factory=tuple)
+    isolation: str = ""
+
+    @property
+    def target(self) -> str:
+        """host:port of the node's agent."""
+        return f"{self.addr}:{self.port}"
+
+    @property
+    def available(self) -> bool:
+        """The scheduler may place new work here."""
+        return self.state is NodeState.UP and not self.drain

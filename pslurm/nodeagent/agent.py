@@ -1,0 +1,238 @@
+"""The agent's behaviour: register, heartbeat, launch and end jobs, report to the controller."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Iterator
+
+import grpc
+
+from pslurm.core import convert
+from pslurm.core.config import CgroupConfig, ClusterConfig, NodeConfig
+from pslurm.core.jobspec import JobRecord
+from pslurm.core.states import JobState
+from pslurm.nodeagent.cgroups import DeviceCgroups, JobCgroup, affinity_for
+from pslurm.nodeagent.environment import job_environment
+from pslurm.nodeagent.gpus import GpuDevice
+from pslurm.nodeagent.launcher import JobEnd, Launcher, RunningJob
+from pslurm.proto import pslurm_pb2 as pb
+from pslurm.proto import pslurm_pb2_grpc as pb_grpc
+
+log = logging.getLogger("psd")
+
+KEEP_ENDED = 300.0  # seconds an ended job's record (and psrun output) is kept for late readers
+
+
+class Agent:
+    """One node's agent."""
+
+    def __init__(self, config: ClusterConfig, node: NodeConfig, devices: list[GpuDevice],
+                 cgroup_conf: CgroupConfig, drain_reason: str | None = None) -> None:
+        self.config = config
+        self.node = node
+        self.devices = devices
+        self.drain_reason = drain_reason or ""
+        self.cgroups: DeviceCgroups | None = None
+        self.isolation = "none: ConstrainDevices=no"
+        if cgroup_conf.constrain_devices:
+            why_not = DeviceCgroups.probe()
+            if why_not is None:
+                self.cgroups = DeviceCgroups.detect(parent=f"pslurm/{node.name}")
+                self.isolation = "devices"
+            else:
+                self.isolation = f"none: {why_not}"
+                log.warning("ConstrainDevices=yes but jobs will not be isolated: %s", why_not)
+        self.launcher = Launcher(node.name, config.cluster_name,
+                                 os.path.join(config.spool_dir, node.name), config.kill_wait, self._ended)
+        self.jobs: dict[int, RunningJob] = {}
+        self._unreported: dict[int, RunningJob] = {}
+        self._lock = threading.Lock()
+        self._launched = threading.Condition(self._lock)  # psrun may ask for output before the launch
+        self._stop = threading.Event()
+        self.heartbeat_interval = 2.0
+        channel = grpc.insecure_channel(config.controller_target)
+        self.controller = pb_grpc.ControllerStub(channel)
+        self._meta = (("x-pslurm-uid", str(os.getuid())),)
+
+    # -- controller side -------------------------------------------------------------------
+
+    def register(self) -> None:
+        """Register until the controller answers (it may start after us)."""
+        delay = 0.05
+        while not self._stop.is_set():
+            try:
+                reply = self.controller.RegisterNode(pb.RegisterRequest(
+                    name=self.node.name, addr=self.node.addr, port=self.node.port, cpus=self.node.cpus,
+                    real_memory=self.node.real_memory, gpus=[_gpu_pb(d) for d in self.devices],
+                    running_job_ids=self.running_ids(), drain_reason=self.drain_reason,
+                    isolation=self.isolation,
+                ), timeout=5, metadata=self._meta)
+            except grpc.RpcError as exc:
+                log.info("controller not reachable yet (%s), retrying", exc.code() if isinstance(exc, grpc.Call) else exc)
+                self._stop.wait(delay)
+                delay = min(delay * 2, 2.0)
+                continue
+            self.heartbeat_interval = reply.heartbeat_interval or 2.0
+            self._kill(reply.kill_job_ids)
+            log.info("registered %s with %d GPUs", self.node.name, len(self.devices))
+            return
+
+    def heartbeat_loop(self) -> None:
+        while not self._stop.wait(self.heartbeat_interval):
+            self._report_ends()
+            try:
+                reply = self.controller.Heartbeat(pb.HeartbeatRequest(
+                    name=self.node.name, running_job_ids=self.running_ids()), timeout=5, metadata=self._meta)
+            except grpc.RpcError:
+                continue
+            if reply.reregister:
+                self.register()
+            self._kill(reply.kill_job_ids)
+            self._forget_old()
+
+    def running_ids(self) -> list[int]:
+        with self._lock:
+            return [i for i, r in self.jobs.items() if r.end is None or i in self._unreported]
+
+    def _ended(self, running: RunningJob) -> None:
+        with self._lock:
+            self._unreported[running.job.job_id] = running
+        self._report_ends()
+
+    def _report_ends(self) -> None:
+        with self._lock:
+            pending = list(self._unreported.values())
+        for running in pending:
+            end = running.end
+            assert end is not None
+            try:
+                self.controller.JobEnded(pb.JobEndedRequest(
+                    job_id=running.job.job_id, node=self.node.name, state=end.state.value,
+                    exit_code=end.exit_code, exit_signal=end.exit_signal, end_time=end.end_time,
+                ), timeout=5, metadata=self._meta)
+            except grpc.RpcError as exc:
+                log.warning("could not report end of job %d: %s; will retry", running.job.job_id, exc)
+                return
+            with self._lock:
+                self._unreported.pop(running.job.job_id, None)
+
+    def _forget_old(self) -> None:
+        now = time.time()
+        with self._lock:
+            for job_id, running in list(self.jobs.items()):
+                if running.end and job_id not in self._unreported and now - running.end.end_time > KEEP_ENDED:
+                    del self.jobs[job_id]
+
+    def _kill(self, job_ids: Iterator[int] | list[int]) -> None:
+        for job_id in job_ids:
+            self.signal(job_id, 0)
+
+    # -- jobs ------------------------------------------------------------------------------
+
+    def launch(self, job: JobRecord) -> None:
+        """Start a job; a repeated launch of the same job is a no-op (the controller may retry)."""
+        with self._lock:
+            if job.job_id in self.jobs:
+                return
+            placeholder = RunningJob(job, None, time.time())
+            self.jobs[job.job_id] = placeholder
+        cgroup = self._cgroup_for(job)
+        visible = list(range(len(job.gpu_indices))) if cgroup is not None else list(job.gpu_indices)
+        env = job_environment(job, self.node.name, self.config.cluster_name, visible)
+        cpus = affinity_for(self.devices, job.gpu_indices) if job.gpu_indices else None
+        running = self.launcher.start(job, env, cgroup, cpus)
+        with self._launched:
+            self.jobs[job.job_id] = running
+            self._launched.notify_all()
+
+    def _cgroup_for(self, job: JobRecord) -> JobCgroup | None:
+        if self.cgroups is None:
+            return None
+        by_index = {d.index: d for d in self.devices}
+        minors = [m for i in job.gpu_indices if (m := by_index[i].minor if i in by_index else None) is not None]
+        return self.cgroups.create(job.job_id, minors)
+
+    def signal(self, job_id: int, signum: int) -> None:
+        with self._lock:
+            running = self.jobs.get(job_id)
+        if running is None:
+            return
+        if signum == 0:
+            self.launcher.cancel(running)
+        else:
+            self.launcher.signal(running, signum)
+
+    def output(self, job_id: int) -> Iterator[pb.OutputChunk]:
+        """psrun's stream: output as it comes, then the end."""
+        with self._launched:
+            self._launched.wait_for(lambda: self._started(job_id), timeout=30.0)
+            running = self.jobs.get(job_id)
+        if running is None or not running.job.spec.interactive:
+            return
+        sent = {"stdout": 0, "stderr": 0}
+        while True:
+            with running.changed:
+                running.changed.wait_for(lambda: _has_news(running, sent) or self._stop.is_set(), timeout=1.0)
+                chunk = {name: bytes(buf.data[sent[name]:]) for name, buf in running.outputs.items()}
+                for name, data in chunk.items():
+                    sent[name] += len(data)
+                finished = running.end is not None and all(b.closed for b in running.outputs.values())
+            if any(chunk.values()):
+                yield pb.OutputChunk(stdout=chunk.get("stdout", b""), stderr=chunk.get("stderr", b""))
+            if finished:
+                end: JobEnd = running.end  # type: ignore[assignment]
+                yield pb.OutputChunk(done=True, state=end.state.value, exit_code=end.exit_code,
+                                     exit_signal=end.exit_signal)
+                return
+            if self._stop.is_set():
+                return
+
+    def _started(self, job_id: int) -> bool:
+        running = self.jobs.get(job_id)
+        return running is not None and (running.proc is not None or running.end is not None)
+
+    def stop(self, grace: float = 10.0) -> None:
+        """End the jobs this agent runs (pslurm down leaves nothing behind), report them, stop."""
+        with self._lock:
+            active = [r for r in self.jobs.values() if r.end is None and r.proc is not None]
+        for running in active:
+            self.launcher.cancel(running)
+        deadline = time.time() + grace
+        while time.time() < deadline and any(r.end is None for r in active):
+            time.sleep(0.05)
+        self._report_ends()
+        self._stop.set()
+
+
+def _has_news(running: RunningJob, sent: dict[str, int]) -> bool:
+    if any(len(b.data) > sent[n] for n, b in running.outputs.items()):
+        return True
+    return running.end is not None and all(b.closed for b in running.outputs.values())
+
+
+def _gpu_pb(d: GpuDevice) -> pb.GpuInfo:
+    return pb.GpuInfo(index=d.index, name=d.name, type=d.type or "", file=d.file or "",
+                      minor=-1 if d.minor is None else d.minor, uuid=d.uuid or "", memory_mb=d.memory_mb or 0,
+                      cores=list(d.cores or ()))
+
+
+class AgentServicer(pb_grpc.NodeAgentServicer):
+    def __init__(self, agent: Agent) -> None:
+        self.agent = agent
+
+    def LaunchJob(self, request: pb.LaunchRequest, context: grpc.ServicerContext) -> pb.Empty:
+        self.agent.launch(convert.job_from_pb(request.job))
+        return pb.Empty()
+
+    def SignalJob(self, request: pb.SignalRequest, context: grpc.ServicerContext) -> pb.Empty:
+        self.agent.signal(request.job_id, request.signal)
+        return pb.Empty()
+
+    def StreamOutput(self, request: pb.OutputRequest, context: grpc.ServicerContext) -> Iterator[pb.OutputChunk]:
+        yield from self.agent.output(request.job_id)
+
+
+__all__ = ["Agent", "AgentServicer", "JobState"]

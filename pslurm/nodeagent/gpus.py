@@ -1,0 +1,450 @@
+"""GPU inventory, health and usage: NVML (pynvml) or a static gres.conf.
+
+The only module in pslurm that imports ``pynvml``; it does so inside functions, so the agent
+starts (and serves static gres.conf GPUs) on hosts without the NVML library.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from pslurm.core.config import GresConfLine
+
+
+@dataclass(frozen=True)
+class GpuDevice:
+    """One GPU of this node; ``index`` is its position in the node's inventory (0..n-1)."""
+
+    index: int
+    name: str
+    type: str | None
+    file: str | None  # "/dev/nvidia3"; None for Count= GPUs
+    minor: int | None
+    uuid: str | None = None
+    memory_mb: int | None = None
+    pci_bus_id: str | None = None
+    cores: tuple[int, ...] | None = None
+    links: tuple[int, ...] = ()  # indices of NVLink peers
+
+
+class GpuDiscoveryError(Exception):
+    """GPUs could not be discovered; the message is one line for the log and the node's reason."""
+
+
+# Xids that an application causes (bad kernel, OOB access, ...) and that leave the GPU usable;
+# the same set the NVIDIA k8s device plugin ignores.
+APPLICATION_XIDS = frozenset({13, 31, 43, 45, 68, 109})
+
+_NOISE = {"nvidia", "tesla", "geforce", "quadro", "titan"}
+_FORM = re.compile(r"^(sxm\d*|pcie|pci|nvl|hbm\d*e?|\d+gb)$")
+
+
+def type_from_name(name: str) -> str:
+    """Lower-case GRES type from an NVML product name.
+
+    Rule: split on spaces and ``-``, drop vendor/brand words (NVIDIA, Tesla, GeForce, Quadro),
+    drop form-factor and memory words (SXM4, PCIe, NVL, HBM3, 80GB), join what is left.
+    "NVIDIA A100-SXM4-80GB" -> "a100", "NVIDIA H100 80GB HBM3" -> "h100",
+    "Tesla V100-SXM2-16GB" -> "v100", "NVIDIA GeForce RTX 4090" -> "rtx4090",
+    "NVIDIA RTX A6000" -> "rtxa6000".
+    """
+    words = [w for w in re.split(r"[\s\-_]+", name.strip().lower()) if w]
+    kept = [w for w in words if w not in _NOISE and not _FORM.match(w)]
+    return "".join(kept) or "gpu"
+
+
+def _text(value: str | bytes) -> str:
+    # pynvml returned bytes before 11.5 and str since
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _norm_bus_id(bus_id: str | bytes) -> str:
+    """``00000000:07:00.0`` and ``0000:07:00.0`` name the same device: compare on a 4-digit domain."""
+    text = _text(bus_id).strip().lower()
+    domain, _, rest = text.partition(":")
+    try:
+        return f"{int(domain, 16):04x}:{rest}"
+    except ValueError:
+        return text
+
+
+def cores_from_mask(words: Iterable[int], word_bits: int = 64) -> tuple[int, ...]:
+    """CPU numbers set in an NVML affinity bitmask (array of unsigned longs, word 0 = CPUs 0..63)."""
+    cores: list[int] = []
+    for w, word in enumerate(words):
+        word = int(word)
+        for bit in range(word_bits):
+            if word >> bit & 1:
+                cores.append(w * word_bits + bit)
+    return tuple(cores)
+
+
+def _load_nvml() -> Any:
+    """Import pynvml and nvmlInit(), mapping every failure to a one-line GpuDiscoveryError."""
+    try:
+        with warnings.catch_warnings():
+            # the deprecated "pynvml" PyPI shim warns on import; nvidia-ml-py provides the same module
+            warnings.simplefilter("ignore", FutureWarning)
+            import pynvml
+    except ImportError as exc:
+        raise GpuDiscoveryError(f"AutoDetect=nvml but pynvml is not installed: {exc}") from None
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise GpuDiscoveryError(
+            f"AutoDetect=nvml but the NVML library could not be loaded: {reason}"
+        ) from None
+    return pynvml
+
+
+def _nvlink_peers(nv: Any, handle: Any) -> list[str]:
+    """Bus ids at the far end of each active NVLink (empty where NVLink is not supported)."""
+    peers: list[str] = []
+    for link in range(getattr(nv, "NVML_NVLINK_MAX_LINKS", 18)):
+        try:
+            if nv.nvmlDeviceGetNvLinkState(handle, link) != nv.NVML_FEATURE_ENABLED:
+                continue
+            peers.append(_norm_bus_id(nv.nvmlDeviceGetNvLinkRemotePciInfo(handle, link).busId))
+        except (nv.NVMLError_NotSupported, nv.NVMLError_InvalidArgument):
+            break  # past the last link of this GPU, or no NVLink at all
+        except nv.NVMLError:
+            continue
+    return peers
+
+
+def discover_nvml() -> list[GpuDevice]:
+    """All GPUs NVML sees, in NVML order, with affinity and NVLink peers.
+
+    Raises GpuDiscoveryError (one line) when the library is missing or a query fails.
+    """
+    nv = _load_nvml()
+    try:
+        count = nv.nvmlDeviceGetCount()
+        ncpu_words = max(1, (_cpu_count() + 63) // 64)
+        raw: list[tuple[GpuDevice, list[str]]] = []
+        for i in range(count):
+            h = nv.nvmlDeviceGetHandleByIndex(i)
+            name = _text(nv.nvmlDeviceGetName(h))
+            minor = int(nv.nvmlDeviceGetMinorNumber(h))
+            try:
+                cores: tuple[int, ...] | None = cores_from_mask(nv.nvmlDeviceGetCpuAffinity(h, ncpu_words))
+            except nv.NVMLError_NotSupported:
+                cores = None
+            dev = GpuDevice(
+                index=i,
+                name=name,
+                type=type_from_name(name),
+                file=f"/dev/nvidia{minor}",
+                minor=minor,
+                uuid=_text(nv.nvmlDeviceGetUUID(h)),
+                memory_mb=int(nv.nvmlDeviceGetMemoryInfo(h).total) // (1024 * 1024),
+                pci_bus_id=_norm_bus_id(nv.nvmlDeviceGetPciInfo(h).busId),
+                cores=cores or None,
+            )
+            raw.append((dev, _nvlink_peers(nv, h)))
+    except nv.NVMLError as exc:
+        raise GpuDiscoveryError(f"NVML query failed during GPU discovery: {exc}") from None
+    finally:
+        try:
+            nv.nvmlShutdown()
+        except nv.NVMLError:
+            pass
+    by_bus = {d.pci_bus_id: d.index for d, _ in raw}
+    # peers behind an NVSwitch have the switch's bus id, not a GPU's: those are dropped
+    return [
+        replace(d, links=tuple(sorted({by_bus[p] for p in peers if p in by_bus and by_bus[p] != d.index})))
+        for d, peers in raw
+    ]
+
+
+def _cpu_count() -> int:
+    import os
+
+    return os.cpu_count() or 1
+
+
+_TRAILING_DIGITS = re.compile(r"(\d+)$")
+
+
+def _minor_of(path: str) -> int | None:
+    m = _TRAILING_DIGITS.search(path)
+    return int(m.group(1)) if m else None
+
+
+def _applies(line: GresConfLine, node_name: str | None) -> bool:
+    return line.node_names is None or node_name is None or node_name in line.node_names
+
+
+def inventory_from_gres_conf(
+    lines: list[GresConfLine], node_name: str | None = None
+) -> tuple[list[GpuDevice], bool]:
+    """The node's GPUs from gres.conf lines, and whether ``AutoDetect=nvml`` was asked.
+
+    Lines for other nodes (NodeName=) are skipped when ``node_name`` is given. Without
+    autodetection: ``File=`` gives one device per file (minor from the trailing digits of
+    /dev/nvidiaN), ``Count=`` gives file-less devices; indices 0..n-1 in file order. With
+    ``AutoDetect=nvml`` (the last applicable AutoDetect= wins): the NVML devices, where a line's
+    ``Type=``/``Cores=`` override the detected ones for its ``File=`` devices, or for all devices
+    when the line names no file. GpuDiscoveryError propagates from NVML.
+    """
+    mine = [ln for ln in lines if _applies(ln, node_name)]
+    autodetect = False
+    for ln in mine:
+        if ln.autodetect is not None:
+            autodetect = ln.autodetect.lower() == "nvml"
+    gpu_lines = [ln for ln in mine if ln.name == "gpu"]
+    if autodetect:
+        return _override(discover_nvml(), gpu_lines), True
+    devices: list[GpuDevice] = []
+    for ln in gpu_lines:
+        for path in ln.files:
+            devices.append(
+                GpuDevice(len(devices), ln.type or "gpu", ln.type, path, _minor_of(path), cores=ln.cores)
+            )
+        if not ln.files:
+            for _ in range(ln.count):
+                devices.append(GpuDevice(len(devices), ln.type or "gpu", ln.type, None, None, cores=ln.cores))
+    return devices, False
+
+
+def _override(devices: list[GpuDevice], lines: list[GresConfLine]) -> list[GpuDevice]:
+    out = list(devices)
+    for ln in lines:
+        files = set(ln.files)
+        for i, d in enumerate(out):
+            if files and d.file not in files:
+                continue
+            out[i] = replace(d, type=ln.type or d.type, cores=ln.cores if ln.cores is not None else d.cores)
+    return out
+
+
+def check_inventory(
+    found: list[GpuDevice], configured: int, configured_types: Mapping[str, int] | None = None
+) -> str | None:
+    """The DRAIN reason when fewer GPUs were found than slurm.conf's ``Gres=`` says, else None.
+
+    ``configured_types`` maps a type to its configured count (``Gres=gpu:a100:2`` -> {"a100": 2}).
+    """
+    if len(found) < configured:
+        return f"gres/gpu count reported lower than configured ({len(found)} < {configured})"
+    for type_, want in (configured_types or {}).items():
+        have = sum(1 for d in found if d.type == type_)
+        if have < want:
+            return f"gres/gpu:{type_} count reported lower than configured ({have} < {want})"
+    return None
+
+
+def format_cpu_list(cores: Iterable[int]) -> str:
+    """``[0,1,2,3,8]`` -> ``"0-3,8"`` (the Cores= syntax)."""
+    parts: list[str] = []
+    run: list[int] = []
+    for c in sorted(set(cores)):
+        if run and c == run[-1] + 1:
+            run.append(c)
+            continue
+        if run:
+            parts.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+        run = [c]
+    if run:
+        parts.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+    return ",".join(parts)
+
+
+def format_gres_conf(devices: list[GpuDevice]) -> str:
+    """gres.conf lines for ``psd --print-gres`` (like ``slurmd -G``), one per device.
+
+    ``Links=`` follows Slurm: one entry per device in index order, -1 for itself, 1 for an
+    NVLink peer, 0 otherwise; it is printed only when some device has NVLink peers.
+    """
+    n = len(devices)
+    any_links = any(d.links for d in devices)
+    out: list[str] = []
+    for d in devices:
+        parts = ["Name=gpu"]
+        if d.type:
+            parts.append(f"Type={d.type}")
+        parts.append(f"File={d.file}" if d.file else "Count=1")
+        if d.cores:
+            parts.append(f"Cores={format_cpu_list(d.cores)}")
+        if any_links:
+            parts.append(
+                "Links=" + ",".join("-1" if j == d.index else str(int(j in d.links)) for j in range(n))
+            )
+        if d.uuid:
+            parts.append(f"UniqueId={d.uuid}")
+        out.append(" ".join(parts))
+    return "\n".join(out) + ("\n" if out else "")
+
+
+class GpuMonitor:
+    """Health and usage of this node's GPUs through NVML.
+
+    Build it only for an NVML inventory (``inventory_from_gres_conf`` returned True); NVML is
+    initialised on first use and GpuDiscoveryError is raised when it cannot be. Handles are
+    found by UUID, then PCI bus id, then index.
+    """
+
+    def __init__(self, devices: list[GpuDevice]) -> None:
+        self.devices = {d.index: d for d in devices}
+        self._nv: Any = None
+        self._handles: dict[int, Any] = {}
+        self._events: Any = None
+        self._xids: dict[int, int] = {}  # index -> first critical Xid seen (sticky until restart)
+
+    def open(self) -> None:
+        """Initialise NVML, resolve handles and register for critical Xid events."""
+        if self._nv is not None:
+            return
+        nv = _load_nvml()
+        self._nv = nv
+        for idx, d in self.devices.items():
+            self._handles[idx] = self._handle(d)
+        try:
+            self._events = nv.nvmlEventSetCreate()
+            for h in self._handles.values():
+                nv.nvmlDeviceRegisterEvents(h, nv.nvmlEventTypeXidCriticalError, self._events)
+        except nv.NVMLError:
+            self._events = None  # unsupported (some GPUs, vGPU): ECC and GPU-lost still checked
+
+    def _handle(self, d: GpuDevice) -> Any:
+        nv = self._nv
+        if d.uuid:
+            return nv.nvmlDeviceGetHandleByUUID(d.uuid)
+        if d.pci_bus_id:
+            return nv.nvmlDeviceGetHandleByPciBusId(d.pci_bus_id)
+        return nv.nvmlDeviceGetHandleByIndex(d.index)
+
+    def close(self) -> None:
+        """Free the event set and shut NVML down (idempotent)."""
+        nv, self._nv = self._nv, None
+        if nv is None:
+            return
+        try:
+            if self._events is not None:
+                nv.nvmlEventSetFree(self._events)
+            nv.nvmlShutdown()
+        except nv.NVMLError:
+            pass
+        self._events = None
+        self._handles.clear()
+
+    def _index_of(self, handle: Any) -> int | None:
+        for idx, h in self._handles.items():
+            if h == handle:
+                return idx
+        return None
+
+    def _drain_events(self) -> None:
+        nv = self._nv
+        while self._events is not None:
+            try:
+                ev = nv.nvmlEventSetWait(self._events, 0)
+            except nv.NVMLError:
+                return  # NVMLError_Timeout: no event pending
+            idx = self._index_of(ev.device)
+            if idx is not None and int(ev.eventData) not in APPLICATION_XIDS:
+                self._xids.setdefault(idx, int(ev.eventData))
+
+    def health(self) -> str | None:
+        """A one-line drain reason (critical Xid, uncorrectable ECC, GPU lost), or None when healthy."""
+        self.open()
+        nv = self._nv
+        self._drain_events()
+        if self._xids:
+            idx = min(self._xids)
+            return f"gpu {idx}: Xid {self._xids[idx]} critical error"
+        for idx, h in sorted(self._handles.items()):
+            try:
+                errors = nv.nvmlDeviceGetTotalEccErrors(
+                    h, nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nv.NVML_VOLATILE_ECC
+                )
+            except nv.NVMLError_GpuIsLost:
+                return f"gpu {idx}: GPU has fallen off the bus (NVML_ERROR_GPU_IS_LOST)"
+            except nv.NVMLError:
+                errors = 0  # ECC off or unsupported (consumer cards): still check the GPU answers
+                try:
+                    nv.nvmlDeviceGetMemoryInfo(h)
+                except nv.NVMLError_GpuIsLost:
+                    return f"gpu {idx}: GPU has fallen off the bus (NVML_ERROR_GPU_IS_LOST)"
+                except nv.NVMLError:
+                    pass
+            if errors > 0:
+                return f"gpu {idx}: {errors} uncorrectable ECC error(s)"
+        return None
+
+    def sample(self, indices: Iterable[int]) -> dict[int, tuple[float, int]]:
+        """Utilisation % and used memory MB per GPU; GPUs that cannot be read are left out."""
+        self.open()
+        nv = self._nv
+        out: dict[int, tuple[float, int]] = {}
+        for idx in indices:
+            h = self._handles.get(idx)
+            if h is None:
+                continue
+            try:
+                util = nv.nvmlDeviceGetUtilizationRates(h).gpu
+                used = nv.nvmlDeviceGetMemoryInfo(h).used
+            except nv.NVMLError:
+                continue  # health() reports a lost GPU
+            out[idx] = (float(util), int(used) // (1024 * 1024))
+        return out
+
+    def process_memory(self, indices: Iterable[int]) -> dict[int, int]:
+        """GPU memory MB per pid over the given GPUs (0 where the driver hides it, e.g. in containers)."""
+        self.open()
+        nv = self._nv
+        out: dict[int, int] = {}
+        for idx in indices:
+            h = self._handles.get(idx)
+            if h is None:
+                continue
+            try:
+                procs = nv.nvmlDeviceGetComputeRunningProcesses(h)
+            except nv.NVMLError:
+                continue
+            for p in procs:
+                used = p.usedGpuMemory or 0  # None: not available
+                out[p.pid] = out.get(p.pid, 0) + int(used) // (1024 * 1024)
+        return out
+
+
+class UsageAccumulator:
+    """GPU usage of one job, fed with ``GpuMonitor.sample`` results over time.
+
+    ``gpu_seconds`` is allocated GPUs x elapsed (Slurm's gres/gpu TRES convention, not
+    utilisation-weighted). Each sample describes the interval since the previous one, since
+    NVML's utilisation is an average over its last sample period. ``peak_memory_mb`` is the
+    largest total over the job's GPUs at one sample; ``mean_util`` is time-weighted over GPUs.
+    """
+
+    def __init__(self, gpu_count: int, start: float) -> None:
+        self.gpu_count = gpu_count
+        self.start = start
+        self.last = start
+        self.peak_memory_mb = 0
+        self._util_time = 0.0  # sum of mean-util x dt
+        self._sampled_time = 0.0
+
+    def add(self, now: float, samples: Mapping[int, tuple[float, int]]) -> None:
+        """Record the samples taken at ``now`` (seconds, monotonic)."""
+        dt = max(0.0, now - self.last)
+        self.last = max(self.last, now)
+        if not samples:
+            return
+        utils = [u for u, _ in samples.values()]
+        self._util_time += sum(utils) / len(utils) * dt
+        self._sampled_time += dt
+        self.peak_memory_mb = max(self.peak_memory_mb, sum(m for _, m in samples.values()))
+
+    @property
+    def gpu_seconds(self) -> float:
+        return self.gpu_count * (self.last - self.start)
+
+    @property
+    def mean_util(self) -> float:
+        return self._util_time / self._sampled_time if self._sampled_time else 0.0

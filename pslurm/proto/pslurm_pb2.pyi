@@ -1,0 +1,358 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class Empty(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class Gres(_message.Message):
+    __slots__ = ("name", "type", "count")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    type: str
+    count: int
+    def __init__(self, name: _Optional[str] = ..., type: _Optional[str] = ..., count: _Optional[int] = ...) -> None: ...
+
+class JobSpec(_message.Message):
+    __slots__ = ("name", "user", "uid", "gid", "workdir", "script", "argv", "environment", "partition", "stdout", "stderr", "time_limit", "num_nodes", "ntasks", "cpus_per_task", "mem_mb", "gres", "interactive")
+    class EnvironmentEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    UID_FIELD_NUMBER: _ClassVar[int]
+    GID_FIELD_NUMBER: _ClassVar[int]
+    WORKDIR_FIELD_NUMBER: _ClassVar[int]
+    SCRIPT_FIELD_NUMBER: _ClassVar[int]
+    ARGV_FIELD_NUMBER: _ClassVar[int]
+    ENVIRONMENT_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    STDOUT_FIELD_NUMBER: _ClassVar[int]
+    STDERR_FIELD_NUMBER: _ClassVar[int]
+    TIME_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    NUM_NODES_FIELD_NUMBER: _ClassVar[int]
+    NTASKS_FIELD_NUMBER: _ClassVar[int]
+    CPUS_PER_TASK_FIELD_NUMBER: _ClassVar[int]
+    MEM_MB_FIELD_NUMBER: _ClassVar[int]
+    GRES_FIELD_NUMBER: _ClassVar[int]
+    INTERACTIVE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    user: str
+    uid: int
+    gid: int
+    workdir: str
+    script: str
+    argv: _containers.RepeatedScalarFieldContainer[str]
+    environment: _containers.ScalarMap[str, str]
+    partition: str
+    stdout: str
+    stderr: str
+    time_limit: int
+    num_nodes: int
+    ntasks: int
+    cpus_per_task: int
+    mem_mb: int
+    gres: _containers.RepeatedCompositeFieldContainer[Gres]
+    interactive: bool
+    def __init__(self, name: _Optional[str] = ..., user: _Optional[str] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., workdir: _Optional[str] = ..., script: _Optional[str] = ..., argv: _Optional[_Iterable[str]] = ..., environment: _Optional[_Mapping[str, str]] = ..., partition: _Optional[str] = ..., stdout: _Optional[str] = ..., stderr: _Optional[str] = ..., time_limit: _Optional[int] = ..., num_nodes: _Optional[int] = ..., ntasks: _Optional[int] = ..., cpus_per_task: _Optional[int] = ..., mem_mb: _Optional[int] = ..., gres: _Optional[_Iterable[_Union[Gres, _Mapping]]] = ..., interactive: _Optional[bool] = ...) -> None: ...
+
+class Job(_message.Message):
+    __slots__ = ("job_id", "spec", "state", "reason", "submit_time", "start_time", "end_time", "node", "gpu_indices", "exit_code", "exit_signal", "node_target", "time_limit")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    SUBMIT_TIME_FIELD_NUMBER: _ClassVar[int]
+    START_TIME_FIELD_NUMBER: _ClassVar[int]
+    END_TIME_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    GPU_INDICES_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    EXIT_SIGNAL_FIELD_NUMBER: _ClassVar[int]
+    NODE_TARGET_FIELD_NUMBER: _ClassVar[int]
+    TIME_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    job_id: int
+    spec: JobSpec
+    state: str
+    reason: str
+    submit_time: float
+    start_time: float
+    end_time: float
+    node: str
+    gpu_indices: _containers.RepeatedScalarFieldContainer[int]
+    exit_code: int
+    exit_signal: int
+    node_target: str
+    time_limit: int
+    def __init__(self, job_id: _Optional[int] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., state: _Optional[str] = ..., reason: _Optional[str] = ..., submit_time: _Optional[float] = ..., start_time: _Optional[float] = ..., end_time: _Optional[float] = ..., node: _Optional[str] = ..., gpu_indices: _Optional[_Iterable[int]] = ..., exit_code: _Optional[int] = ..., exit_signal: _Optional[int] = ..., node_target: _Optional[str] = ..., time_limit: _Optional[int] = ...) -> None: ...
+
+class GpuInfo(_message.Message):
+    __slots__ = ("index", "name", "type", "file", "minor", "uuid", "memory_mb", "cores")
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    FILE_FIELD_NUMBER: _ClassVar[int]
+    MINOR_FIELD_NUMBER: _ClassVar[int]
+    UUID_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_MB_FIELD_NUMBER: _ClassVar[int]
+    CORES_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    name: str
+    type: str
+    file: str
+    minor: int
+    uuid: str
+    memory_mb: int
+    cores: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, index: _Optional[int] = ..., name: _Optional[str] = ..., type: _Optional[str] = ..., file: _Optional[str] = ..., minor: _Optional[int] = ..., uuid: _Optional[str] = ..., memory_mb: _Optional[int] = ..., cores: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class Node(_message.Message):
+    __slots__ = ("name", "addr", "port", "cpus", "real_memory", "gres", "state", "drain", "reason", "partitions", "alloc_cpus", "alloc_mem", "alloc_gpus", "display_state", "running_jobs", "last_heartbeat", "gpus", "isolation")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ADDR_FIELD_NUMBER: _ClassVar[int]
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    CPUS_FIELD_NUMBER: _ClassVar[int]
+    REAL_MEMORY_FIELD_NUMBER: _ClassVar[int]
+    GRES_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    DRAIN_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    ALLOC_CPUS_FIELD_NUMBER: _ClassVar[int]
+    ALLOC_MEM_FIELD_NUMBER: _ClassVar[int]
+    ALLOC_GPUS_FIELD_NUMBER: _ClassVar[int]
+    DISPLAY_STATE_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_JOBS_FIELD_NUMBER: _ClassVar[int]
+    LAST_HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
+    GPUS_FIELD_NUMBER: _ClassVar[int]
+    ISOLATION_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    addr: str
+    port: int
+    cpus: int
+    real_memory: int
+    gres: _containers.RepeatedCompositeFieldContainer[Gres]
+    state: str
+    drain: bool
+    reason: str
+    partitions: _containers.RepeatedScalarFieldContainer[str]
+    alloc_cpus: int
+    alloc_mem: int
+    alloc_gpus: _containers.RepeatedScalarFieldContainer[int]
+    display_state: str
+    running_jobs: int
+    last_heartbeat: float
+    gpus: _containers.RepeatedCompositeFieldContainer[GpuInfo]
+    isolation: str
+    def __init__(self, name: _Optional[str] = ..., addr: _Optional[str] = ..., port: _Optional[int] = ..., cpus: _Optional[int] = ..., real_memory: _Optional[int] = ..., gres: _Optional[_Iterable[_Union[Gres, _Mapping]]] = ..., state: _Optional[str] = ..., drain: _Optional[bool] = ..., reason: _Optional[str] = ..., partitions: _Optional[_Iterable[str]] = ..., alloc_cpus: _Optional[int] = ..., alloc_mem: _Optional[int] = ..., alloc_gpus: _Optional[_Iterable[int]] = ..., display_state: _Optional[str] = ..., running_jobs: _Optional[int] = ..., last_heartbeat: _Optional[float] = ..., gpus: _Optional[_Iterable[_Union[GpuInfo, _Mapping]]] = ..., isolation: _Optional[str] = ...) -> None: ...
+
+class Partition(_message.Message):
+    __slots__ = ("name", "nodes", "default", "max_time", "default_time", "state")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    DEFAULT_FIELD_NUMBER: _ClassVar[int]
+    MAX_TIME_FIELD_NUMBER: _ClassVar[int]
+    DEFAULT_TIME_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    nodes: _containers.RepeatedScalarFieldContainer[str]
+    default: bool
+    max_time: int
+    default_time: int
+    state: str
+    def __init__(self, name: _Optional[str] = ..., nodes: _Optional[_Iterable[str]] = ..., default: _Optional[bool] = ..., max_time: _Optional[int] = ..., default_time: _Optional[int] = ..., state: _Optional[str] = ...) -> None: ...
+
+class SubmitRequest(_message.Message):
+    __slots__ = ("spec",)
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    spec: JobSpec
+    def __init__(self, spec: _Optional[_Union[JobSpec, _Mapping]] = ...) -> None: ...
+
+class SubmitReply(_message.Message):
+    __slots__ = ("job_id",)
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: int
+    def __init__(self, job_id: _Optional[int] = ...) -> None: ...
+
+class JobQuery(_message.Message):
+    __slots__ = ("job_ids", "users", "states", "include_finished")
+    JOB_IDS_FIELD_NUMBER: _ClassVar[int]
+    USERS_FIELD_NUMBER: _ClassVar[int]
+    STATES_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_FINISHED_FIELD_NUMBER: _ClassVar[int]
+    job_ids: _containers.RepeatedScalarFieldContainer[int]
+    users: _containers.RepeatedScalarFieldContainer[str]
+    states: _containers.RepeatedScalarFieldContainer[str]
+    include_finished: bool
+    def __init__(self, job_ids: _Optional[_Iterable[int]] = ..., users: _Optional[_Iterable[str]] = ..., states: _Optional[_Iterable[str]] = ..., include_finished: _Optional[bool] = ...) -> None: ...
+
+class JobList(_message.Message):
+    __slots__ = ("jobs",)
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    jobs: _containers.RepeatedCompositeFieldContainer[Job]
+    def __init__(self, jobs: _Optional[_Iterable[_Union[Job, _Mapping]]] = ...) -> None: ...
+
+class CancelRequest(_message.Message):
+    __slots__ = ("job_ids", "signal")
+    JOB_IDS_FIELD_NUMBER: _ClassVar[int]
+    SIGNAL_FIELD_NUMBER: _ClassVar[int]
+    job_ids: _containers.RepeatedScalarFieldContainer[int]
+    signal: int
+    def __init__(self, job_ids: _Optional[_Iterable[int]] = ..., signal: _Optional[int] = ...) -> None: ...
+
+class CancelReply(_message.Message):
+    __slots__ = ("errors",)
+    ERRORS_FIELD_NUMBER: _ClassVar[int]
+    errors: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, errors: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ClusterInfo(_message.Message):
+    __slots__ = ("cluster_name", "partitions", "nodes")
+    CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    cluster_name: str
+    partitions: _containers.RepeatedCompositeFieldContainer[Partition]
+    nodes: _containers.RepeatedCompositeFieldContainer[Node]
+    def __init__(self, cluster_name: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[Partition, _Mapping]]] = ..., nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ...) -> None: ...
+
+class UpdateNodeRequest(_message.Message):
+    __slots__ = ("name", "state", "reason")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    state: str
+    reason: str
+    def __init__(self, name: _Optional[str] = ..., state: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class WaitRequest(_message.Message):
+    __slots__ = ("job_id",)
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: int
+    def __init__(self, job_id: _Optional[int] = ...) -> None: ...
+
+class RegisterRequest(_message.Message):
+    __slots__ = ("name", "addr", "port", "cpus", "real_memory", "gpus", "running_job_ids", "drain_reason", "isolation")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ADDR_FIELD_NUMBER: _ClassVar[int]
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    CPUS_FIELD_NUMBER: _ClassVar[int]
+    REAL_MEMORY_FIELD_NUMBER: _ClassVar[int]
+    GPUS_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_JOB_IDS_FIELD_NUMBER: _ClassVar[int]
+    DRAIN_REASON_FIELD_NUMBER: _ClassVar[int]
+    ISOLATION_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    addr: str
+    port: int
+    cpus: int
+    real_memory: int
+    gpus: _containers.RepeatedCompositeFieldContainer[GpuInfo]
+    running_job_ids: _containers.RepeatedScalarFieldContainer[int]
+    drain_reason: str
+    isolation: str
+    def __init__(self, name: _Optional[str] = ..., addr: _Optional[str] = ..., port: _Optional[int] = ..., cpus: _Optional[int] = ..., real_memory: _Optional[int] = ..., gpus: _Optional[_Iterable[_Union[GpuInfo, _Mapping]]] = ..., running_job_ids: _Optional[_Iterable[int]] = ..., drain_reason: _Optional[str] = ..., isolation: _Optional[str] = ...) -> None: ...
+
+class RegisterReply(_message.Message):
+    __slots__ = ("heartbeat_interval", "kill_job_ids")
+    HEARTBEAT_INTERVAL_FIELD_NUMBER: _ClassVar[int]
+    KILL_JOB_IDS_FIELD_NUMBER: _ClassVar[int]
+    heartbeat_interval: float
+    kill_job_ids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, heartbeat_interval: _Optional[float] = ..., kill_job_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class HeartbeatRequest(_message.Message):
+    __slots__ = ("name", "running_job_ids", "health_reason")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_JOB_IDS_FIELD_NUMBER: _ClassVar[int]
+    HEALTH_REASON_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    running_job_ids: _containers.RepeatedScalarFieldContainer[int]
+    health_reason: str
+    def __init__(self, name: _Optional[str] = ..., running_job_ids: _Optional[_Iterable[int]] = ..., health_reason: _Optional[str] = ...) -> None: ...
+
+class HeartbeatReply(_message.Message):
+    __slots__ = ("reregister", "kill_job_ids")
+    REREGISTER_FIELD_NUMBER: _ClassVar[int]
+    KILL_JOB_IDS_FIELD_NUMBER: _ClassVar[int]
+    reregister: bool
+    kill_job_ids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, reregister: _Optional[bool] = ..., kill_job_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class JobUsage(_message.Message):
+    __slots__ = ("gpu_count", "gpu_seconds", "peak_gpu_memory_mb", "mean_gpu_util")
+    GPU_COUNT_FIELD_NUMBER: _ClassVar[int]
+    GPU_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    PEAK_GPU_MEMORY_MB_FIELD_NUMBER: _ClassVar[int]
+    MEAN_GPU_UTIL_FIELD_NUMBER: _ClassVar[int]
+    gpu_count: int
+    gpu_seconds: float
+    peak_gpu_memory_mb: int
+    mean_gpu_util: float
+    def __init__(self, gpu_count: _Optional[int] = ..., gpu_seconds: _Optional[float] = ..., peak_gpu_memory_mb: _Optional[int] = ..., mean_gpu_util: _Optional[float] = ...) -> None: ...
+
+class JobEndedRequest(_message.Message):
+    __slots__ = ("job_id", "node", "state", "exit_code", "exit_signal", "end_time", "usage")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    EXIT_SIGNAL_FIELD_NUMBER: _ClassVar[int]
+    END_TIME_FIELD_NUMBER: _ClassVar[int]
+    USAGE_FIELD_NUMBER: _ClassVar[int]
+    job_id: int
+    node: str
+    state: str
+    exit_code: int
+    exit_signal: int
+    end_time: float
+    usage: JobUsage
+    def __init__(self, job_id: _Optional[int] = ..., node: _Optional[str] = ..., state: _Optional[str] = ..., exit_code: _Optional[int] = ..., exit_signal: _Optional[int] = ..., end_time: _Optional[float] = ..., usage: _Optional[_Union[JobUsage, _Mapping]] = ...) -> None: ...
+
+class LaunchRequest(_message.Message):
+    __slots__ = ("job",)
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    job: Job
+    def __init__(self, job: _Optional[_Union[Job, _Mapping]] = ...) -> None: ...
+
+class SignalRequest(_message.Message):
+    __slots__ = ("job_id", "signal")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    SIGNAL_FIELD_NUMBER: _ClassVar[int]
+    job_id: int
+    signal: int
+    def __init__(self, job_id: _Optional[int] = ..., signal: _Optional[int] = ...) -> None: ...
+
+class OutputRequest(_message.Message):
+    __slots__ = ("job_id",)
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: int
+    def __init__(self, job_id: _Optional[int] = ...) -> None: ...
+
+class OutputChunk(_message.Message):
+    __slots__ = ("stdout", "stderr", "done", "state", "exit_code", "exit_signal")
+    STDOUT_FIELD_NUMBER: _ClassVar[int]
+    STDERR_FIELD_NUMBER: _ClassVar[int]
+    DONE_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    EXIT_SIGNAL_FIELD_NUMBER: _ClassVar[int]
+    stdout: bytes
+    stderr: bytes
+    done: bool
+    state: str
+    exit_code: int
+    exit_signal: int
+    def __init__(self, stdout: _Optional[bytes] = ..., stderr: _Optional[bytes] = ..., done: _Optional[bool] = ..., state: _Optional[str] = ..., exit_code: _Optional[int] = ..., exit_signal: _Optional[int] = ...) -> None: ...
