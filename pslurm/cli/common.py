@@ -80,19 +80,32 @@ def user_identity() -> tuple[str, int, int]:
     return name, uid, os.getgid()
 
 
+def click_errors() -> tuple[type[Exception], type[Exception]]:
+    """(ClickException, Abort) of the click that Typer uses (recent Typer vendors its own)."""
+    try:
+        from typer._click.exceptions import ClickException
+    except ImportError:  # older Typer on the real click
+        from click import ClickException  # type: ignore[assignment]
+    return ClickException, typer.Abort
+
+
 def run(app: typer.Typer, prog: str, argv: list[str] | None = None) -> None:
     """Run a Typer app with Slurm's error style for bad flags (one line, exit 1)."""
-    import click
-
+    click_exception, abort = click_errors()
     command = typer.main.get_command(app)
     try:
-        command.main(args=argv, prog_name=prog, standalone_mode=False)
-    except click.exceptions.Exit as exc:
+        result = command.main(args=argv, prog_name=prog, standalone_mode=False)
+    except typer.Exit as exc:
         raise SystemExit(exc.exit_code) from None
-    except click.ClickException as exc:
-        fail(prog, exc.format_message())
-    except click.exceptions.Abort:
+    except click_exception as exc:
+        if type(exc).__name__ == "NoArgsIsHelpError":  # `pslurm` alone: show the help
+            exc.show()  # type: ignore[attr-defined]
+            raise SystemExit(0) from None
+        fail(prog, exc.format_message())  # type: ignore[attr-defined]
+    except abort:
         raise SystemExit(1) from None
+    if isinstance(result, int) and result:  # --help and friends return their exit code
+        raise SystemExit(result)
 
 
 def typer_app(help_text: str, **settings: Any) -> typer.Typer:

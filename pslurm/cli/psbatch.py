@@ -71,8 +71,7 @@ def _script_text(script: str | None, wrap: str | None, script_args: list[str] | 
 
 def _directive_params(app: typer.Typer, text: str) -> dict[str, object]:
     """The script's #SBATCH/#PSBATCH lines parsed by psbatch's own option parser."""
-    import click
-
+    from pslurm.cli.common import click_errors
     from pslurm.core.directives import DirectiveError, parse_directives
 
     try:
@@ -85,8 +84,8 @@ def _directive_params(app: typer.Typer, text: str) -> dict[str, object]:
     try:
         with command.make_context(PROG, [*tokens, "script"], resilient_parsing=False) as ctx:
             return dict(ctx.params)
-    except click.ClickException as exc:
-        fail(PROG, f"invalid #SBATCH directive: {exc.format_message()}")
+    except click_errors()[0] as exc:
+        fail(PROG, f"invalid #SBATCH directive: {exc.format_message()}")  # type: ignore[attr-defined]
 
 
 def submit(opts: o.JobOptions, text: str, default_name: str, parsable: bool) -> None:

@@ -1,0 +1,82 @@
+"""Shared fixtures: database URLs for the store contract, and local clusters for acceptance tests."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+BIN = Path(sys.executable).parent  # the console scripts of the environment running the tests
+
+
+def pg_url() -> str | None:
+    """PostgreSQL for the store tests: PSLURM_TEST_PG_URL (.ci/run starts a server and sets it)."""
+    return os.environ.get("PSLURM_TEST_PG_URL")
+
+
+def require_pg() -> str:
+    url = pg_url()
+    if url:
+        return url
+    if os.environ.get("CI"):
+        pytest.fail("PSLURM_TEST_PG_URL is not set: CI must run the PostgreSQL store tests (.ci/run starts one)")
+    pytest.skip("no PostgreSQL: set PSLURM_TEST_PG_URL (bash .ci/run starts a server and sets it)")
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A fresh, empty database of each kind."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'store.db'}"
+        return
+    base = require_pg()
+    from sqlalchemy import create_engine, text
+
+    name = f"pslurm_t{os.getpid()}_{abs(hash(request.node.nodeid)) % 10**8}"
+    admin = create_engine(base, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    yield base.rsplit("/", 1)[0] + "/" + name
+    with admin.connect() as conn:
+        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    admin.dispose()
+
+
+def cli(*args: str, env: dict[str, str] | None = None, cwd: Path | str | None = None,
+        timeout: float = 60, check: bool = False) -> subprocess.CompletedProcess[str]:
+    """Run one of pslurm's commands as a subprocess (the real console script)."""
+    proc = subprocess.run([str(BIN / args[0]), *args[1:]], env=env, cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{args} failed ({proc.returncode}): {proc.stdout}{proc.stderr}")
+    return proc
+
+
+class Cluster:
+    """A cluster started with `pslurm up` in a temporary state directory."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.state_dir = state_dir
+        self.conf = state_dir / "pslurm.conf"
+        self.env = {**os.environ, "PSLURM_CONF": str(self.conf)}
+
+    def run(self, *args: str, **kw: object) -> subprocess.CompletedProcess[str]:
+        kw.setdefault("env", self.env)
+        return cli(*args, **kw)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """4 nodes x 2 simulated GPUs, for a whole test module."""
+    state = tmp_path_factory.mktemp("cluster")
+    up = cli("pslurm", "up", "--nodes", "4", "--gpus-per-node", "2", "--state-dir", str(state), timeout=120)
+    try:
+        assert up.returncode == 0, up.stderr
+        yield Cluster(state)
+    finally:
+        cli("pslurm", "down", "--state-dir", str(state), timeout=60)

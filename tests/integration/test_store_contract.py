@@ -1,0 +1,156 @@
+"""One contract for the store, run on SQLite and on a real PostgreSQL."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from pslurm.controller.store import Store
+from pslurm.core.gres import GresRequest
+from pslurm.core.jobspec import JobSpec
+from pslurm.core.node import GpuInfo, NodeRecord
+from pslurm.core.states import InvalidTransition, JobState, NodeState
+
+
+@pytest.fixture
+def store(db_url):
+    s = Store(db_url)
+    s.migrate()
+    yield s
+    s.close()
+
+
+def spec(name="j", user="alice", gpus=1):
+    return JobSpec(name=name, user=user, uid=1000, gid=1000, workdir="/tmp", script="#!/bin/sh\ntrue\n",
+                   environment={"A": "b"}, gres=(GresRequest("gpu", "a100", gpus),) if gpus else ())
+
+
+def test_migrate_is_idempotent(store):
+    store.migrate()
+    assert store.count_jobs() == 0
+
+
+def test_submit_stores_a_pending_job_with_its_spec_and_an_event(store):
+    job_id = store.submit(spec(), "gpu", 60, now=100.0)
+    job = store.get_job(job_id)
+    assert job is not None
+    assert (job.state, job.partition, job.time_limit, job.submit_time) == (JobState.PENDING, "gpu", 60, 100.0)
+    assert job.spec == spec()
+    assert [(e.from_state, e.to_state) for e in store.events(job_id)] == [(None, JobState.PENDING)]
+
+
+def test_ids_increase(store):
+    assert [store.submit(spec(), "gpu", None, 1.0) for _ in range(3)] == [1, 2, 3]
+
+
+def test_start_is_compare_and_set(store):
+    job_id = store.submit(spec(), "gpu", None, 1.0)
+    assert store.start_job(job_id, "c000", (1,), now=2.0)
+    assert not store.start_job(job_id, "c001", (0,), now=3.0)  # already RUNNING: the second start loses
+    job = store.get_job(job_id)
+    assert (job.state, job.node, job.gpu_indices, job.start_time) == (JobState.RUNNING, "c000", (1,), 2.0)
+    assert store.allocations()[0].gpu_indices == (1,)
+
+
+def test_concurrent_starts_have_exactly_one_winner(store):
+    job_id = store.submit(spec(), "gpu", None, 1.0)
+    wins = []
+    barrier = threading.Barrier(8)
+
+    def race(i):
+        barrier.wait()
+        wins.append(store.start_job(job_id, f"c{i:03d}", (0,), now=2.0))
+
+    threads = [threading.Thread(target=race, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(wins) == [False] * 7 + [True]
+    assert len([e for e in store.events(job_id) if e.to_state is JobState.RUNNING]) == 1
+
+
+def test_forbidden_transition_fails_loudly_and_changes_nothing(store):
+    job_id = store.submit(spec(), "gpu", None, 1.0)
+    with pytest.raises(InvalidTransition, match="PENDING"):
+        store.transition(job_id, JobState.COMPLETED, 2.0)
+    assert store.get_job(job_id).state is JobState.PENDING
+    assert len(store.events(job_id)) == 1
+
+
+def test_final_states_are_final(store):
+    job_id = store.submit(spec(), "gpu", None, 1.0)
+    store.start_job(job_id, "c000", (0,), 2.0)
+    store.transition(job_id, JobState.COMPLETED, 3.0, end_time=3.0)
+    for to in (JobState.CANCELLED, JobState.FAILED, JobState.RUNNING, JobState.PENDING):
+        with pytest.raises(InvalidTransition):
+            store.transition(job_id, to, 4.0)
+    assert store.allocations() == []
+
+
+def test_unknown_job(store):
+    assert store.get_job(99) is None
+    with pytest.raises(InvalidTransition, match="does not exist"):
+        store.transition(99, JobState.CANCELLED, 1.0)
+
+
+def test_history_records_every_transition(store):
+    job_id = store.submit(spec(), "gpu", None, 1.0)
+    store.start_job(job_id, "c000", (0,), 2.0)
+    store.transition(job_id, JobState.COMPLETING, 3.0, cancel_requested=True)
+    store.transition(job_id, JobState.CANCELLED, 4.0, end_time=4.0)
+    assert [e.to_state for e in store.events(job_id)] == [
+        JobState.PENDING, JobState.RUNNING, JobState.COMPLETING, JobState.CANCELLED]
+    assert store.get_job(job_id).cancel_requested
+
+
+def test_queries_filter_by_user_state_and_activity(store):
+    a = store.submit(spec(user="alice"), "gpu", None, 1.0)
+    b = store.submit(spec(user="bob"), "gpu", None, 1.0)
+    store.transition(b, JobState.CANCELLED, 2.0, end_time=2.0)
+    assert [j.job_id for j in store.get_jobs()] == [a]
+    assert [j.job_id for j in store.get_jobs(include_finished=True)] == [a, b]
+    assert [j.job_id for j in store.get_jobs(users=["bob"], include_finished=True)] == [b]
+    assert [j.job_id for j in store.get_jobs(states=[JobState.CANCELLED])] == [b]
+    assert [j.job_id for j in store.get_jobs(job_ids=[b])] == [b]
+    assert [j.job_id for j in store.pending_jobs(limit=10)] == [a]
+
+
+def test_reason_is_kept_without_an_event(store):
+    job_id = store.submit(spec(), "gpu", None, 1.0)
+    store.set_reason({job_id: "Resources"})
+    assert store.get_job(job_id).reason == "Resources"
+    assert len(store.events(job_id)) == 1
+
+
+def test_nodes_are_inserted_once_and_keep_their_runtime_state(store):
+    configured = [NodeRecord("c000", "127.0.0.1", 7000, 8, 1000, (GresRequest("gpu", None, 2),))]
+    store.ensure_nodes(configured)
+    assert store.get_node("c000").state is NodeState.UNKNOWN
+    store.set_node_state("c000", NodeState.UP, 1.0)
+    store.update_node("c000", drain=True, reason="maint", gpus=[GpuInfo(0, "gpu", "a100", "/dev/nvidia0", 0)])
+    store.ensure_nodes(configured)  # a controller restart
+    node = store.get_node("c000")
+    assert (node.state, node.drain, node.reason) == (NodeState.UP, True, "maint")
+    assert node.gpus[0].file == "/dev/nvidia0" and node.gres == (GresRequest("gpu", None, 2),)
+
+
+def test_node_transitions_are_compare_and_set(store):
+    store.ensure_nodes([NodeRecord("c000", "127.0.0.1", 7000, 8, 1000)])
+    with pytest.raises(InvalidTransition):
+        store.set_node_state("c000", NodeState.UNKNOWN, 1.0)
+    assert store.set_node_state("c000", NodeState.UP, 1.0) is NodeState.UNKNOWN
+    assert store.set_node_state("c000", NodeState.DOWN, 2.0, reason="Not responding") is NodeState.UP
+    assert store.get_node("c000").reason == "Not responding"
+
+
+def test_acknowledged_job_survives_reopening_the_store(db_url):
+    first = Store(db_url)
+    first.migrate()
+    job_id = first.submit(spec(), "gpu", None, 1.0)
+    first.close()
+    second = Store(db_url)
+    second.migrate()
+    assert second.get_job(job_id).state is JobState.PENDING
+    second.close()

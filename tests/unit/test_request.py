@@ -1,0 +1,52 @@
+import pytest
+
+from pslurm.core.gres import GresRequest
+from pslurm.core.jobspec import SpecError, spec_from_dict, spec_to_dict
+from pslurm.core.request import JobOptions, build_spec, export_environment, parse_mem
+
+IDENT = dict(user="u", uid=1, gid=1, cwd="/home/u", environ={"PATH": "/bin", "HOME": "/home/u"})
+
+
+def test_command_line_wins_over_directives():
+    cli = JobOptions(job_name="cli", time="5")
+    directives = JobOptions(job_name="dir", partition="p", time="10")
+    assert cli.over(directives) == JobOptions(job_name="cli", partition="p", time="5")
+
+
+def test_gres_gpus_and_gpus_per_node_are_the_same_request():
+    a = build_spec(JobOptions(gres="gpu:a100:2"), **IDENT).gres
+    b = build_spec(JobOptions(gpus="a100:2"), **IDENT).gres
+    c = build_spec(JobOptions(gpus_per_node="a100:2"), **IDENT).gres
+    assert a == b == c == (GresRequest("gpu", "a100", 2),)
+
+
+@pytest.mark.parametrize("opts,message", [
+    (JobOptions(gres="gpu:x:y:z"), "gres"), (JobOptions(time="1:xx"), "time"),
+    (JobOptions(ntasks="0"), "ntasks"), (JobOptions(mem="lots"), "mem"), (JobOptions(nodes="two"), "node"),
+])
+def test_malformed_options_are_refused(opts, message):
+    with pytest.raises(SpecError, match=message):
+        build_spec(opts, **IDENT)
+
+
+def test_time_and_chdir():
+    spec = build_spec(JobOptions(time="1-00:00:30", chdir="sub"), **IDENT)
+    assert spec.time_limit == 86430 and spec.workdir == "/home/u/sub"
+
+
+@pytest.mark.parametrize("text,mb", [("100", 100), ("4G", 4096), ("512M", 512), ("1T", 1048576), ("2048K", 2)])
+def test_parse_mem(text, mb):
+    assert parse_mem(text) == mb
+
+
+def test_export():
+    env = {"PATH": "/bin", "X": "1"}
+    assert export_environment(None, env) == env
+    assert export_environment("NONE", env) == {}
+    assert export_environment("X,Y=2", env) == {"X": "1", "Y": "2"}
+    assert export_environment("ALL,Y=2", env) == {**env, "Y": "2"}
+
+
+def test_spec_round_trips_through_json_dict():
+    spec = build_spec(JobOptions(gres="gpu:a100:2,gpu:1", time="5"), argv=("a", "b"), **IDENT)
+    assert spec_from_dict(spec_to_dict(spec)) == spec

@@ -1,0 +1,56 @@
+import pytest
+
+from pslurm.core.states import (
+    FINAL_STATES,
+    JOB_TRANSITIONS,
+    JobState,
+    NodeState,
+    can_transition,
+    node_display_state,
+)
+
+
+def test_final_states_are_never_left():
+    for to, allowed in JOB_TRANSITIONS.items():
+        assert not (allowed & FINAL_STATES), f"{to} may follow a final state"
+
+
+def test_pending_only_starts_or_is_cancelled():
+    assert {to for to in JobState if can_transition(JobState.PENDING, to)} == {JobState.RUNNING, JobState.CANCELLED}
+
+
+def test_every_final_state_is_reachable_from_running_or_completing():
+    for state in FINAL_STATES - {JobState.CANCELLED}:
+        assert can_transition(JobState.RUNNING, state)
+        assert can_transition(JobState.COMPLETING, state)
+
+
+def test_completing_cannot_go_back_to_running():
+    assert not can_transition(JobState.COMPLETING, JobState.RUNNING)
+
+
+@pytest.mark.parametrize("text,state", [("R", JobState.RUNNING), ("pd", JobState.PENDING),
+                                        ("node_fail", JobState.NODE_FAIL), ("CA", JobState.CANCELLED)])
+def test_parse_long_and_short_names(text, state):
+    assert JobState.parse(text) is state
+
+
+def test_parse_rejects_unknown_state():
+    with pytest.raises(ValueError, match="Invalid job state"):
+        JobState.parse("RUNNNING")
+
+
+def test_short_codes_are_slurms():
+    assert [s.short for s in JobState] == ["PD", "R", "CG", "CD", "F", "CA", "TO", "NF"]
+
+
+@pytest.mark.parametrize("args,word", [
+    ((NodeState.UP, False, 0, 2, 0, 8, 0), "idle"),
+    ((NodeState.UP, False, 1, 2, 1, 8, 1), "mix"),
+    ((NodeState.UP, False, 2, 2, 2, 8, 2), "alloc"),
+    ((NodeState.UP, True, 0, 2, 0, 8, 0), "drain"),
+    ((NodeState.UP, True, 1, 2, 1, 8, 1), "drng"),
+    ((NodeState.DOWN, False, 0, 2, 0, 8, 0), "down"),
+])
+def test_node_display_state(args, word):
+    assert node_display_state(*args) == word
