@@ -39,7 +39,7 @@ def render(fmt: str, rows: Sequence[Any], fields: Mapping[str, tuple[str, Callab
 
     def line(values: list[str]) -> str:
         out = []
-        for col, value in zip(columns, values):
+        for col, value in zip(columns, values, strict=True):
             if col.width is not None:
                 value = value[: col.width]
                 value = value.rjust(col.width) if col.right else value.ljust(col.width)

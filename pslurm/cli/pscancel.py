@@ -44,8 +44,8 @@ def _signal_number(text: str) -> int:
     if name.isdigit():
         return int(name)
     try:
-        return int(signals.Signals(name if name.startswith("SIG") else "SIG" + name))
-    except ValueError:
+        return int(signals.Signals[name if name.startswith("SIG") else "SIG" + name])
+    except KeyError:
         fail(PROG, f"Unknown job signal: {text}")
 
 

@@ -41,7 +41,8 @@ def show_job(job: Any) -> str:
         f"NumNodes={spec.num_nodes or 1} NumCPUs={cpus} NumTasks={spec.ntasks or 1} "
         f"CPUs/Task={spec.cpus_per_task or 1}",
         f"TRES={tres}",
-        f"TresPerNode={'gres/' + gres if gres else '(null)'} GpuIndices={','.join(map(str, job.gpu_indices)) or '(null)'}",
+        f"TresPerNode={'gres/' + gres if gres else '(null)'} "
+        f"GpuIndices={','.join(map(str, job.gpu_indices)) or '(null)'}",
         f"Command={' '.join(spec.argv) if spec.argv else '(batch script)'}",
         f"WorkDir={spec.workdir}",
     ]
@@ -56,7 +57,8 @@ def show_node(node: Any) -> str:
     from pslurm.core.gres import format_gres
     from pslurm.core.timefmt import format_timestamp
 
-    state = node.display_state.upper() + ("+DRAIN" if node.drain and node.display_state not in ("drain", "drng") else "")
+    drained = node.drain and node.display_state not in ("drain", "drng")
+    state = node.display_state.upper() + ("+DRAIN" if drained else "")
     gpus = ", ".join(f"{g.index}:{g.type or g.name}{'@' + g.file if g.file else ''}" for g in node.gpus) or "(null)"
     lines = [
         f"NodeName={node.name} NodeAddr={node.addr} Port={node.port}",

@@ -75,8 +75,9 @@ class Controller:
         return job_id
 
     def jobs(self, job_ids: Sequence[int] = (), users: Sequence[str] = (),
-             states: Sequence[JobState] = (), include_finished: bool = False) -> list[JobRecord]:
-        return self.store.get_jobs(job_ids, users, states, include_finished)
+             states: Sequence[JobState] = (), include_finished: bool = False,
+             since: float | None = None) -> list[JobRecord]:
+        return self.store.get_jobs(job_ids, users, states, include_finished, since)
 
     def cancel(self, job_ids: Sequence[int], requester_uid: int, signal: int = 0) -> list[str]:
         """Cancel (or signal) jobs; returns one error line per job that could not be."""
@@ -133,8 +134,12 @@ class Controller:
                 yield job
             if job.state.is_final or (deadline is not None and self.clock() > deadline):
                 return
-            with self._changed:
-                self._changed.wait_for(lambda: self._version != version, timeout=1.0)
+            self._wait_change(version)
+
+    def _wait_change(self, seen: int, timeout: float = 1.0) -> None:
+        """Block until a job state changes after version ``seen`` (or the timeout passes)."""
+        with self._changed:
+            self._changed.wait_for(lambda: self._version != seen, timeout=timeout)
 
     # -- nodes -----------------------------------------------------------------------------
 
@@ -244,7 +249,7 @@ class Controller:
     # -- job ends --------------------------------------------------------------------------
 
     def job_ended(self, job_id: int, node: str, state: JobState, exit_code: int, exit_signal: int,
-                  end_time: float, usage: dict[str, float] | None = None) -> None:
+                  end_time: float, usage: dict[str, float | None] | None = None) -> None:
         """The agent saw the job's processes end. Idempotent: a repeated report is ignored."""
         job = self.store.get_job(job_id)
         if job is None or job.state.is_final or job.node != node:
@@ -254,7 +259,7 @@ class Controller:
         self._end_job(job_id, state, end_time, f"ended on {node}", exit_code, exit_signal, usage or {})
 
     def _end_job(self, job_id: int, state: JobState, now: float, detail: str, exit_code: int,
-                 exit_signal: int, usage: dict[str, float] | None = None) -> None:
+                 exit_signal: int, usage: dict[str, float | None] | None = None) -> None:
         reason = {JobState.FAILED: "NonZeroExitCode", JobState.TIMEOUT: "TimeLimit",
                   JobState.NODE_FAIL: "NodeDown"}.get(state, "None")
         try:

@@ -79,6 +79,6 @@ def spec_to_dict(spec: JobSpec) -> dict[str, object]:
 def spec_from_dict(data: dict[str, object]) -> JobSpec:
     """The inverse of :func:`spec_to_dict`."""
     values = dict(data)
-    values["argv"] = tuple(values.get("argv") or ())  # type: ignore[call-overload]
+    values["argv"] = tuple(values.get("argv") or ())  # type: ignore[call-overload,arg-type]
     values["gres"] = tuple(GresRequest(n, t, c) for n, t, c in values.get("gres") or ())  # type: ignore[attr-defined]
     return JobSpec(**values)  # type: ignore[arg-type]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 
 
-class JobState(str, enum.Enum):
+class JobState(enum.StrEnum):
     """A job's state, named as Slurm names it."""
 
     PENDING = "PENDING"
@@ -79,7 +79,7 @@ class InvalidTransition(Exception):
     """A state change the table forbids, or one that lost a race (the row had moved on)."""
 
 
-class NodeState(str, enum.Enum):
+class NodeState(enum.StrEnum):
     """A node's base state as the controller keeps it; drain is a flag beside it."""
 
     UNKNOWN = "UNKNOWN"  # configured, never registered

@@ -17,11 +17,11 @@ from typing import Any
 from sqlalchemy import Connection, Engine, create_engine, event, func, insert, select, update
 from sqlalchemy.engine import Row
 
+from pslurm.controller.store.schema import job_events, jobs, nodes
 from pslurm.core.gres import GresRequest
 from pslurm.core.jobspec import JobRecord, JobSpec, spec_from_dict, spec_to_dict
 from pslurm.core.node import GpuInfo, NodeRecord
 from pslurm.core.states import JOB_TRANSITIONS, NODE_TRANSITIONS, InvalidTransition, JobState, NodeState
-from pslurm.controller.store.schema import job_events, jobs, nodes
 
 _ACTIVE = (JobState.RUNNING.value, JobState.COMPLETING.value)
 
@@ -105,7 +105,7 @@ class Store:
                     cpus=spec.cpus, mem_mb=spec.mem_mb, gres=_format_gres(spec.gres), gpu_indices="",
                     exit_code=0, exit_signal=0, cancel_requested=False, spec=json.dumps(spec_to_dict(spec)),
                 )
-            ).inserted_primary_key[0]
+            ).inserted_primary_key[0]  # type: ignore[index]
             conn.execute(insert(job_events).values(
                 job_id=job_id, time=now, from_state=None, to_state=JobState.PENDING.value, detail="submit"))
         return int(job_id)
