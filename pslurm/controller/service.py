@@ -56,6 +56,8 @@ class Controller:
         self._changed = threading.Condition()
         self._version = 0  # bumped on every job state change, for waiters
         self._wake = threading.Event()
+        # After a restart every node gets a full SlurmdTimeout to be heard from again.
+        self._started = clock()
         self._stopping = threading.Event()
         self._partitions_of: dict[str, frozenset[str]] = defaultdict(frozenset)
         for part in config.partitions.values():
@@ -227,7 +229,8 @@ class Controller:
         """Nodes silent for longer than SlurmdTimeout go DOWN; their jobs end NODE_FAIL."""
         now = self.clock()
         for node in self.store.get_nodes():
-            if node.state is NodeState.UP and now - node.last_heartbeat > self.config.slurmd_timeout:
+            heard = max(node.last_heartbeat, self._started)
+            if node.state is NodeState.UP and now - heard > self.config.slurmd_timeout:
                 log.warning("node %s not responding, setting DOWN", node.name)
                 try:
                     self.store.set_node_state(node.name, NodeState.DOWN, now, reason="Not responding")
