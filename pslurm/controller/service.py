@@ -277,34 +277,31 @@ class Controller:
 
     def schedule(self) -> int:
         """One pass: snapshot, plan, commit each placement, launch. Returns jobs started."""
-        pending = self.store.pending_jobs(QUEUE_DEPTH)
+        pending = self.store.queue(QUEUE_DEPTH)
         if not pending:
             return 0
         nodes = self.store.get_nodes()
         usage = _usage_by_node(self.store.allocations())
         snapshot = Snapshot(
-            pending=[PendingJob(j.job_id, j.partition, j.spec.cpus, j.spec.mem_mb, j.spec.gres) for j in pending],
+            pending=[PendingJob(j.job_id, j.partition, j.cpus, j.mem_mb, j.gres) for j in pending],
             nodes=[_node_view(n, usage.get(n.name, NodeUsage()), self._partitions_of[n.name]) for n in nodes],
             now=self.clock(),
             partition_up={p.name: p.state.upper() == "UP" for p in self.config.partitions.values()},
         )
         decided = plan(snapshot)
-        by_id = {j.job_id: j for j in pending}
+        reasons = {j.job_id: j.reason for j in pending}
         targets = {n.name: n.target for n in nodes}
-        started = 0
+        started = []
         for placement in decided.placements:
-            now = self.clock()
-            if not self.store.start_job(placement.job_id, placement.node, placement.gpu_indices, now):
-                continue
-            started += 1
-            job = by_id[placement.job_id]
-            job.state, job.node, job.gpu_indices, job.start_time = (
-                JobState.RUNNING, placement.node, placement.gpu_indices, now)
-            self.agents.launch_async(targets[placement.node], job, self._launch_failed)
-        self.store.set_reason({k: v for k, v in decided.reasons.items() if by_id[k].reason != v})
+            if self.store.start_job(placement.job_id, placement.node, placement.gpu_indices, self.clock()):
+                started.append(placement.job_id)
+        for job in self.store.get_jobs(job_ids=started) if started else ():
+            if job.state is JobState.RUNNING and job.node:
+                self.agents.launch_async(targets[job.node], job, self._launch_failed)
+        self.store.set_reason({k: v for k, v in decided.reasons.items() if reasons[k] != v})
         if started:
             self._notify(wake_scheduler=False)
-        return started
+        return len(started)
 
     def _launch_failed(self, job: JobRecord, error: Exception) -> None:
         """The agent could not be reached or refused: requeue the job and set the node DOWN."""

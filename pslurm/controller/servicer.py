@@ -71,8 +71,10 @@ class ControllerServicer(pb_grpc.ControllerServicer):
 
     def GetJobs(self, request: pb.JobQuery, context: grpc.ServicerContext) -> pb.JobList:
         states = _guard(context, lambda: [JobState.parse(s) for s in request.states])
-        jobs = self.c.jobs(list(request.job_ids), list(request.users), states, request.include_finished)
-        return pb.JobList(jobs=[convert.job_to_pb(j) for j in jobs])
+        since = request.since if request.HasField("since") else None
+        jobs = self.c.jobs(list(request.job_ids), list(request.users), states, request.include_finished,
+                           since)
+        return pb.JobList(jobs=[_with_usage(convert.job_to_pb(j), j) for j in jobs])
 
     def CancelJobs(self, request: pb.CancelRequest, context: grpc.ServicerContext) -> pb.CancelReply:
         errors = self.c.cancel(list(request.job_ids), caller_uid(context), request.signal)
@@ -135,9 +137,22 @@ class ControllerServicer(pb_grpc.ControllerServicer):
     def JobEnded(self, request: pb.JobEndedRequest, context: grpc.ServicerContext) -> pb.Empty:
         usage = None
         if request.HasField("usage") and request.usage.gpu_count:
-            usage = {"gpu_seconds": request.usage.gpu_seconds,
-                     "peak_gpu_memory_mb": request.usage.peak_gpu_memory_mb,
-                     "mean_gpu_util": request.usage.mean_gpu_util}
+            # peak memory and utilisation only where measured (NVML); left NULL otherwise
+            u = request.usage
+            usage = {"gpu_seconds": u.gpu_seconds,
+                     "peak_gpu_memory_mb": u.peak_gpu_memory_mb if u.HasField("peak_gpu_memory_mb") else None,
+                     "mean_gpu_util": u.mean_gpu_util if u.HasField("mean_gpu_util") else None}
         self.c.job_ended(request.job_id, request.node, JobState(request.state), request.exit_code,
                          request.exit_signal, request.end_time, usage)
         return pb.Empty()
+
+
+def _with_usage(msg: pb.Job, job) -> pb.Job:  # type: ignore[no-untyped-def]
+    """The job's accounting (psacct), where recorded."""
+    if job.gpu_seconds is not None:
+        msg.gpu_seconds = job.gpu_seconds
+    if job.peak_gpu_memory_mb is not None:
+        msg.peak_gpu_memory_mb = job.peak_gpu_memory_mb
+    if job.mean_gpu_util is not None:
+        msg.mean_gpu_util = job.mean_gpu_util
+    return msg

@@ -114,7 +114,7 @@ def test_queries_filter_by_user_state_and_activity(store):
     assert [j.job_id for j in store.get_jobs(users=["bob"], include_finished=True)] == [b]
     assert [j.job_id for j in store.get_jobs(states=[JobState.CANCELLED])] == [b]
     assert [j.job_id for j in store.get_jobs(job_ids=[b])] == [b]
-    assert [j.job_id for j in store.pending_jobs(limit=10)] == [a]
+    assert [(q.job_id, q.gres) for q in store.queue(limit=10)] == [(a, spec().gres)]
 
 
 def test_reason_is_kept_without_an_event(store):

@@ -1,5 +1,5 @@
 """The store: the only place pslurm touches SQL."""
 
-from pslurm.controller.store.queries import Allocation, JobEvent, Store
+from pslurm.controller.store.queries import Allocation, JobEvent, QueuedJob, Store
 
-__all__ = ["Allocation", "JobEvent", "Store"]
+__all__ = ["Allocation", "JobEvent", "QueuedJob", "Store"]

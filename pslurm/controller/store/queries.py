@@ -38,6 +38,18 @@ class Allocation:
 
 
 @dataclass(frozen=True)
+class QueuedJob:
+    """A pending job's resource request, for the scheduler's snapshot."""
+
+    job_id: int
+    partition: str
+    cpus: int
+    mem_mb: int
+    gres: tuple[GresRequest, ...]
+    reason: str
+
+
+@dataclass(frozen=True)
 class JobEvent:
     """One row of a job's history."""
 
@@ -173,11 +185,13 @@ class Store:
         with self.engine.connect() as conn:
             return [_job_from_row(row) for row in conn.execute(query)]
 
-    def pending_jobs(self, limit: int) -> list[JobRecord]:
-        """The first ``limit`` pending jobs in submit order (the scheduler's queue depth)."""
-        query = select(jobs).where(jobs.c.state == "PENDING").order_by(jobs.c.job_id).limit(limit)
+    def queue(self, limit: int) -> list[QueuedJob]:
+        """The first ``limit`` pending jobs as the scheduler needs them: no spec to decode."""
+        query = (select(jobs.c.job_id, jobs.c.partition, jobs.c.cpus, jobs.c.mem_mb, jobs.c.gres, jobs.c.reason)
+                 .where(jobs.c.state == "PENDING").order_by(jobs.c.job_id).limit(limit))
         with self.engine.connect() as conn:
-            return [_job_from_row(row) for row in conn.execute(query)]
+            return [QueuedJob(r.job_id, r.partition, r.cpus, r.mem_mb, _parse_gres(r.gres), r.reason)
+                    for r in conn.execute(query)]
 
     def allocations(self) -> list[Allocation]:
         """What RUNNING and COMPLETING jobs hold: the base of every free-resource figure."""
