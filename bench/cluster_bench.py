@@ -105,8 +105,10 @@ def main() -> None:
             conf = state / "pslurm.conf"
             print(f"cold psbatch --wrap true (median of {args.repeat}): "
                   f"{1000 * median_wall(env, tmp, args.repeat, 'psbatch', '-o', '/dev/null', '--wrap', 'true'):.0f} ms")
-            print(f"cold psqueue (median of {args.repeat}): {1000 * median_wall(env, tmp, args.repeat, 'psqueue'):.0f} ms")
-            print(f"psrun true (median of {args.repeat}): {1000 * median_wall(env, tmp, args.repeat, 'psrun', 'true'):.0f} ms")
+            queue_ms = 1000 * median_wall(env, tmp, args.repeat, "psqueue")
+            print(f"cold psqueue (median of {args.repeat}): {queue_ms:.0f} ms")
+            run_ms = 1000 * median_wall(env, tmp, args.repeat, "psrun", "true")
+            print(f"psrun true (median of {args.repeat}): {run_ms:.0f} ms")
             print(f"batch submit-to-start (median of {args.repeat}): "
                   f"{1000 * submit_to_start(env, conf, tmp, args.repeat):.1f} ms")
             rate, submit_rate = throughput(conf, tmp, args.jobs, "")
