@@ -24,7 +24,9 @@ def make_app() -> typer.Typer:
         cpus: Annotated[int, typer.Option("--cpus", help="CPUs per node")] = 8,
         memory: Annotated[int, typer.Option("--memory", help="RealMemory per node, MB")] = 16000,
         state_dir: Annotated[Optional[Path], typer.Option("--state-dir", help="where the cluster lives")] = None,
-        db: Annotated[Optional[str], typer.Option("--db", help="database URL (default: SQLite in the state dir)")] = None,
+        db: Annotated[Optional[str], typer.Option("--db", help="database URL (default: SQLite in state dir)")] = None,
+        conf: Annotated[Optional[Path], typer.Option(
+            "--conf", help="run the nodes this pslurm.conf names (gres.conf, cgroup.conf beside it)")] = None,
     ) -> None:
         """Start a controller and NODES agents on loopback; returns once every node is idle."""
         from pslurm.cluster.local import ClusterError, LocalCluster
@@ -35,15 +37,27 @@ def make_app() -> typer.Typer:
         cluster = LocalCluster(directory)
         if cluster.running():
             fail(PROG, f"a cluster is already running in {directory} ('pslurm down' stops it)")
-        config = cluster.write_config(nodes, gpus_per_node, cpus, memory, db)
         try:
-            cluster.start(config)
+            config = (cluster.write_config_from(conf.resolve(), db) if conf is not None
+                      else cluster.write_config(nodes, gpus_per_node, cpus, memory, db))
+        except ClusterError as exc:
+            fail(PROG, str(exc))
+        try:
+            drained = cluster.start(config)
         except ClusterError as exc:
             fail(PROG, f"{exc} (logs in {cluster.log_dir})")
         from pslurm.core.hostlists import collect
 
-        print(f"pslurm: cluster '{config.cluster_name}' is up: {nodes} nodes {collect(config.nodes)} with "
-              f"{gpus_per_node} GPUs and {cpus} CPUs each, controller on {config.controller_target}")
+        for name, reason in sorted(drained.items()):
+            print(f"pslurm: warning: node {name} is drained: {reason}")
+        if conf is not None:
+            gpus = sum(n.gpus() for n in config.nodes.values())
+            print(f"pslurm: cluster '{config.cluster_name}' is up: {len(config.nodes)} nodes "
+                  f"{collect(config.nodes)} from {conf} with {gpus} GPUs in all, controller on "
+                  f"{config.controller_target}")
+        else:
+            print(f"pslurm: cluster '{config.cluster_name}' is up: {nodes} nodes {collect(config.nodes)} "
+                  f"with {gpus_per_node} GPUs and {cpus} CPUs each, controller on {config.controller_target}")
         if not default:
             print(f"pslurm: use it with: export PSLURM_CONF={cluster.conf_path}")
         print("pslurm: try: psrun --gres=gpu:1 sh -c 'echo $SLURMD_NODENAME GPU $CUDA_VISIBLE_DEVICES'")
@@ -60,6 +74,9 @@ def make_app() -> typer.Typer:
         stopped = LocalCluster(directory).stop()
         print(f"pslurm: stopped {len(stopped)} processes" if stopped else f"pslurm: no cluster running in {directory}")
 
+    from pslurm.cli import lxc_cmd  # light: its commands import pslurm.lxc when they run
+
+    app.add_typer(lxc_cmd.make_app(), name="lxc")
     return app
 
 

@@ -28,8 +28,8 @@ def _reason_or_nodes(job: Any) -> str:
 
 
 def job_fields() -> dict[str, tuple[str, Any]]:
-    from pslurm.core.gres import format_gres
     from pslurm.core.convert import gres_from_pb
+    from pslurm.core.gres import format_gres
     from pslurm.core.states import JobState
     from pslurm.core.timefmt import format_duration, format_timestamp
 

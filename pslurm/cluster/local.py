@@ -1,22 +1,39 @@
 """``pslurm up``: a controller and N agents as processes on loopback, in one state directory.
 
-Everything a cluster owns lives in its state directory: pslurm.conf and gres.conf, the SQLite
-store, the agents' spool, logs and pid files. Ports are picked free at start, so two clusters in
-two directories run side by side.
+Everything a cluster owns lives in its state directory: pslurm.conf, gres.conf and cgroup.conf,
+the SQLite store, the agents' spool, logs and pid files. Ports are picked free at start, so two
+clusters in two directories run side by side.
+
+``pslurm up --conf FILE`` runs the nodes a given pslurm.conf names (all on this machine). Its
+gres.conf and cgroup.conf are *copied* beside the written config: the agents read them from the
+directory of the pslurm.conf they are given, and a copy makes the state dir a self-contained
+record of what the cluster runs with (editing the original does not change a running cluster,
+exactly as the rewritten pslurm.conf does not).
 """
 
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from pslurm.core.config import ClusterConfig, NodeConfig, PartitionConfig, render_slurm_conf
+from pslurm.core.config import (
+    ClusterConfig,
+    ConfigError,
+    NodeConfig,
+    PartitionConfig,
+    load_gres_conf,
+    parse_cgroup_conf,
+    parse_slurm_conf,
+    render_slurm_conf,
+)
 from pslurm.core.gres import GresRequest
 
 
@@ -55,7 +72,8 @@ class LocalCluster:
             database_url=db_url or f"sqlite:///{self.state_dir / 'pslurm.db'}",
             state_dir=str(self.state_dir), spool_dir=str(self.state_dir / "spool"),
             slurmd_timeout=10, kill_wait=5,
-            nodes={n: NodeConfig(n, "127.0.0.1", p, cpus, memory_mb, gres) for n, p in zip(names, ports[1:])},
+            nodes={n: NodeConfig(n, "127.0.0.1", p, cpus, memory_mb, gres)
+                   for n, p in zip(names, ports[1:], strict=True)},
             partitions={"gpu": PartitionConfig("gpu", tuple(names), default=True)},
         )
         self.state_dir.mkdir(parents=True, exist_ok=True)
@@ -63,17 +81,68 @@ class LocalCluster:
         gres_lines = [f"NodeName={n} Name=gpu Count={gpus_per_node}" for n in names if gpus_per_node]
         (self.state_dir / "gres.conf").write_text("# simulated GPUs written by pslurm up\n"
                                                   + "".join(line + "\n" for line in gres_lines))
+        (self.state_dir / "cgroup.conf").unlink(missing_ok=True)  # left by an earlier 'up --conf'
         return config
 
-    def start(self, config: ClusterConfig, timeout: float = 60.0) -> None:
-        """Start the controller and the agents, and return once every node is idle."""
+    def write_config_from(self, source: Path, db_url: str | None = None) -> ClusterConfig:
+        """pslurm.conf for the nodes ``source`` names, run on this machine, plus copies of the
+        gres.conf and cgroup.conf beside ``source``.
+
+        What the file leaves out is made local: the controller on a free port of 127.0.0.1
+        (SlurmctldHost/SlurmctldPort), SQLite in the state dir (DatabaseURL), the state dir for
+        StateSaveLocation and SlurmdSpoolDir, and free loopback ports for the agents when no
+        NodeName= line sets Port=. ``db_url`` overrides DatabaseURL. Raises ClusterError.
+        """
+        try:
+            text = source.read_text()
+            cfg = parse_slurm_conf(text, str(source))
+            load_gres_conf(str(source))  # fail here, in one line, rather than in every agent
+            cgroup = source.parent / "cgroup.conf"
+            if cgroup.exists():
+                parse_cgroup_conf(cgroup.read_text(), str(cgroup))
+        except (OSError, ConfigError) as exc:
+            why = str(exc) if isinstance(exc, ConfigError) else f"{source}: {exc.strerror}"
+            raise ClusterError(why) from None
+        if not cfg.nodes:
+            raise ClusterError(f"{source}: no NodeName= lines: nothing to bring up")
+        given, node_ports = _given_keys(text)
+        ports = free_ports(len(cfg.nodes) + 1)
+        values: dict[str, object] = {"path": str(self.conf_path)}
+        if not given & {"slurmctldhost", "controlmachine"}:
+            values.update(controller_host="localhost", controller_addr="127.0.0.1")
+        if "slurmctldport" not in given:
+            values["controller_port"] = ports[0]
+        if "statesavelocation" not in given:
+            values["state_dir"] = str(self.state_dir)
+        if "slurmdspooldir" not in given:
+            values["spool_dir"] = str(self.state_dir / "spool")
+        if db_url or "databaseurl" not in given:
+            values["database_url"] = db_url or f"sqlite:///{self.state_dir / 'pslurm.db'}"
+        nodes = cfg.nodes
+        if not node_ports:  # every node would get 6818 on one address
+            nodes = {n: replace(node, port=p)
+                     for (n, node), p in zip(cfg.nodes.items(), ports[1:], strict=True)}
+        config = replace(cfg, nodes=nodes, **values)  # type: ignore[arg-type]
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        for name in ("gres.conf", "cgroup.conf"):
+            src, dst = source.parent / name, self.state_dir / name
+            if src.exists() and not (dst.exists() and dst.samefile(src)):
+                shutil.copyfile(src, dst)
+            elif not src.exists():
+                dst.unlink(missing_ok=True)  # a stale copy would give the nodes GPUs they do not have
+        self.conf_path.write_text(render_slurm_conf(config))
+        return config
+
+    def start(self, config: ClusterConfig, timeout: float = 60.0) -> dict[str, str]:
+        """Start the controller and the agents, and return once every node is up (idle, or
+        drained by its agent: those are returned, name -> reason)."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         try:
             self._spawn("psctld", ["pslurm.controller.app", "-f", str(self.conf_path)])
             for name in config.nodes:
                 self._spawn(f"psd-{name}", ["pslurm.nodeagent.app", "-f", str(self.conf_path), "-N", name])
-            wait_idle(config, set(config.nodes), timeout, self._check_alive)
+            return wait_idle(config, set(config.nodes), timeout, self._check_alive)
         except BaseException:
             self.stop()
             raise
@@ -89,9 +158,9 @@ class LocalCluster:
     def _check_alive(self) -> None:
         for name, pid in self.processes.items():
             try:
-                done, status = os.waitpid(pid, os.WNOHANG)
+                done, _ = os.waitpid(pid, os.WNOHANG)
             except ChildProcessError:
-                done, status = pid, 0
+                done = pid
             if done:
                 tail = (self.log_dir / f"{name}.log").read_text(errors="replace").strip().splitlines()[-1:]
                 raise ClusterError(f"{name} exited during start-up: {tail[0] if tail else 'no output'}")
@@ -144,8 +213,9 @@ def free_ports(count: int) -> list[int]:
             s.close()
 
 
-def wait_idle(config: ClusterConfig, names: set[str], timeout: float, check: object = None) -> None:
-    """Poll the controller until every named node is UP and idle."""
+def wait_idle(config: ClusterConfig, names: set[str], timeout: float, check: object = None) -> dict[str, str]:
+    """Poll the controller until every named node is UP and idle or drained; returns the drained
+    ones (name -> reason), e.g. an agent that found fewer GPUs than configured."""
     import grpc
 
     from pslurm.proto import pslurm_pb2 as pb
@@ -159,14 +229,34 @@ def wait_idle(config: ClusterConfig, names: set[str], timeout: float, check: obj
             check()
         try:
             info = stub.GetCluster(pb.Empty(), timeout=2, metadata=(("x-pslurm-uid", str(os.getuid())),))
-            states = {n.name: n.display_state for n in info.nodes if n.name in names}
-            if len(states) == len(names) and all(s == "idle" for s in states.values()):
-                return
+            mine = [n for n in info.nodes if n.name in names]
+            states = {n.name: n.display_state for n in mine}
+            registered = all(n.state == "UP" and n.display_state in ("idle", "drain") for n in mine)
+            if len(states) == len(names) and registered:
+                return {n.name: n.reason for n in mine if n.drain}
         except grpc.RpcError:
             pass
         time.sleep(0.05)
-    raise ClusterError(f"nodes not idle after {timeout:.0f}s: "
-                       + (", ".join(f"{n}={s}" for n, s in sorted(states.items())) or "controller not answering"))
+    seen = ", ".join(f"{n}={s}" for n, s in sorted(states.items()))
+    raise ClusterError(f"nodes not idle after {timeout:.0f}s: {seen or 'controller not answering'}")
+
+
+_COMMENT = re.compile(r"#.*")
+
+
+def _given_keys(text: str) -> tuple[set[str], bool]:
+    """The global keys a pslurm.conf sets (lower case), and whether a NodeName= line sets Port=."""
+    keys: set[str] = set()
+    node_port = False
+    for line in text.splitlines():
+        pairs = [tok.split("=", 1)[0].lower() for tok in _COMMENT.sub("", line).split() if "=" in tok]
+        if not pairs:
+            continue
+        if pairs[0] == "nodename":
+            node_port = node_port or "port" in pairs
+        elif pairs[0] != "partitionname":
+            keys.update(pairs)
+    return keys, node_port
 
 
 def _is_ours(pid: int) -> bool:

@@ -14,8 +14,9 @@ from pslurm.core import convert
 from pslurm.core.config import CgroupConfig, ClusterConfig, NodeConfig
 from pslurm.core.jobspec import JobRecord
 from pslurm.core.states import JobState
-from pslurm.nodeagent.cgroups import DeviceCgroups, JobCgroup, affinity_for
+from pslurm.nodeagent.cgroups import CgroupError, DeviceCgroups, JobCgroup, affinity_for
 from pslurm.nodeagent.environment import job_environment
+from pslurm.nodeagent.gpumon import GpuMonitor, JobGpuUsage, UsageTracker
 from pslurm.nodeagent.gpus import GpuDevice
 from pslurm.nodeagent.launcher import JobEnd, Launcher, RunningJob
 from pslurm.proto import pslurm_pb2 as pb
@@ -24,17 +25,25 @@ from pslurm.proto import pslurm_pb2_grpc as pb_grpc
 log = logging.getLogger("psd")
 
 KEEP_ENDED = 300.0  # seconds an ended job's record (and psrun output) is kept for late readers
+USAGE_INTERVAL = 1.0  # seconds between NVML usage samples of running jobs
 
 
 class Agent:
-    """One node's agent."""
+    """One node's agent.
+
+    ``monitor`` is given when the inventory came from NVML: the agent then reports GPU health
+    with every heartbeat and samples its jobs' GPU usage; without it only GPU-seconds are known.
+    """
 
     def __init__(self, config: ClusterConfig, node: NodeConfig, devices: list[GpuDevice],
-                 cgroup_conf: CgroupConfig, drain_reason: str | None = None) -> None:
+                 cgroup_conf: CgroupConfig, drain_reason: str | None = None,
+                 monitor: GpuMonitor | None = None) -> None:
         self.config = config
         self.node = node
         self.devices = devices
         self.drain_reason = drain_reason or ""
+        self.monitor = monitor
+        self.usage = UsageTracker(monitor)
         self.cgroups: DeviceCgroups | None = None
         self.isolation = "none: ConstrainDevices=no"
         if cgroup_conf.constrain_devices:
@@ -71,7 +80,8 @@ class Agent:
                     isolation=self.isolation,
                 ), timeout=5, metadata=self._meta)
             except grpc.RpcError as exc:
-                log.info("controller not reachable yet (%s), retrying", exc.code() if isinstance(exc, grpc.Call) else exc)
+                log.info("controller not reachable yet (%s), retrying",
+                         exc.code() if isinstance(exc, grpc.Call) else exc)
                 self._stop.wait(delay)
                 delay = min(delay * 2, 2.0)
                 continue
@@ -82,22 +92,55 @@ class Agent:
 
     def heartbeat_loop(self) -> None:
         while not self._stop.wait(self.heartbeat_interval):
-            self._report_ends()
+            self.beat()
+
+    def beat(self) -> None:
+        """One heartbeat: report ends, send health and running jobs, act on the reply."""
+        self._report_ends()
+        health = self.check_health()
+        try:
+            reply = self.controller.Heartbeat(pb.HeartbeatRequest(
+                name=self.node.name, running_job_ids=self.running_ids(), health_reason=health or ""),
+                timeout=5, metadata=self._meta)
+        except grpc.RpcError:
+            return
+        if health and self.monitor is not None:
+            self.monitor.forget_events()  # the controller has the drain: an operator's RESUME now holds
+        if reply.reregister:
+            self.register()
+        self._kill(reply.kill_job_ids)
+        self._forget_old()
+
+    def check_health(self) -> str | None:
+        """The node's GPU health as a one-line drain reason, None when healthy or not watched."""
+        if self.monitor is None:
+            return None
+        try:
+            reason = self.monitor.health()
+        except Exception as exc:  # NVML gone or failing: that is itself the node's problem
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            reason = f"GPU health check failed: {first}"
+        if reason:
+            log.warning("GPU health: %s", reason)
+        return reason
+
+    def usage_loop(self, interval: float = USAGE_INTERVAL) -> None:
+        """Sample running jobs' GPUs until stopped (only started with an NVML monitor)."""
+        while not self._stop.wait(interval):
             try:
-                reply = self.controller.Heartbeat(pb.HeartbeatRequest(
-                    name=self.node.name, running_job_ids=self.running_ids()), timeout=5, metadata=self._meta)
-            except grpc.RpcError:
-                continue
-            if reply.reregister:
-                self.register()
-            self._kill(reply.kill_job_ids)
-            self._forget_old()
+                self.usage.sample_all()
+            except Exception as exc:  # a failing sample must not end sampling; health reports NVML
+                log.debug("GPU usage sample failed: %s", exc)
 
     def running_ids(self) -> list[int]:
         with self._lock:
             return [i for i, r in self.jobs.items() if r.end is None or i in self._unreported]
 
     def _ended(self, running: RunningJob) -> None:
+        end = running.end
+        assert end is not None
+        running.usage = self.usage.end(running.job.job_id, len(running.job.gpu_indices),
+                                       end.end_time - running.started)
         with self._lock:
             self._unreported[running.job.job_id] = running
         self._report_ends()
@@ -112,6 +155,7 @@ class Agent:
                 self.controller.JobEnded(pb.JobEndedRequest(
                     job_id=running.job.job_id, node=self.node.name, state=end.state.value,
                     exit_code=end.exit_code, exit_signal=end.exit_signal, end_time=end.end_time,
+                    usage=_usage_pb(running.usage),
                 ), timeout=5, metadata=self._meta)
             except grpc.RpcError as exc:
                 log.warning("could not report end of job %d: %s; will retry", running.job.job_id, exc)
@@ -139,11 +183,19 @@ class Agent:
                 return
             placeholder = RunningJob(job, None, time.time())
             self.jobs[job.job_id] = placeholder
-        cgroup = self._cgroup_for(job)
-        visible = list(range(len(job.gpu_indices))) if cgroup is not None else list(job.gpu_indices)
-        env = job_environment(job, self.node.name, self.config.cluster_name, visible)
-        cpus = affinity_for(self.devices, job.gpu_indices) if job.gpu_indices else None
-        running = self.launcher.start(job, env, cgroup, cpus)
+        self.usage.begin(job.job_id, job.gpu_indices)
+        try:
+            cgroup = self._cgroup_for(job)
+        except CgroupError as exc:  # no isolation promised is better than none given: fail the job
+            running = self.launcher.fail(job, str(exc))
+        else:
+            # behind a device cgroup CUDA enumerates only the job's GPUs, so its ordinals start at 0
+            visible = list(range(len(job.gpu_indices))) if cgroup is not None else list(job.gpu_indices)
+            env = job_environment(job, self.node.name, self.config.cluster_name, visible)
+            cpus = affinity_for(self.devices, job.gpu_indices) if job.gpu_indices else None
+            running = self.launcher.start(job, env, cgroup, cpus)
+            if running.proc is not None:
+                self.usage.set_session(job.job_id, running.proc.pid)  # start_new_session: pid == sid
         with self._launched:
             self.jobs[job.job_id] = running
             self._launched.notify_all()
@@ -152,7 +204,8 @@ class Agent:
         if self.cgroups is None:
             return None
         by_index = {d.index: d for d in self.devices}
-        minors = [m for i in job.gpu_indices if (m := by_index[i].minor if i in by_index else None) is not None]
+        minors = [m for i in job.gpu_indices
+                  if (m := by_index[i].minor if i in by_index else None) is not None]
         return self.cgroups.create(job.job_id, minors)
 
     def signal(self, job_id: int, signum: int) -> None:
@@ -205,12 +258,27 @@ class Agent:
             time.sleep(0.05)
         self._report_ends()
         self._stop.set()
+        if self.cgroups is not None:
+            self.cgroups.remove_parents()
+        if self.monitor is not None:
+            self.monitor.close()
 
 
 def _has_news(running: RunningJob, sent: dict[str, int]) -> bool:
     if any(len(b.data) > sent[n] for n, b in running.outputs.items()):
         return True
     return running.end is not None and all(b.closed for b in running.outputs.values())
+
+
+def _usage_pb(usage: JobGpuUsage | None) -> pb.JobUsage | None:
+    if usage is None:
+        return None
+    msg = pb.JobUsage(gpu_count=usage.gpu_count, gpu_seconds=usage.gpu_seconds)
+    if usage.peak_gpu_memory_mb is not None:
+        msg.peak_gpu_memory_mb = usage.peak_gpu_memory_mb
+    if usage.mean_gpu_util is not None:
+        msg.mean_gpu_util = usage.mean_gpu_util
+    return msg
 
 
 def _gpu_pb(d: GpuDevice) -> pb.GpuInfo:
@@ -231,7 +299,8 @@ class AgentServicer(pb_grpc.NodeAgentServicer):
         self.agent.signal(request.job_id, request.signal)
         return pb.Empty()
 
-    def StreamOutput(self, request: pb.OutputRequest, context: grpc.ServicerContext) -> Iterator[pb.OutputChunk]:
+    def StreamOutput(self, request: pb.OutputRequest,
+                     context: grpc.ServicerContext) -> Iterator[pb.OutputChunk]:
         yield from self.agent.output(request.job_id)
 
 

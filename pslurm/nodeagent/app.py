@@ -4,22 +4,43 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
 
 from pslurm.core.config import (
+    CgroupConfig,
+    ClusterConfig,
     ConfigError,
+    NodeConfig,
     find_config_path,
     load_cgroup_conf,
     load_cluster_config,
     load_gres_conf,
 )
-from pslurm.nodeagent.gpus import GpuDiscoveryError, check_inventory, format_gres_conf, inventory_from_gres_conf
+from pslurm.nodeagent.gpus import (
+    GpuDevice,
+    GpuDiscoveryError,
+    check_inventory,
+    format_gres_conf,
+    inventory_from_gres_conf,
+)
+
+# Jobs with a device cgroup or CPU affinity start through Popen's preexec_fn, i.e. a real fork() of
+# this threaded gRPC server. With gRPC's fork support on (grpcio 1.85 has it on), its at-fork
+# handlers crash the child before exec (every such job ended SIGSEGV). The child only execs, it
+# never uses gRPC, so the support is turned off before grpc is first imported.
+os.environ["GRPC_ENABLE_FORK_SUPPORT"] = "false"
+
+if TYPE_CHECKING:
+    from pslurm.nodeagent.gpumon import GpuMonitor
 
 
 def main(argv: list[str] | None = None) -> None:
+    """``psd [-f CONF] [-N NODE] [-G]``: serve one node, or print its GPUs as gres.conf lines."""
     parser = argparse.ArgumentParser(prog="psd", description="pslurm node agent")
     parser.add_argument("-f", "--conf", default=None, help="pslurm.conf (default: $PSLURM_CONF, ...)")
     parser.add_argument("-N", "--node-name", default=None, help="this node's NodeName in pslurm.conf")
@@ -35,34 +56,47 @@ def main(argv: list[str] | None = None) -> None:
         cgroup_conf = load_cgroup_conf(conf_path)
     except ConfigError as exc:
         sys.exit(f"psd: error: {exc}")
-    name = args.node_name or _guess_node(config.nodes)
+    name = args.node_name or _guess_node()
     node = config.nodes.get(name)
-    if node is None:
+    if node is None and not args.print_gres:  # -G only reads gres.conf, like slurmd -G
         sys.exit(f"psd: error: node {name} is not in {conf_path}")
     try:
-        devices, _autodetect = inventory_from_gres_conf(gres_lines, node.name)
-    except GpuDiscoveryError as exc:
+        devices, autodetect = inventory_from_gres_conf(gres_lines, name)
+    except GpuDiscoveryError as exc:  # e.g. AutoDetect=nvml without the NVML library: one line, no traceback
         sys.exit(f"psd: error: {exc}")
     if args.print_gres:
-        print(format_gres_conf(devices))
+        sys.stdout.write(format_gres_conf(devices))
         return
+    assert node is not None
     if not devices and node.gpus():  # Gres= in pslurm.conf and no gres.conf lines: simulated GPUs
-        from pslurm.nodeagent.gpus import GpuDevice
-
-        devices = [GpuDevice(index=i, name="gpu", type=t, file=None, minor=None)
-                   for i, t in enumerate(t for g in node.gres if g.name == "gpu" for t in [g.type] * g.count)]
+        devices = simulated_devices(node)
     typed = {g.type: g.count for g in node.gres if g.name == "gpu" and g.type}
     drain = check_inventory(devices, node.gpus(), typed or None)
-    serve(config, node, devices, cgroup_conf, drain)
+    if drain:
+        logging.getLogger("psd").warning("node will register drained: %s", drain)
+    monitor = None
+    if autodetect:
+        from pslurm.nodeagent.gpumon import GpuMonitor
+
+        monitor = GpuMonitor(devices)
+    serve(config, node, devices, cgroup_conf, drain, monitor=monitor)
 
 
-def serve(config, node, devices, cgroup_conf, drain, stop: threading.Event | None = None) -> None:  # type: ignore[no-untyped-def]
+def simulated_devices(node: NodeConfig) -> list[GpuDevice]:
+    """File-less GPUs for a node whose pslurm.conf Gres= has no gres.conf lines behind it."""
+    types = [g.type for g in node.gres if g.name == "gpu" for _ in range(g.count)]
+    return [GpuDevice(index=i, name=t or "gpu", type=t, file=None, minor=None) for i, t in enumerate(types)]
+
+
+def serve(config: ClusterConfig, node: NodeConfig, devices: list[GpuDevice], cgroup_conf: CgroupConfig,
+          drain: str | None, stop: threading.Event | None = None, monitor: GpuMonitor | None = None) -> None:
+    """Run the agent's gRPC server, registration, heartbeats (and usage sampling) until stopped."""
     import grpc
 
     from pslurm.nodeagent.agent import Agent, AgentServicer
     from pslurm.proto import pslurm_pb2_grpc as pb_grpc
 
-    agent = Agent(config, node, devices, cgroup_conf, drain)
+    agent = Agent(config, node, devices, cgroup_conf, drain, monitor)
     server = grpc.server(ThreadPoolExecutor(max_workers=64, thread_name_prefix="rpc"),
                          options=[("grpc.so_reuseport", 0)])
     pb_grpc.add_NodeAgentServicer_to_server(AgentServicer(agent), server)
@@ -76,18 +110,18 @@ def serve(config, node, devices, cgroup_conf, drain, stop: threading.Event | Non
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: stop.set())
     agent.register()
-    beat = threading.Thread(target=agent.heartbeat_loop, name="heartbeat", daemon=True)
-    beat.start()
+    threading.Thread(target=agent.heartbeat_loop, name="heartbeat", daemon=True).start()
+    if monitor is not None:
+        threading.Thread(target=agent.usage_loop, name="gpu-usage", daemon=True).start()
     stop.wait()
     agent.stop()
     server.stop(grace=1).wait()
 
 
-def _guess_node(nodes: dict) -> str:  # type: ignore[type-arg]
+def _guess_node() -> str:
     import socket
 
-    host = socket.gethostname().split(".")[0]
-    return host
+    return socket.gethostname().split(".")[0]
 
 
 if __name__ == "__main__":

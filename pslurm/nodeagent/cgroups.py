@@ -199,6 +199,16 @@ class DeviceCgroups:
                 raise CgroupError(exc.errno, f"cannot allow '{rule}' in {path}: {exc.strerror}") from None
         return JobCgroup(path)
 
+    def remove_parents(self) -> None:
+        """rmdir this agent's parent cgroup and, when no other agent uses it, the top one."""
+        path = self.base
+        while os.path.normpath(path) != os.path.normpath(self.mount):
+            try:
+                os.rmdir(path)
+            except OSError:
+                return  # not empty (a job still there, or another agent's node): leave it
+            path = os.path.dirname(path)
+
     def get(self, job_id: int) -> JobCgroup:
         """The job's cgroup object without touching the filesystem (for cleanup after a restart)."""
         return JobCgroup(os.path.join(self.base, f"job_{job_id}"))

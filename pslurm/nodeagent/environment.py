@@ -36,6 +36,7 @@ def job_environment(job: JobRecord, node: str, cluster: str, visible: list[int])
         "SLURM_CPUS_ON_NODE": str(spec.cpus),
         "SLURM_JOB_CPUS_PER_NODE": str(spec.cpus),
         "SLURM_SUBMIT_DIR": spec.workdir,
+        "PWD": spec.workdir,
         "SLURM_SUBMIT_HOST": spec.environment.get("SLURM_SUBMIT_HOST", socket.gethostname()),
         "SLURM_GPUS_ON_NODE": str(len(job.gpu_indices)),
     })
@@ -57,6 +58,8 @@ def job_environment(job: JobRecord, node: str, cluster: str, visible: list[int])
         env["NVIDIA_VISIBLE_DEVICES"] = visible_text
         env["GPU_DEVICE_ORDINAL"] = visible_text
     else:
-        for name in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL", "SLURM_JOB_GPUS"):
+        # a GPU-less job must not inherit the submitter's GPU selection
+        for name in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL",
+                     "SLURM_JOB_GPUS"):
             env.pop(name, None)
     return env

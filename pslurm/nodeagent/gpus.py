@@ -1,7 +1,8 @@
-"""GPU inventory, health and usage: NVML (pynvml) or a static gres.conf.
+"""GPU inventory: NVML (pynvml) or a static gres.conf, checked against pslurm.conf.
 
-The only module in pslurm that imports ``pynvml``; it does so inside functions, so the agent
-starts (and serves static gres.conf GPUs) on hosts without the NVML library.
+The only module in pslurm that imports ``pynvml`` (in :func:`_load_nvml`, which
+:mod:`pslurm.nodeagent.gpumon` uses for health and usage); it does so inside functions, so the
+agent starts (and serves static gres.conf GPUs) on hosts without the NVML library.
 """
 
 from __future__ import annotations
@@ -34,10 +35,6 @@ class GpuDevice:
 class GpuDiscoveryError(Exception):
     """GPUs could not be discovered; the message is one line for the log and the node's reason."""
 
-
-# Xids that an application causes (bad kernel, OOB access, ...) and that leave the GPU usable;
-# the same set the NVIDIA k8s device plugin ignores.
-APPLICATION_XIDS = frozenset({13, 31, 43, 45, 68, 109})
 
 _NOISE = {"nvidia", "tesla", "geforce", "quadro", "titan"}
 _FORM = re.compile(r"^(sxm\d*|pcie|pci|nvl|hbm\d*e?|\d+gb)$")
@@ -279,172 +276,3 @@ def format_gres_conf(devices: list[GpuDevice]) -> str:
             parts.append(f"UniqueId={d.uuid}")
         out.append(" ".join(parts))
     return "\n".join(out) + ("\n" if out else "")
-
-
-class GpuMonitor:
-    """Health and usage of this node's GPUs through NVML.
-
-    Build it only for an NVML inventory (``inventory_from_gres_conf`` returned True); NVML is
-    initialised on first use and GpuDiscoveryError is raised when it cannot be. Handles are
-    found by UUID, then PCI bus id, then index.
-    """
-
-    def __init__(self, devices: list[GpuDevice]) -> None:
-        self.devices = {d.index: d for d in devices}
-        self._nv: Any = None
-        self._handles: dict[int, Any] = {}
-        self._events: Any = None
-        self._xids: dict[int, int] = {}  # index -> first critical Xid seen (sticky until restart)
-
-    def open(self) -> None:
-        """Initialise NVML, resolve handles and register for critical Xid events."""
-        if self._nv is not None:
-            return
-        nv = _load_nvml()
-        self._nv = nv
-        for idx, d in self.devices.items():
-            self._handles[idx] = self._handle(d)
-        try:
-            self._events = nv.nvmlEventSetCreate()
-            for h in self._handles.values():
-                nv.nvmlDeviceRegisterEvents(h, nv.nvmlEventTypeXidCriticalError, self._events)
-        except nv.NVMLError:
-            self._events = None  # unsupported (some GPUs, vGPU): ECC and GPU-lost still checked
-
-    def _handle(self, d: GpuDevice) -> Any:
-        nv = self._nv
-        if d.uuid:
-            return nv.nvmlDeviceGetHandleByUUID(d.uuid)
-        if d.pci_bus_id:
-            return nv.nvmlDeviceGetHandleByPciBusId(d.pci_bus_id)
-        return nv.nvmlDeviceGetHandleByIndex(d.index)
-
-    def close(self) -> None:
-        """Free the event set and shut NVML down (idempotent)."""
-        nv, self._nv = self._nv, None
-        if nv is None:
-            return
-        try:
-            if self._events is not None:
-                nv.nvmlEventSetFree(self._events)
-            nv.nvmlShutdown()
-        except nv.NVMLError:
-            pass
-        self._events = None
-        self._handles.clear()
-
-    def _index_of(self, handle: Any) -> int | None:
-        for idx, h in self._handles.items():
-            if h == handle:
-                return idx
-        return None
-
-    def _drain_events(self) -> None:
-        nv = self._nv
-        while self._events is not None:
-            try:
-                ev = nv.nvmlEventSetWait(self._events, 0)
-            except nv.NVMLError:
-                return  # NVMLError_Timeout: no event pending
-            idx = self._index_of(ev.device)
-            if idx is not None and int(ev.eventData) not in APPLICATION_XIDS:
-                self._xids.setdefault(idx, int(ev.eventData))
-
-    def health(self) -> str | None:
-        """A one-line drain reason (critical Xid, uncorrectable ECC, GPU lost), or None when healthy."""
-        self.open()
-        nv = self._nv
-        self._drain_events()
-        if self._xids:
-            idx = min(self._xids)
-            return f"gpu {idx}: Xid {self._xids[idx]} critical error"
-        for idx, h in sorted(self._handles.items()):
-            try:
-                errors = nv.nvmlDeviceGetTotalEccErrors(
-                    h, nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nv.NVML_VOLATILE_ECC
-                )
-            except nv.NVMLError_GpuIsLost:
-                return f"gpu {idx}: GPU has fallen off the bus (NVML_ERROR_GPU_IS_LOST)"
-            except nv.NVMLError:
-                errors = 0  # ECC off or unsupported (consumer cards): still check the GPU answers
-                try:
-                    nv.nvmlDeviceGetMemoryInfo(h)
-                except nv.NVMLError_GpuIsLost:
-                    return f"gpu {idx}: GPU has fallen off the bus (NVML_ERROR_GPU_IS_LOST)"
-                except nv.NVMLError:
-                    pass
-            if errors > 0:
-                return f"gpu {idx}: {errors} uncorrectable ECC error(s)"
-        return None
-
-    def sample(self, indices: Iterable[int]) -> dict[int, tuple[float, int]]:
-        """Utilisation % and used memory MB per GPU; GPUs that cannot be read are left out."""
-        self.open()
-        nv = self._nv
-        out: dict[int, tuple[float, int]] = {}
-        for idx in indices:
-            h = self._handles.get(idx)
-            if h is None:
-                continue
-            try:
-                util = nv.nvmlDeviceGetUtilizationRates(h).gpu
-                used = nv.nvmlDeviceGetMemoryInfo(h).used
-            except nv.NVMLError:
-                continue  # health() reports a lost GPU
-            out[idx] = (float(util), int(used) // (1024 * 1024))
-        return out
-
-    def process_memory(self, indices: Iterable[int]) -> dict[int, int]:
-        """GPU memory MB per pid over the given GPUs (0 where the driver hides it, e.g. in containers)."""
-        self.open()
-        nv = self._nv
-        out: dict[int, int] = {}
-        for idx in indices:
-            h = self._handles.get(idx)
-            if h is None:
-                continue
-            try:
-                procs = nv.nvmlDeviceGetComputeRunningProcesses(h)
-            except nv.NVMLError:
-                continue
-            for p in procs:
-                used = p.usedGpuMemory or 0  # None: not available
-                out[p.pid] = out.get(p.pid, 0) + int(used) // (1024 * 1024)
-        return out
-
-
-class UsageAccumulator:
-    """GPU usage of one job, fed with ``GpuMonitor.sample`` results over time.
-
-    ``gpu_seconds`` is allocated GPUs x elapsed (Slurm's gres/gpu TRES convention, not
-    utilisation-weighted). Each sample describes the interval since the previous one, since
-    NVML's utilisation is an average over its last sample period. ``peak_memory_mb`` is the
-    largest total over the job's GPUs at one sample; ``mean_util`` is time-weighted over GPUs.
-    """
-
-    def __init__(self, gpu_count: int, start: float) -> None:
-        self.gpu_count = gpu_count
-        self.start = start
-        self.last = start
-        self.peak_memory_mb = 0
-        self._util_time = 0.0  # sum of mean-util x dt
-        self._sampled_time = 0.0
-
-    def add(self, now: float, samples: Mapping[int, tuple[float, int]]) -> None:
-        """Record the samples taken at ``now`` (seconds, monotonic)."""
-        dt = max(0.0, now - self.last)
-        self.last = max(self.last, now)
-        if not samples:
-            return
-        utils = [u for u, _ in samples.values()]
-        self._util_time += sum(utils) / len(utils) * dt
-        self._sampled_time += dt
-        self.peak_memory_mb = max(self.peak_memory_mb, sum(m for _, m in samples.values()))
-
-    @property
-    def gpu_seconds(self) -> float:
-        return self.gpu_count * (self.last - self.start)
-
-    @property
-    def mean_util(self) -> float:
-        return self._util_time / self._sampled_time if self._sampled_time else 0.0

@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from pslurm.core.jobspec import JobRecord
 from pslurm.core.patterns import expand_output_pattern
@@ -54,6 +55,7 @@ class RunningJob:
     end: JobEnd | None = None
     outputs: dict[str, OutputBuffer] = field(default_factory=dict)  # interactive jobs only
     changed: threading.Condition = field(default_factory=threading.Condition)
+    usage: Any = None  # the agent's JobGpuUsage, set when the job ends (None: no GPUs)
 
 
 class Launcher:
@@ -67,6 +69,9 @@ class Launcher:
         self.kill_wait = kill_wait
         self.on_end = on_end
         self.as_root = os.geteuid() == 0
+        # A fork in one thread while another has a script open for writing makes that script's
+        # exec fail with ETXTBSY: script writes and forks take turns.
+        self._spawn_lock = threading.Lock()
         os.makedirs(spool_dir, exist_ok=True)
 
     def start(self, job: JobRecord, env: dict[str, str], cgroup: JobCgroup | None,
@@ -75,19 +80,31 @@ class Launcher:
         the failure is recorded as the job's end (FAILED, exit code 2 as slurmstepd reports)."""
         running = RunningJob(job, None, time.time(), cgroup)
         try:
-            running.proc = self._spawn(running, env, cgroup, cpus)
+            with self._spawn_lock:
+                running.proc = self._spawn(running, env, cgroup, cpus)
         except (OSError, subprocess.SubprocessError) as exc:
-            message = f"slurmstepd: error: execve(): {exc}\n"
-            log.warning("job %d could not start: %s", job.job_id, exc)
-            if job.spec.interactive:
-                running.outputs = {"stdout": OutputBuffer(closed=True),
-                                   "stderr": OutputBuffer(bytearray(message.encode()), closed=True)}
-            elif running.stderr_path:
-                _append(running.stderr_path, message)
-            running.end = JobEnd(JobState.FAILED, 2, 0, time.time())
-            self._finish(running)
-            return running
+            return self._failed(running, f"execve(): {exc}")
         threading.Thread(target=self._watch, args=(running,), name=f"job{job.job_id}", daemon=True).start()
+        return running
+
+    def fail(self, job: JobRecord, why: str) -> RunningJob:
+        """Record a job that cannot start at all (e.g. its device cgroup cannot be made): FAILED."""
+        running = RunningJob(job, None, time.time())
+        if not job.spec.interactive:
+            running.stderr_path = self._output_paths(job)[1]
+        return self._failed(running, why)
+
+    def _failed(self, running: RunningJob, why: str) -> RunningJob:
+        job = running.job
+        message = f"slurmstepd: error: {why}\n"
+        log.warning("job %d could not start: %s", job.job_id, why)
+        if job.spec.interactive:
+            running.outputs = {"stdout": OutputBuffer(closed=True),
+                               "stderr": OutputBuffer(bytearray(message.encode()), closed=True)}
+        elif running.stderr_path:
+            _append(running.stderr_path, message)
+        running.end = JobEnd(JobState.FAILED, 2, 0, time.time())
+        self._finish(running)
         return running
 
     def _spawn(self, running: RunningJob, env: dict[str, str], cgroup: JobCgroup | None,

@@ -68,7 +68,7 @@ class JobSpec(_message.Message):
     def __init__(self, name: _Optional[str] = ..., user: _Optional[str] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., workdir: _Optional[str] = ..., script: _Optional[str] = ..., argv: _Optional[_Iterable[str]] = ..., environment: _Optional[_Mapping[str, str]] = ..., partition: _Optional[str] = ..., stdout: _Optional[str] = ..., stderr: _Optional[str] = ..., time_limit: _Optional[int] = ..., num_nodes: _Optional[int] = ..., ntasks: _Optional[int] = ..., cpus_per_task: _Optional[int] = ..., mem_mb: _Optional[int] = ..., gres: _Optional[_Iterable[_Union[Gres, _Mapping]]] = ..., interactive: _Optional[bool] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ("job_id", "spec", "state", "reason", "submit_time", "start_time", "end_time", "node", "gpu_indices", "exit_code", "exit_signal", "node_target", "time_limit")
+    __slots__ = ("job_id", "spec", "state", "reason", "submit_time", "start_time", "end_time", "node", "gpu_indices", "exit_code", "exit_signal", "node_target", "time_limit", "gpu_seconds", "peak_gpu_memory_mb", "mean_gpu_util")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     SPEC_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -82,6 +82,9 @@ class Job(_message.Message):
     EXIT_SIGNAL_FIELD_NUMBER: _ClassVar[int]
     NODE_TARGET_FIELD_NUMBER: _ClassVar[int]
     TIME_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    GPU_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    PEAK_GPU_MEMORY_MB_FIELD_NUMBER: _ClassVar[int]
+    MEAN_GPU_UTIL_FIELD_NUMBER: _ClassVar[int]
     job_id: int
     spec: JobSpec
     state: str
@@ -95,7 +98,10 @@ class Job(_message.Message):
     exit_signal: int
     node_target: str
     time_limit: int
-    def __init__(self, job_id: _Optional[int] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., state: _Optional[str] = ..., reason: _Optional[str] = ..., submit_time: _Optional[float] = ..., start_time: _Optional[float] = ..., end_time: _Optional[float] = ..., node: _Optional[str] = ..., gpu_indices: _Optional[_Iterable[int]] = ..., exit_code: _Optional[int] = ..., exit_signal: _Optional[int] = ..., node_target: _Optional[str] = ..., time_limit: _Optional[int] = ...) -> None: ...
+    gpu_seconds: float
+    peak_gpu_memory_mb: int
+    mean_gpu_util: float
+    def __init__(self, job_id: _Optional[int] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., state: _Optional[str] = ..., reason: _Optional[str] = ..., submit_time: _Optional[float] = ..., start_time: _Optional[float] = ..., end_time: _Optional[float] = ..., node: _Optional[str] = ..., gpu_indices: _Optional[_Iterable[int]] = ..., exit_code: _Optional[int] = ..., exit_signal: _Optional[int] = ..., node_target: _Optional[str] = ..., time_limit: _Optional[int] = ..., gpu_seconds: _Optional[float] = ..., peak_gpu_memory_mb: _Optional[int] = ..., mean_gpu_util: _Optional[float] = ...) -> None: ...
 
 class GpuInfo(_message.Message):
     __slots__ = ("index", "name", "type", "file", "minor", "uuid", "memory_mb", "cores")
@@ -186,16 +192,18 @@ class SubmitReply(_message.Message):
     def __init__(self, job_id: _Optional[int] = ...) -> None: ...
 
 class JobQuery(_message.Message):
-    __slots__ = ("job_ids", "users", "states", "include_finished")
+    __slots__ = ("job_ids", "users", "states", "include_finished", "since")
     JOB_IDS_FIELD_NUMBER: _ClassVar[int]
     USERS_FIELD_NUMBER: _ClassVar[int]
     STATES_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_FINISHED_FIELD_NUMBER: _ClassVar[int]
+    SINCE_FIELD_NUMBER: _ClassVar[int]
     job_ids: _containers.RepeatedScalarFieldContainer[int]
     users: _containers.RepeatedScalarFieldContainer[str]
     states: _containers.RepeatedScalarFieldContainer[str]
     include_finished: bool
-    def __init__(self, job_ids: _Optional[_Iterable[int]] = ..., users: _Optional[_Iterable[str]] = ..., states: _Optional[_Iterable[str]] = ..., include_finished: _Optional[bool] = ...) -> None: ...
+    since: float
+    def __init__(self, job_ids: _Optional[_Iterable[int]] = ..., users: _Optional[_Iterable[str]] = ..., states: _Optional[_Iterable[str]] = ..., include_finished: _Optional[bool] = ..., since: _Optional[float] = ...) -> None: ...
 
 class JobList(_message.Message):
     __slots__ = ("jobs",)

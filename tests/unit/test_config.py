@@ -229,7 +229,8 @@ def test_parsers_raise_only_config_error(text: str) -> None:
 
 
 @given(st.lists(st.sampled_from(["NodeName=", "n[1-2]", "PartitionName=", "p", " Nodes=", "ALL", " Gres=", "gpu:2",
-                                 " Port=", "9", "\n", "\\\n", "#", "'", "=", " MaxTime=", "1-2"]), max_size=16))  # fmt: skip
+                                 " Port=", "9", "\n", "\\\n", "#", "'", "=", " MaxTime=",
+                                 "1-2"]), max_size=16))  # fmt: skip
 def test_slurm_conf_near_miss_text(parts: list[str]) -> None:
     try:
         cfg = parse_slurm_conf("".join(parts), "t")

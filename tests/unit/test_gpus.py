@@ -13,11 +13,10 @@ from typing import Any
 import pytest
 
 from pslurm.core.config import GresConfLine
+from pslurm.nodeagent.gpumon import GpuMonitor, UsageAccumulator
 from pslurm.nodeagent.gpus import (
     GpuDevice,
     GpuDiscoveryError,
-    GpuMonitor,
-    UsageAccumulator,
     check_inventory,
     cores_from_mask,
     discover_nvml,
@@ -285,7 +284,9 @@ def test_health_ok_then_xid(nvml: FakeNvml) -> None:
     assert mon.health() is None
     nvml.events.append((nvml.gpus[1], 79))
     assert mon.health() == "gpu 1: Xid 79 critical error"
-    assert mon.health() == "gpu 1: Xid 79 critical error"  # sticky
+    assert mon.health() == "gpu 1: Xid 79 critical error"  # sticky until reported
+    mon.forget_events()
+    assert mon.health() is None  # an Xid is an event: once the drain is recorded, RESUME holds
     mon.close()
     assert nvml.inits == 0
 
@@ -317,9 +318,15 @@ def test_sample_and_process_memory(nvml: FakeNvml) -> None:
 
 def test_usage_accumulator() -> None:
     acc = UsageAccumulator(gpu_count=2, start=100.0)
+    assert acc.peak_memory_mb is None and acc.mean_util is None  # nothing measured yet
     acc.add(110.0, {0: (50.0, 1000), 1: (100.0, 3000)})  # 10 s at mean 75 %
     acc.add(140.0, {0: (0.0, 500), 1: (0.0, 500)})  # 30 s at 0 %
     acc.add(150.0, {})  # nothing read: time counts for gpu_seconds, not for the mean
     assert acc.gpu_seconds == pytest.approx(2 * 50.0)
     assert acc.mean_util == pytest.approx(75 * 10 / 40)
     assert acc.peak_memory_mb == 4000
+    acc.add(160.0, {0: (0.0, 9000), 1: (0.0, 9000)}, job_memory_mb=1200)  # its own processes, seen
+    acc.add(170.0, {0: (0.0, 9000), 1: (0.0, 9000)})  # gone again (ending): still the process figure
+    assert acc.peak_memory_mb == 1200
+    usage = acc.result(elapsed=70.0)
+    assert (usage.gpu_count, usage.gpu_seconds, usage.peak_gpu_memory_mb) == (2, 140.0, 1200)

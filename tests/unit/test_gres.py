@@ -36,8 +36,8 @@ def test_parse_gres(text: str, expected: tuple[GresRequest, ...]) -> None:
     assert parse_gres(text) == expected
 
 
-@pytest.mark.parametrize("text", ["", "gpu,", ",gpu", "gpu:-1", "gpu:x:y:z", "gpu:a100:", ":2", "gpu:2:2", "gpu:a 100:1",
-                                  "gpu::1", "gpu:a100:1.5", "gpu/2"])  # fmt: skip
+@pytest.mark.parametrize("text", ["", "gpu,", ",gpu", "gpu:-1", "gpu:x:y:z", "gpu:a100:", ":2", "gpu:2:2",
+                                  "gpu:a 100:1", "gpu::1", "gpu:a100:1.5", "gpu/2"])  # fmt: skip
 def test_parse_gres_rejects(text: str) -> None:
     with pytest.raises(GresError, match=r"^Invalid generic resource \(gres\) specification: "):
         parse_gres(text)

@@ -1,0 +1,232 @@
+"""psacct: accounting of finished and running jobs (sacct), GPU usage included."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Annotated, Any, Optional
+
+import typer
+
+from pslurm.cli import options as o
+from pslurm.cli.common import Client, fail, run, typer_app
+
+PROG = "psacct"
+DEFAULT_FIELDS = "JobID,JobName,Partition,Account,AllocCPUS,State,ExitCode"
+LEFT = frozenset({"jobid", "jobidraw"})  # sacct left-aligns ids and right-aligns everything else
+WIDTHS = {"jobid": 12, "jobidraw": 12, "exitcode": 8, "submit": 19, "start": 19, "end": 19}  # else 10
+
+
+def _elapsed(job: Any, now: float) -> float:
+    if not job.HasField("start_time"):
+        return 0.0
+    end = job.end_time if job.HasField("end_time") else now
+    return max(0.0, end - job.start_time)
+
+
+def format_elapsed(seconds: float) -> str:
+    """sacct's Elapsed: ``HH:MM:SS``, with ``D-`` in front past a day."""
+    total = int(seconds)
+    days, rem = divmod(total, 86400)
+    text = f"{rem // 3600:02d}:{rem % 3600 // 60:02d}:{rem % 60:02d}"
+    return f"{days}-{text}" if days else text
+
+
+def _allocated(job: Any) -> bool:
+    return job.HasField("start_time")
+
+
+def _gpus(job: Any) -> int:
+    return sum(g.count for g in job.spec.gres if g.name == "gpu")
+
+
+def _cpus(job: Any) -> int:
+    return (job.spec.ntasks or 1) * (job.spec.cpus_per_task or 1)
+
+
+def alloc_tres(job: Any) -> str:
+    """``cpu=1,gres/gpu=2,gres/gpu:a100=2,mem=1000M,node=1``; empty before the job was allocated."""
+    if not _allocated(job):
+        return ""
+    parts = [f"cpu={_cpus(job)}"]
+    gpus = _gpus(job)
+    if gpus:
+        parts.append(f"gres/gpu={gpus}")
+        parts += [f"gres/gpu:{g.type}={g.count}" for g in job.spec.gres if g.name == "gpu" and g.type]
+    if job.spec.mem_mb:
+        parts.append(f"mem={job.spec.mem_mb}M")
+    parts.append("node=1")
+    return ",".join(parts)
+
+
+def gpu_seconds(job: Any, now: float) -> float | None:
+    """Recorded GPU-seconds, or allocated GPUs x elapsed so far for a job still running."""
+    if job.HasField("gpu_seconds"):
+        return job.gpu_seconds
+    gpus = _gpus(job)
+    return gpus * _elapsed(job, now) if gpus and _allocated(job) else None
+
+
+def account_fields(now: float) -> dict[str, Callable[[Any], str]]:
+    """Field name (lower case) -> getter; the header is the name as the user wrote it."""
+    from pslurm.core.timefmt import format_duration, format_timestamp
+
+    def ts(job: Any, name: str) -> str:
+        return format_timestamp(getattr(job, name) if job.HasField(name) else None)
+
+    def gpu_secs(job: Any) -> str:
+        value = gpu_seconds(job, now)
+        return "" if value is None else str(round(value))
+
+    return {
+        "jobid": lambda j: str(j.job_id),
+        "jobidraw": lambda j: str(j.job_id),
+        "jobname": lambda j: j.spec.name,
+        "partition": lambda j: j.spec.partition,
+        "account": lambda j: "",  # pslurm has no accounts (yet)
+        "user": lambda j: j.spec.user,
+        "uid": lambda j: str(j.spec.uid),
+        "group": lambda j: str(j.spec.gid),
+        "state": lambda j: j.state,
+        "exitcode": lambda j: f"{j.exit_code}:{j.exit_signal}",
+        "elapsed": lambda j: format_elapsed(_elapsed(j, now)),
+        "elapsedraw": lambda j: str(int(_elapsed(j, now))),
+        "submit": lambda j: format_timestamp(j.submit_time),
+        "start": lambda j: ts(j, "start_time"),
+        "end": lambda j: ts(j, "end_time"),
+        "timelimit": lambda j: format_duration(j.time_limit if j.HasField("time_limit") else None),
+        "nodelist": lambda j: j.node or "None assigned",
+        "nnodes": lambda j: str(j.spec.num_nodes or 1),
+        "alloccpus": lambda j: str(_cpus(j) if _allocated(j) else 0),
+        "alloctres": alloc_tres,
+        "reqtres": lambda j: alloc_tres(j) if _allocated(j) else f"cpu={_cpus(j)},node=1",
+        "allocgres": lambda j: f"gpu:{_gpus(j)}" if _gpus(j) and _allocated(j) else "",
+        "gpuindices": lambda j: ",".join(map(str, j.gpu_indices)),
+        "workdir": lambda j: j.spec.workdir,
+        "reason": lambda j: j.reason or "None",
+        "gpuseconds": gpu_secs,
+        "gpumempeak": lambda j: f"{j.peak_gpu_memory_mb}M" if j.HasField("peak_gpu_memory_mb") else "",
+        "gpuutil": lambda j: f"{j.mean_gpu_util:.1f}%" if j.HasField("mean_gpu_util") else "",
+    }
+
+
+def parse_fields(spec: str, known: Sequence[str]) -> list[tuple[str, str, int]]:
+    """``JobID,JobName%30`` -> [(header, key, width)]; sacct's width is 10 unless ``%N`` says."""
+    out = []
+    for item in filter(None, (s.strip() for s in spec.split(","))):
+        name, _, width = item.partition("%")
+        key = name.lower()
+        if key not in known:
+            raise ValueError(f'Invalid field requested: "{name}"')
+        if width and not width.isdigit():
+            raise ValueError(f"Invalid field width: {item}")
+        out.append((name, key, int(width) if width else WIDTHS.get(key, 10)))
+    return out
+
+
+def render(rows: list[Any], columns: list[tuple[str, str, int]], fields: dict[str, Callable[[Any], str]],
+           header: bool, sep: str | None, trailing: bool) -> list[str]:
+    """sacct's table (fixed widths, ``+`` marks a cut value) or, with ``sep``, parsable lines."""
+    table = [[fields[key](row) for _, key, _ in columns] for row in rows]
+    if sep is not None:
+        lines = ([[name for name, _, _ in columns]] if header else []) + table
+        return [sep.join(values) + (sep if trailing else "") for values in lines]
+
+    def cell(value: str, key: str, width: int, mark: str = "+") -> str:
+        if len(value) > width:
+            value = value[: width - len(mark)] + mark
+        return value.ljust(width) if key in LEFT else value.rjust(width)
+
+    out = []
+    if header:
+        out.append(" ".join(cell(name, key, w, mark="") for name, key, w in columns))
+        out.append(" ".join("-" * w for _, _, w in columns))
+    out += [" ".join(cell(v, key, w) for v, (_, key, w) in zip(values, columns, strict=True)) for values in table]
+    return [line.rstrip() for line in out]
+
+
+def _job_json(job: Any, now: float) -> dict[str, Any]:
+    from pslurm.cli.psqueue import job_json
+
+    data = job_json(job)
+    data["elapsed"] = int(_elapsed(job, now))
+    data["alloc_tres"] = alloc_tres(job)
+    data["gpu_seconds"] = gpu_seconds(job, now)
+    data.setdefault("peak_gpu_memory_mb", None)
+    data.setdefault("mean_gpu_util", None)
+    if data["peak_gpu_memory_mb"] is not None:
+        data["peak_gpu_memory_mb"] = int(data["peak_gpu_memory_mb"])
+    return data
+
+
+def make_app() -> typer.Typer:
+    app = typer_app("Show accounting data of jobs, GPU usage included.")
+
+    @app.command()
+    def psacct(
+        jobs: Annotated[Optional[str], typer.Option("-j", "--jobs", help="comma-separated job ids")] = None,
+        users: Annotated[Optional[str], typer.Option("-u", "--user", help="comma-separated user names")] = None,
+        allusers: Annotated[bool, typer.Option("-a", "--allusers", help="jobs of every user")] = False,
+        states: Annotated[Optional[str], typer.Option("-s", "--state", help="states (CD,F,R,...)")] = None,
+        start: Annotated[Optional[str], typer.Option(
+            "-S", "--starttime", help="jobs in any state after this time (default: midnight)")] = None,
+        end: Annotated[Optional[str], typer.Option("-E", "--endtime", help="jobs submitted before this")] = None,
+        fmt: Annotated[Optional[str], typer.Option("-o", "--format", help="fields: JobID,JobName%30,...")] = None,
+        parsable: Annotated[bool, typer.Option("-p", "--parsable", help="'|' after every field")] = False,
+        parsable2: Annotated[bool, typer.Option("-P", "--parsable2", help="'|' between fields")] = False,
+        noheader: Annotated[bool, typer.Option("-n", "--noheader", help="no header lines")] = False,
+        allocations: Annotated[bool, typer.Option("-X", "--allocations", help="(jobs have no steps)")] = False,
+        as_json: o.Json = False,
+    ) -> None:
+        """Show finished and running jobs from the accounting store (sacct)."""
+        import os
+
+        from pslurm.cli.common import user_identity
+        from pslurm.core.states import JobState
+        from pslurm.core.timefmt import TimeFormatError, parse_timestamp
+        from pslurm.proto import pslurm_pb2 as pb
+
+        now = time.time()
+        query = pb.JobQuery(include_finished=True)
+        if jobs:
+            try:
+                query.job_ids.extend(int(j) for j in jobs.split(",") if j)
+            except ValueError:
+                fail(PROG, f"Invalid job id specified: {jobs}")
+        if users:
+            query.users.extend(u for u in users.split(",") if u)
+        elif not allusers and not jobs and os.getuid() != 0:  # sacct: your own jobs unless root or -a
+            query.users.append(user_identity()[0])
+        try:
+            wanted = {JobState.parse(s) for s in states.split(",") if s} if states else set()
+            if start or not jobs:  # sacct's window starts at midnight unless jobs are named
+                query.since = parse_timestamp(start or "midnight", now)
+            until = parse_timestamp(end, now) if end else None
+        except (TimeFormatError, ValueError) as exc:
+            fail(PROG, str(exc))
+        fields = account_fields(now)
+        try:
+            columns = parse_fields(fmt or DEFAULT_FIELDS, list(fields))
+        except ValueError as exc:
+            fail(PROG, str(exc))
+        found = list(Client(PROG).call("GetJobs", query).jobs)
+        found = [j for j in found if (not wanted or JobState(j.state) in wanted)
+                 and (until is None or j.submit_time <= until)]
+        if as_json:
+            print(json.dumps({"jobs": [_job_json(j, now) for j in found]}, indent=2))
+            return
+        sep = "|" if parsable or parsable2 else None
+        lines = render(found, columns, fields, not noheader, sep, trailing=parsable and not parsable2)
+        sys.stdout.write("".join(line + "\n" for line in lines))
+
+    return app
+
+
+def main() -> None:
+    run(make_app(), PROG)
+
+
+if __name__ == "__main__":
+    main()
