@@ -42,7 +42,8 @@ class Client:
 
         self.prog = prog
         self.config = load_config(prog)
-        self.channel = grpc.insecure_channel(self.config.controller_target)
+        self.channel = grpc.insecure_channel(self.config.controller_target,
+                                             options=[("grpc.max_receive_message_length", 512 * 1024 * 1024)])
         self.stub: pslurm_pb2_grpc.ControllerStub = pslurm_pb2_grpc.ControllerStub(self.channel)
         self.metadata = (("x-pslurm-uid", str(os.getuid())),)
 

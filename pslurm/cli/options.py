@@ -23,6 +23,15 @@ Gpus = Annotated[Optional[str], typer.Option("-G", "--gpus", help="GPUs for the 
 GpusPerNode = Annotated[Optional[str], typer.Option("--gpus-per-node", help="GPUs per node: N or TYPE:N")]
 Chdir = Annotated[Optional[str], typer.Option("-D", "--chdir", help="working directory of the job")]
 Export = Annotated[Optional[str], typer.Option("--export", help="ALL (default), NONE, or NAME[=value],...")]
+Account = Annotated[Optional[str], typer.Option("-A", "--account", help="account to charge (fair share)")]
+Nice = Annotated[Optional[str], typer.Option("--nice", help="lower the job's priority by N (negative: operators)")]
+Dependency = Annotated[Optional[str], typer.Option(
+    "-d", "--dependency", help="after|afterok|afternotok|afterany|aftercorr:ID[:ID],... (? for OR), singleton")]
+Array = Annotated[Optional[str], typer.Option("-a", "--array", help="job array: 0-99, 1,3,5-7, 0-15:4, %N throttle")]
+Requeue = Annotated[Optional[bool], typer.Option("--requeue/--no-requeue", help="may the job be requeued")]
+Hold = Annotated[Optional[bool], typer.Option("-H", "--hold", help="submit held (release: pscontrol release)")]
+KillOnInvalidDep = Annotated[Optional[str], typer.Option(
+    "--kill-on-invalid-dep", help="yes: cancel the job when its dependency can never be met")]
 Json = Annotated[bool, typer.Option("--json", help="print JSON for programs")]
 
 JOB_OPTION_NAMES = tuple(f.name for f in fields(JobOptions))

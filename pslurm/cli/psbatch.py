@@ -25,7 +25,9 @@ def make_app() -> typer.Typer:
         job_name: o.JobName = None, partition: o.Partition = None, time: o.Time = None, output: o.Output = None,
         error: o.Error = None, nodes: o.Nodes = None, ntasks: o.Ntasks = None, cpus_per_task: o.CpusPerTask = None,
         mem: o.Mem = None, gres: o.Gres = None, gpus: o.Gpus = None, gpus_per_node: o.GpusPerNode = None,
-        chdir: o.Chdir = None, export: o.Export = None,
+        chdir: o.Chdir = None, export: o.Export = None, account: o.Account = None, nice: o.Nice = None,
+        dependency: o.Dependency = None, array: o.Array = None, requeue: o.Requeue = None, hold: o.Hold = None,
+        kill_on_invalid_dep: o.KillOnInvalidDep = None,
         wrap: Annotated[Optional[str], typer.Option("--wrap", help="run this command as the script")] = None,
         parsable: Annotated[bool, typer.Option("--parsable", help="print only the job id")] = False,
     ) -> None:

@@ -18,19 +18,26 @@ def make_app() -> typer.Typer:
 
     @app.command()
     def pscancel(
-        job_ids: Annotated[list[str], typer.Argument(help="job ids")],
+        job_ids: Annotated[list[str], typer.Argument(help="job ids: 14, 14_3, 14_[5-9] (an array's id: all tasks)")],
         signal: Annotated[Optional[str], typer.Option("-s", "--signal", help="send this signal instead")] = None,
     ) -> None:
         """Cancel the jobs (SIGTERM, then SIGKILL after KillWait), or send them a signal."""
+        from pslurm.core.arrays import parse_task_selector
+        from pslurm.core.jobspec import SpecError
         from pslurm.proto import pslurm_pb2 as pb
 
-        ids = []
+        ids, specs = [], []
         for text in job_ids:
-            if not text.isdigit():
+            try:
+                parse_task_selector(text)
+            except SpecError:
                 fail(PROG, f"Invalid job id {text}")
-            ids.append(int(text))
+            if text.isdigit():
+                ids.append(int(text))
+            else:
+                specs.append(text)
         signum = _signal_number(signal) if signal else 0
-        reply = Client(PROG).call("CancelJobs", pb.CancelRequest(job_ids=ids, signal=signum))
+        reply = Client(PROG).call("CancelJobs", pb.CancelRequest(job_ids=ids, signal=signum, job_specs=specs))
         for line in reply.errors:
             print(f"{PROG}: error: {line}", file=sys.stderr)
         if reply.errors:

@@ -23,19 +23,29 @@ def show_job(job: Any) -> str:
     spec = job.spec
     start = job.start_time if job.HasField("start_time") else None
     end = job.end_time if job.HasField("end_time") else None
+    expected = start if start is not None else (job.start_estimate if job.HasField("start_estimate") else None)
     run_time = 0.0 if start is None else (end or time.time()) - start
     cpus = (spec.ntasks or 1) * (spec.cpus_per_task or 1)
     gres = format_gres(gres_from_pb(spec.gres))
     tres = f"cpu={cpus},mem={spec.mem_mb}M,node=1" + (f",gres/gpu={sum(g.count for g in spec.gres)}" if gres else "")
     stdout = spec.stdout if spec.HasField("stdout") else "slurm-%j.out"
+    from pslurm.core.dependency import DepStatus, describe
+
+    dep_status = {"Dependency": DepStatus.WAITING, "DependencyNeverSatisfied": DepStatus.NEVER}.get(job.reason)
+    dependency = describe(spec.dependency, dep_status if job.state == "PENDING" else DepStatus.SATISFIED)
+    array = (f" ArrayJobId={job.array_job_id} ArrayTaskId={job.array_task_id}"
+             if job.HasField("array_job_id") else "")
+    held = {"user": " (held by user)", "admin": " (held by an operator)"}.get(job.hold, "")
     lines = [
-        f"JobId={job.job_id} JobName={spec.name}",
+        f"JobId={job.job_id}{array} JobName={spec.name}",
         f"UserId={spec.user}({spec.uid}) GroupId={spec.gid}",
-        f"JobState={job.state} Reason={job.reason or 'None'} Dependency=(null)",
+        f"Priority={job.priority}{held} Nice={spec.nice} Account={spec.account or '(null)'}",
+        f"JobState={job.state} Reason={job.reason or 'None'} Dependency={dependency}",
+        f"Requeue={1 if spec.requeue else 0} Restarts={job.restarts}",
         f"ExitCode={job.exit_code}:{job.exit_signal}",
         f"RunTime={format_duration(run_time)} TimeLimit="
         f"{format_duration(job.time_limit if job.HasField('time_limit') else None)}",
-        f"SubmitTime={format_timestamp(job.submit_time)} StartTime={format_timestamp(start)} "
+        f"SubmitTime={format_timestamp(job.submit_time)} StartTime={format_timestamp(expected)} "
         f"EndTime={format_timestamp(end)}",
         f"Partition={spec.partition} NodeList={job.node or '(null)'}",
         f"NumNodes={spec.num_nodes or 1} NumCPUs={cpus} NumTasks={spec.ntasks or 1} "
@@ -86,16 +96,20 @@ def make_app() -> typer.Typer:
 
     @app.command()
     def pscontrol(
-        words: Annotated[list[str], typer.Argument(help="show job ID | show node [NAME] | update NodeName=..")],
+        words: Annotated[list[str], typer.Argument(
+            help="show job ID | show node [NAME] | update NodeName=.. | update JobId=.. | hold|release|requeue ID")],
         as_json: o.Json = False,
     ) -> None:
-        """show job ID | show node [NAME] | show partition | update NodeName=X State=DRAIN|RESUME Reason=.."""
+        """show job ID | show node [NAME] | show partition | update NodeName=X State=DRAIN|RESUME Reason=.. |
+        update JobId=N Priority=P Nice=N | hold ID.. | uhold ID.. | release ID.. | requeue ID.."""
         client = Client(PROG)
         verb = words[0].lower()
         if verb == "show" and len(words) >= 2:
             _show(client, words[1].lower(), words[2:], as_json)
         elif verb == "update":
             _update(client, words[1:])
+        elif verb in ("hold", "uhold", "release", "requeue") and len(words) >= 2:
+            _job_action(client, verb, words[1:])
         else:
             fail(PROG, f"Invalid command: {' '.join(words)}")
 
@@ -132,7 +146,15 @@ def _show(client: Client, what: str, names: list[str], as_json: bool) -> None:
             print(json.dumps({"partitions": [_as_dict(p) for p in parts]}, indent=2))
         else:
             for p in parts:
-                print(f"PartitionName={p.name}\n   Default={'YES' if p.default else 'NO'} State={p.state}\n"
+                from pslurm.core.timefmt import format_duration
+
+                max_time = format_duration(p.max_time) if p.HasField("max_time") else "UNLIMITED"
+                default_time = format_duration(p.default_time) if p.HasField("default_time") else "NONE"
+                print(f"PartitionName={p.name}\n   AllowGroups={','.join(p.allow_groups) or 'ALL'} "
+                      f"Default={'YES' if p.default else 'NO'}\n"
+                      f"   MaxNodes={p.max_nodes if p.HasField('max_nodes') else 'UNLIMITED'} MaxTime={max_time} "
+                      f"DefaultTime={default_time}\n"
+                      f"   PriorityJobFactor={p.priority_job_factor} State={p.state}\n"
                       f"   Nodes={','.join(p.nodes)}\n")
     else:
         fail(PROG, f"Invalid entity: {what} (job, node or partition)")
@@ -147,14 +169,62 @@ def _update(client: Client, pairs: list[str]) -> None:
         if not eq:
             fail(PROG, f"Invalid input: {pair} (expected Key=Value)")
         values[key.lower()] = value
+    job = values.get("jobid")
+    if job:
+        request = pb.UpdateJobRequest(job=job)
+        for key in values:
+            if key not in ("jobid", "priority", "nice"):
+                fail(PROG, f"Update of {key} is not supported (JobId= takes Priority= and Nice=)")
+        try:
+            if "priority" in values:
+                request.priority = int(values["priority"])
+            if "nice" in values:
+                request.nice = int(values["nice"])
+        except ValueError:
+            fail(PROG, f"Invalid value: {' '.join(pairs)}")
+        _report(client.call("UpdateJob", request))
+        return
     name = values.get("nodename")
     if not name:
-        fail(PROG, "update needs NodeName=... (job updates are not supported yet)")
+        fail(PROG, "update needs NodeName=... or JobId=...")
     from pslurm.core.hostlists import expand
 
     for node in expand(name):
         client.call("UpdateNode", pb.UpdateNodeRequest(name=node, state=values.get("state", ""),
                                                        reason=values.get("reason", "")))
+
+
+def _job_action(client: Client, verb: str, ids: list[str]) -> None:
+    """hold / uhold / release / requeue, for each id (14, 14_3, 14_[5-9]; commas allowed)."""
+    from pslurm.proto import pslurm_pb2 as pb
+
+    errors = []
+    for item in ids:
+        for text in _split(item):
+            errors.extend(client.call("UpdateJob", pb.UpdateJobRequest(job=text, action=verb)).errors)
+    _report(pb.UpdateJobReply(errors=errors))
+
+
+def _split(text: str) -> list[str]:
+    out, depth, cur = [], 0, ""
+    for ch in text:
+        depth += ch == "["
+        depth -= ch == "]"
+        if ch == "," and depth == 0:
+            out.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    return [x for x in [*out, cur] if x]
+
+
+def _report(reply: Any) -> None:
+    import sys
+
+    for line in reply.errors:
+        print(f"{PROG}: error: {line}", file=sys.stderr)
+    if reply.errors:
+        raise SystemExit(1)
 
 
 def main() -> None:

@@ -14,6 +14,54 @@ from pslurm.cli.common import Client, fail, run, typer_app
 
 PROG = "psqueue"
 DEFAULT_FORMAT = "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R"
+START_FORMAT = "%.18i %.9P %.8j %.8u %.2t %.19S %.6D %R"
+
+
+class Collapsed:
+    """Pending tasks of one array shown as one row (``14_[3-9%2]``): the first task's fields."""
+
+    def __init__(self, first: Any, tasks: list[int], throttle: str) -> None:
+        from pslurm.core.arrays import format_ranges
+
+        self._first = first
+        self.display_id = f"{first.array_job_id}_[{format_ranges(tasks)}{'%' + throttle if throttle else ''}]"
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._first, name)
+
+
+def display_id(job: Any) -> str:
+    found = getattr(job, "display_id", None)
+    if isinstance(found, str):
+        return found
+    return f"{job.array_job_id}_{job.array_task_id}" if job.HasField("array_job_id") else str(job.job_id)
+
+
+def collapse(jobs: list[Any]) -> list[Any]:
+    """squeue's array display: the pending tasks of an array (same reason) become one row."""
+    out: list[Any] = []
+    groups: dict[tuple[int, str], list[Any]] = {}
+    for job in jobs:
+        if job.state == "PENDING" and job.HasField("array_job_id"):
+            key = (job.array_job_id, job.reason)
+            if key not in groups:
+                groups[key] = []
+                out.append(key)
+            groups[key].append(job)
+        else:
+            out.append(job)
+    rows = []
+    for item in out:
+        if isinstance(item, tuple):
+            members = groups[item]
+            if len(members) == 1:
+                rows.append(members[0])
+            else:
+                throttle = members[0].spec.array.partition("%")[2]
+                rows.append(Collapsed(members[0], [m.array_task_id for m in members], throttle))
+        else:
+            rows.append(item)
+    return rows
 
 
 def _elapsed(job: Any) -> float:
@@ -29,6 +77,7 @@ def _reason_or_nodes(job: Any) -> str:
 
 def job_fields() -> dict[str, tuple[str, Any]]:
     from pslurm.core.convert import gres_from_pb
+    from pslurm.core.dependency import DepStatus, describe
     from pslurm.core.gres import format_gres
     from pslurm.core.states import JobState
     from pslurm.core.timefmt import format_duration, format_timestamp
@@ -36,11 +85,29 @@ def job_fields() -> dict[str, tuple[str, Any]]:
     def limit(j: Any) -> str:
         return format_duration(j.time_limit if j.HasField("time_limit") else None)
 
+    def start(j: Any) -> str:
+        if j.HasField("start_time"):
+            return format_timestamp(j.start_time)
+        if j.state == "PENDING" and j.HasField("start_estimate"):
+            return format_timestamp(j.start_estimate)
+        return "N/A"
+
+    def dependency(j: Any) -> str:
+        status = {"Dependency": DepStatus.WAITING, "DependencyNeverSatisfied": DepStatus.NEVER}.get(j.reason)
+        return describe(j.spec.dependency, status if j.state == "PENDING" else DepStatus.SATISFIED)
+
+    def task(j: Any) -> str:
+        found = display_id(j)
+        return found.partition("_")[2] if j.HasField("array_job_id") else "N/A"
+
     return {
-        "i": ("JOBID", lambda j: str(j.job_id)),
+        "i": ("JOBID", display_id),
         "A": ("JOBID", lambda j: str(j.job_id)),
-        "F": ("ARRAY_JOB_ID", lambda j: str(j.job_id)),
-        "K": ("ARRAY_TASK_ID", lambda j: "N/A"),
+        "F": ("ARRAY_JOB_ID", lambda j: str(j.array_job_id if j.HasField("array_job_id") else j.job_id)),
+        "K": ("ARRAY_TASK_ID", task),
+        "Q": ("PRIORITY", lambda j: str(j.priority)),
+        "a": ("ACCOUNT", lambda j: j.spec.account or "(null)"),
+        "y": ("NICE", lambda j: str(j.spec.nice)),
         "j": ("NAME", lambda j: j.spec.name),
         "u": ("USER", lambda j: j.spec.user),
         "U": ("UID", lambda j: str(j.spec.uid)),
@@ -56,9 +123,9 @@ def job_fields() -> dict[str, tuple[str, Any]]:
         "r": ("REASON", lambda j: j.reason or "None"),
         "P": ("PARTITION", lambda j: j.spec.partition),
         "b": ("TRES_PER_NODE", lambda j: "gres/" + format_gres(gres_from_pb(j.spec.gres)) if j.spec.gres else "N/A"),
-        "E": ("DEPENDENCY", lambda j: "(null)"),
+        "E": ("DEPENDENCY", dependency),
         "V": ("SUBMIT_TIME", lambda j: format_timestamp(j.submit_time)),
-        "S": ("START_TIME", lambda j: format_timestamp(j.start_time if j.HasField("start_time") else None)),
+        "S": ("START_TIME", start),
         "e": ("END_TIME", lambda j: format_timestamp(j.end_time if j.HasField("end_time") else None)),
         "Z": ("WORK_DIR", lambda j: j.spec.workdir),
         "o": ("COMMAND", lambda j: " ".join(j.spec.argv) if j.spec.argv else "(batch script)"),
@@ -87,17 +154,25 @@ def make_app() -> typer.Typer:
         partition: Annotated[Optional[str], typer.Option("-p", "--partition", help="partitions")] = None,
         noheader: Annotated[bool, typer.Option("-h", "--noheader", help="no header line")] = False,
         fmt: Annotated[Optional[str], typer.Option("-o", "--format", help="output format (%i %j %T ...)")] = None,
+        start: Annotated[bool, typer.Option("--start", help="pending jobs and their expected start times")] = False,
+        expand: Annotated[bool, typer.Option("-r", "--array", help="one line per array task")] = False,
         as_json: o.Json = False,
     ) -> None:
         """Show pending and running jobs (finished ones with -t all or -j)."""
+        from pslurm.core.arrays import parse_task_selector
+        from pslurm.core.jobspec import SpecError
         from pslurm.proto import pslurm_pb2 as pb
 
-        query = pb.JobQuery()
+        query = pb.JobQuery(light=True)
+        selectors = []
         if jobs:
             try:
-                query.job_ids.extend(int(j) for j in jobs.split(",") if j)
-            except ValueError:
+                selectors = [parse_task_selector(j) for j in _split_ids(jobs)]
+            except SpecError:
                 fail(PROG, f"Invalid job id specified: {jobs}")
+            query.job_ids.extend(job_id for job_id, _ in selectors)
+        if start:
+            query.states.append("PENDING")
         if users:
             query.users.extend(u for u in users.split(",") if u)
         if states:
@@ -107,6 +182,8 @@ def make_app() -> typer.Typer:
                 query.states.extend(s for s in states.split(",") if s)
         client = Client(PROG)
         found = list(client.call("GetJobs", query).jobs)
+        if any(tasks is not None for _, tasks in selectors):
+            found = [j for j in found if _selected(j, selectors)]
         if partition:
             wanted = set(partition.split(","))
             found = [j for j in found if j.spec.partition in wanted]
@@ -116,7 +193,7 @@ def make_app() -> typer.Typer:
             print(json.dumps({"jobs": [job_json(j) for j in found]}, indent=2))
             return
         try:
-            lines = _render_jobs(fmt or DEFAULT_FORMAT, found, not noheader)
+            lines = render_queue(fmt or (START_FORMAT if start else DEFAULT_FORMAT), found, not noheader, expand)
         except ValueError as exc:
             fail(PROG, str(exc))
         sys.stdout.write("".join(line + "\n" for line in lines))
@@ -124,10 +201,35 @@ def make_app() -> typer.Typer:
     return app
 
 
-def _render_jobs(fmt: str, found: list[Any], header: bool) -> list[str]:
+def _split_ids(text: str) -> list[str]:
+    """``1,14_[3-5,7],9`` -> ["1", "14_[3-5,7]", "9"]: commas inside brackets stay."""
+    out, depth, cur = [], 0, ""
+    for ch in text:
+        depth += ch == "["
+        depth -= ch == "]"
+        if ch == "," and depth == 0:
+            out.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    out.append(cur)
+    return [x for x in out if x]
+
+
+def _selected(job: Any, selectors: list[tuple[int, tuple[int, ...] | None]]) -> bool:
+    for job_id, tasks in selectors:
+        if tasks is None and (job.job_id == job_id or job.array_job_id == job_id):
+            return True
+        if tasks is not None and job.HasField("array_job_id") and job.array_job_id == job_id \
+                and job.array_task_id in tasks:
+            return True
+    return False
+
+
+def render_queue(fmt: str, found: list[Any], header: bool, expand: bool = False) -> list[str]:
     from pslurm.cli.formats import render
 
-    return render(fmt, found, job_fields(), header, PROG)
+    return render(fmt, found if expand else collapse(found), job_fields(), header, PROG)
 
 
 def main() -> None:

@@ -24,7 +24,8 @@ def make_app() -> typer.Typer:
         job_name: o.JobName = None, partition: o.Partition = None, time: o.Time = None, output: o.Output = None,
         error: o.Error = None, nodes: o.Nodes = None, ntasks: o.Ntasks = None, cpus_per_task: o.CpusPerTask = None,
         mem: o.Mem = None, gres: o.Gres = None, gpus: o.Gpus = None, gpus_per_node: o.GpusPerNode = None,
-        chdir: o.Chdir = None, export: o.Export = None,
+        chdir: o.Chdir = None, export: o.Export = None, account: o.Account = None, nice: o.Nice = None,
+        dependency: o.Dependency = None, hold: o.Hold = None, kill_on_invalid_dep: o.KillOnInvalidDep = None,
     ) -> None:
         """Submit COMMAND, stream its output, exit with its exit code; Ctrl-C cancels it."""
         raise SystemExit(run_job(o.job_options(locals()), tuple(command)))

@@ -6,6 +6,7 @@ Messages follow Slurm's wording where Slurm has one.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from pslurm.core.config import ClusterConfig, NodeConfig, PartitionConfig
@@ -32,9 +33,20 @@ def could_ever_run(spec: JobSpec, node: NodeConfig) -> bool:
     return node.gpus() >= spec.gpus()
 
 
-def admit(spec: JobSpec, config: ClusterConfig) -> Admitted:
-    """The partition and time limit a job is accepted with, or SpecError saying why not."""
+def admit(spec: JobSpec, config: ClusterConfig, *, enforce_part_limits: bool = True,
+          groups: Collection[str] | None = None) -> Admitted:
+    """The partition and time limit a job is accepted with, or SpecError saying why not.
+
+    ``groups``: the submitting user's group names, checked against the partition's AllowGroups
+    (None: not checked). Without ``enforce_part_limits`` (EnforcePartLimits=NO) a time limit over the
+    partition's MaxTime is accepted and the job pends with reason PartitionTimeLimit."""
     partition = _partition_for(spec, config)
+    if partition.state in ("DRAIN", "INACTIVE"):
+        raise SpecError(f"Partition {partition.name} is {partition.state}: it accepts no new jobs")
+    if partition.allow_groups and groups is not None and not set(partition.allow_groups) & set(groups):
+        raise SpecError("User's group not permitted to use this partition")
+    if partition.max_nodes is not None and spec.num_nodes > partition.max_nodes:
+        raise SpecError("Node count specification invalid: more than the partition's MaxNodes")
     if spec.num_nodes != 1:
         raise SpecError("Node count specification invalid: pslurm runs single-node jobs (-N 1) for now")
     if spec.ntasks < 1 or spec.cpus_per_task < 1 or spec.mem_mb < 0:
@@ -44,7 +56,7 @@ def admit(spec: JobSpec, config: ClusterConfig) -> Admitted:
     time_limit = spec.time_limit
     if time_limit is None:
         time_limit = partition.default_time if partition.default_time is not None else partition.max_time
-    elif partition.max_time is not None and time_limit > partition.max_time:
+    elif partition.max_time is not None and time_limit > partition.max_time and enforce_part_limits:
         raise SpecError("Requested time limit is invalid (missing or exceeds some limit)")
     if not any(could_ever_run(spec, config.nodes[name]) for name in partition.nodes if name in config.nodes):
         raise SpecError(UNAVAILABLE)

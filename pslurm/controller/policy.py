@@ -1,15 +1,35 @@
 """The scheduling policy: a pure function from a snapshot of the cluster to placements.
 
-No I/O and no clock: the controller's scheduler loop takes the snapshot, calls :func:`plan`,
-and commits each placement with a compare-and-set. Tests drive :func:`plan` directly.
+No I/O and no clock: the controller's scheduler loop takes the snapshot (priorities already
+computed, dependencies already evaluated), calls :func:`plan`, and commits each placement with a
+compare-and-set. Tests drive :func:`plan` directly.
+
+Jobs are taken in priority order (then job id). A job starts now where it fits and where starting
+it delays no reservation; a job that cannot start gets a reservation at its earliest expected start
+(computed from the time limits of running jobs and the reservations before it), up to
+``max_reservations`` per pass (Slurm's bf_max_job_test). So lower-priority jobs backfill into holes
+without delaying the expected start of any higher-priority job that holds a reservation.
+
+Each node's future is a step function of what it has free: now, plus what running jobs release at
+their expected ends, less what reservations hold from their start to their end. Resources are a
+vector per node: (CPUs, memory, GPUs, GPUs of each type the node has). A running job without a
+time limit is expected to end a year from now, as Slurm plans INFINITE limits; a pending one, to
+hold what it takes for good (so it never backfills in front of a reservation).
 """
 
 from __future__ import annotations
 
+import heapq
+import math
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from pslurm.core.gres import GresRequest
+
+INF = math.inf
+UNLIMITED = 365 * 86400.0  # how long a job without a time limit is planned to run
+SCAN_LIMIT = 256  # nodes tried for one job's start now (bounds a pass when reservations block many)
 
 
 @dataclass(frozen=True)
@@ -22,6 +42,7 @@ class NodeView:
     free_mem_mb: int
     free_gpus: tuple[tuple[int, str | None], ...]  # (node GPU index, type), in index order
     available: bool = True  # UP and not draining
+    gpus: tuple[tuple[int, str | None], ...] = ()  # the whole inventory (free and busy); () = free_gpus
 
 
 @dataclass(frozen=True)
@@ -33,14 +54,49 @@ class PendingJob:
     cpus: int
     mem_mb: int
     gres: tuple[GresRequest, ...]
+    priority: int = 0
+    time_limit: int | None = None  # seconds; None: unlimited
+    user: str = ""
+    array_job_id: int | None = None
+    array_max_running: int | None = None  # the array's %N throttle
+    dependency: str = "satisfied"  # satisfied, waiting, never (pslurm.core.dependency.DepStatus)
+    hold: str = ""  # "", "user", "admin"
+
+
+@dataclass(frozen=True)
+class RunningJob:
+    """A running (or completing) job: what it holds, and when it is expected to release it."""
+
+    job_id: int
+    node: str
+    cpus: int
+    mem_mb: int
+    gpu_indices: tuple[int, ...]
+    end_time: float | None  # start + time limit; None: unlimited
+    user: str = ""
+    array_job_id: int | None = None
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per-user limits on what runs at once (0: none). Slurm's QOS MaxJobsPerUser / MaxTRESPerUser."""
+
+    max_jobs_per_user: int = 0
+    max_gpus_per_user: int = 0
+    max_cpus_per_user: int = 0
 
 
 @dataclass(frozen=True)
 class Snapshot:
-    pending: Sequence[PendingJob]  # in the order they should be considered (priority, then id)
+    pending: Sequence[PendingJob]  # any order: plan() takes them by priority, then id
     nodes: Sequence[NodeView]
     now: float
     partition_up: dict[str, bool] = field(default_factory=dict)  # missing: up
+    running: Sequence[RunningJob] = ()
+    partition_state: dict[str, str] = field(default_factory=dict)  # UP, DOWN, DRAIN, INACTIVE; missing: UP
+    partition_max_time: dict[str, int | None] = field(default_factory=dict)  # MaxTime, seconds
+    limits: Limits = Limits()
+    max_reservations: int = 500
 
 
 @dataclass(frozen=True)
@@ -54,6 +110,7 @@ class Placement:
 class Plan:
     placements: list[Placement]
     reasons: dict[int, str]  # why each job left pending waits, in Slurm's words
+    estimates: dict[int, float] = field(default_factory=dict)  # expected start of jobs holding a reservation
 
 
 def pick_gpus(free: Sequence[tuple[int, str | None]], gres: Sequence[GresRequest]) -> tuple[int, ...] | None:
@@ -70,36 +127,284 @@ def pick_gpus(free: Sequence[tuple[int, str | None]], gres: Sequence[GresRequest
     return tuple(sorted(taken))
 
 
+def _fits(avail: tuple[float, ...], need: tuple[float, ...]) -> bool:
+    for a, n in zip(avail, need, strict=False):
+        if a < n:
+            return False
+    return True
+
+
+class _Node:
+    """One node's state during a pass: free now, and its future as events."""
+
+    __slots__ = ("view", "name", "parts", "cpus", "mem", "free", "slots", "types", "events", "_steps", "now",
+                 "reserved")
+
+    def __init__(self, view: NodeView, now: float) -> None:
+        self.view = view
+        self.name = view.name
+        self.parts = view.partitions
+        self.cpus = view.free_cpus
+        self.mem = view.free_mem_mb
+        self.free = list(view.free_gpus)
+        inventory = view.gpus or view.free_gpus
+        self.types = dict(inventory)
+        self.slots = {t: i for i, t in enumerate(sorted({t for _, t in inventory if t is not None}))}
+        self.events: list[tuple[float, tuple[float, ...]]] = []
+        self._steps: list[tuple[float, tuple[float, ...]]] | None = None
+        self.now = now
+        self.reserved = False
+
+    def vector(self, cpus: int, mem: int, gpus: Sequence[int]) -> tuple[float, ...]:
+        per = [0] * len(self.slots)
+        for index in gpus:
+            t = self.types.get(index)
+            if t is not None:
+                per[self.slots[t]] += 1
+        return (cpus, mem, len(gpus), *per)
+
+    def free_vector(self) -> tuple[float, ...]:
+        return self.vector(self.cpus, self.mem, [i for i, _ in self.free])
+
+    def need(self, job: PendingJob) -> tuple[float, ...] | None:
+        """The job's request as this node's vector; None when the node lacks a GPU type it asks."""
+        per = [0] * len(self.slots)
+        total = 0
+        for g in job.gres:
+            if g.name != "gpu":
+                continue
+            total += g.count
+            if g.type is not None:
+                slot = self.slots.get(g.type)
+                if slot is None:
+                    return None
+                per[slot] += g.count
+        return (job.cpus, job.mem_mb, total, *per)
+
+    def add_event(self, time: float, delta: tuple[float, ...]) -> None:
+        self.events.append((max(time, self.now + 1e-3), delta))
+        self._steps = None
+
+    def steps(self) -> list[tuple[float, tuple[float, ...]]]:
+        """(time, what is free from then on), from now, one point per distinct event time."""
+        if self._steps is None:
+            cur = list(self.free_vector())
+            pts = [(self.now, tuple(cur))]
+            for time, delta in sorted(self.events, key=lambda e: e[0]):
+                for i, d in enumerate(delta):
+                    cur[i] += d
+                if time <= pts[-1][0]:
+                    pts[-1] = (pts[-1][0], tuple(cur))
+                else:
+                    pts.append((time, tuple(cur)))
+            self._steps = pts
+        return self._steps
+
+    def first_time_with(self, gpus: int) -> float:
+        """The first time this node has ``gpus`` GPUs free: a lower bound on any start needing them."""
+        for time, avail in self.steps():
+            if avail[2] >= gpus:
+                return time
+        return INF
+
+    def earliest(self, need: tuple[float, ...], duration: float, stop: float = INF) -> float:
+        """The earliest time (before ``stop``) from which ``need`` is free for ``duration``, or INF."""
+        pts = self.steps()
+        i, n = 0, len(pts)
+        while i < n:
+            start = pts[i][0]
+            if start >= stop:
+                return INF
+            end = start + duration
+            bad = -1
+            k = i
+            while k < n and (k == i or pts[k][0] < end):
+                if not _fits(pts[k][1], need):
+                    bad = k
+                    break
+                k += 1
+            if bad < 0:
+                return start
+            i = bad + 1  # every start up to pts[bad] would cover pts[bad], which does not fit
+        return INF
+
+
 def plan(snapshot: Snapshot) -> Plan:
-    """FIFO inside each partition: jobs start in order while they fit; the first that does not
-    fit blocks the ones behind it in its partition (reason Resources, then Priority). A job is
-    placed on the first node of its partition with the CPUs, memory and GPUs it asks."""
-    free = {n.name: n for n in snapshot.nodes}
-    blocked: set[str] = set()
+    """Priority order with backfill: see the module's docstring."""
+    now = snapshot.now
+    nodes = [_Node(v, now) for v in snapshot.nodes]
+    by_name = {n.name: n for n in nodes}
+    array_running: dict[int, int] = defaultdict(int)
+    user_jobs: dict[str, int] = defaultdict(int)
+    user_gpus: dict[str, int] = defaultdict(int)
+    user_cpus: dict[str, int] = defaultdict(int)
+    for r in snapshot.running:
+        node = by_name.get(r.node)
+        if node is not None:
+            end = now + UNLIMITED if r.end_time is None else r.end_time
+            node.add_event(end, node.vector(r.cpus, r.mem_mb, r.gpu_indices))
+        if r.array_job_id is not None:
+            array_running[r.array_job_id] += 1
+        user_jobs[r.user] += 1
+        user_gpus[r.user] += len(r.gpu_indices)
+        user_cpus[r.user] += r.cpus
+    # per partition: available nodes bucketed by how many GPUs they have free now
+    max_gpus = max((len(n.view.gpus or n.view.free_gpus) for n in nodes), default=0)
+    buckets: dict[str, list[dict[int, None]]] = {}
+    for i, n in enumerate(nodes):
+        if not n.view.available:
+            continue
+        for p in n.parts:
+            if p not in buckets:
+                buckets[p] = [{} for _ in range(max_gpus + 1)]
+            buckets[p][len(n.free)][i] = None
+    heaps: dict[tuple[str, int], list[tuple[float, int]]] = {}
+
+    def heap_for(part: str, gpus: int) -> list[tuple[float, int]]:
+        key = (part, gpus)
+        heap = heaps.get(key)
+        if heap is None:
+            heap = []
+            for level in buckets.get(part, ()):
+                for i in level:
+                    bound = nodes[i].first_time_with(gpus)
+                    if bound < INF:
+                        heap.append((bound, i))
+            heapq.heapify(heap)
+            heaps[key] = heap
+        return heap
+
+    limits = snapshot.limits
     placements: list[Placement] = []
     reasons: dict[int, str] = {}
-    for job in snapshot.pending:
-        if not snapshot.partition_up.get(job.partition, True):
-            reasons[job.job_id] = "PartitionDown"
+    estimates: dict[int, float] = {}
+    waiting_in: set[str] = set()
+    reservations = 0
+    for job in sorted(snapshot.pending, key=lambda j: (-j.priority, j.job_id)):
+        reason = _static_reason(job, snapshot)
+        gpus = sum(g.count for g in job.gres if g.name == "gpu")
+        if reason is None and job.array_job_id is not None and job.array_max_running:
+            if array_running[job.array_job_id] >= job.array_max_running:
+                reason = "JobArrayTaskLimit"
+        if reason is None and limits.max_jobs_per_user and user_jobs[job.user] >= limits.max_jobs_per_user:
+            reason = "QOSMaxJobsPerUserLimit"
+        if reason is None and limits.max_gpus_per_user and user_gpus[job.user] + gpus > limits.max_gpus_per_user:
+            reason = "QOSMaxGRESPerUser"
+        if reason is None and limits.max_cpus_per_user and user_cpus[job.user] + job.cpus > limits.max_cpus_per_user:
+            reason = "QOSMaxCpuPerUserLimit"
+        if reason is not None:
+            reasons[job.job_id] = reason
             continue
-        if job.partition in blocked:
-            reasons[job.job_id] = "Priority"
+        # without a limit a job is expected to outlast every running one: it needs what it takes for good
+        duration = float(job.time_limit) if job.time_limit is not None else INF
+        levels = buckets.get(job.partition, [])
+        placed = None
+        tried = 0
+        for level in range(gpus, len(levels)):
+            for i in levels[level]:
+                tried += 1
+                node = nodes[i]
+                if node.cpus < job.cpus or node.mem < job.mem_mb:
+                    continue
+                chosen = pick_gpus(node.free, job.gres)
+                if chosen is None:
+                    continue
+                if node.reserved:
+                    need = node.need(job)
+                    if need is None or node.earliest(need, duration, stop=now + 1e-6) != now:
+                        continue
+                placed = (i, chosen)
+                break
+            if placed or tried >= SCAN_LIMIT:
+                break
+        if placed is not None:
+            i, chosen = placed
+            node = nodes[i]
+            old = len(node.free)
+            release = node.vector(job.cpus, job.mem_mb, chosen)
+            node.cpus -= job.cpus
+            node.mem -= job.mem_mb
+            node.free = [g for g in node.free if g[0] not in chosen]
+            node.add_event(now + duration, release)
+            if len(node.free) != old:
+                for p in node.parts:
+                    if p in buckets:
+                        del buckets[p][old][i]
+                        buckets[p][len(node.free)][i] = None
+            placements.append(Placement(job.job_id, node.name, chosen))
+            if job.array_job_id is not None:
+                array_running[job.array_job_id] += 1
+            user_jobs[job.user] += 1
+            user_gpus[job.user] += gpus
+            user_cpus[job.user] += job.cpus
             continue
-        for node in snapshot.nodes:
-            view = free[node.name]
-            if not view.available or job.partition not in view.partitions:
-                continue
-            if view.free_cpus < job.cpus or view.free_mem_mb < job.mem_mb:
-                continue
-            gpus = pick_gpus(view.free_gpus, job.gres)
-            if gpus is None:
-                continue
-            placements.append(Placement(job.job_id, node.name, gpus))
-            free[node.name] = NodeView(
-                view.name, view.partitions, view.free_cpus - job.cpus, view.free_mem_mb - job.mem_mb,
-                tuple(g for g in view.free_gpus if g[0] not in gpus), view.available)
-            break
-        else:
-            reasons[job.job_id] = "Resources"
-            blocked.add(job.partition)
-    return Plan(placements, reasons)
+        reasons[job.job_id] = "Priority" if job.partition in waiting_in else "Resources"
+        waiting_in.add(job.partition)
+        if reservations >= snapshot.max_reservations:
+            continue
+        found = _earliest(job, gpus, duration, heap_for(job.partition, gpus), nodes)
+        if found is None:
+            continue
+        start, i, need = found
+        node = nodes[i]
+        node.add_event(start, tuple(-x for x in need))
+        node.add_event(start + duration, need)
+        node.reserved = True
+        estimates[job.job_id] = start
+        reservations += 1
+    return Plan(placements, reasons, estimates)
+
+
+def _static_reason(job: PendingJob, snapshot: Snapshot) -> str | None:
+    """Why a job may not be considered at all this pass (held, dependency, partition), or None."""
+    if job.hold:
+        return "JobHeldAdmin" if job.hold == "admin" else "JobHeldUser"
+    if job.dependency == "waiting":
+        return "Dependency"
+    if job.dependency == "never":
+        return "DependencyNeverSatisfied"
+    state = snapshot.partition_state.get(job.partition)
+    if state is None:
+        state = "UP" if snapshot.partition_up.get(job.partition, True) else "DOWN"
+    if state == "DOWN":
+        return "PartitionDown"
+    if state == "INACTIVE":
+        return "PartitionInactive"
+    max_time = snapshot.partition_max_time.get(job.partition)
+    if max_time is not None and (job.time_limit is None or job.time_limit > max_time):
+        return "PartitionTimeLimit"
+    return None
+
+
+def _earliest(job: PendingJob, gpus: int, duration: float, heap: list[tuple[float, int]],
+              nodes: list[_Node]) -> tuple[float, int, tuple[float, ...]] | None:
+    """The node and time where ``job`` can start earliest, given every reservation so far.
+
+    ``heap`` holds (lower bound, node) pairs: the first time the node has ``gpus`` GPUs free. Bounds
+    only grow during a pass (starts and reservations take resources, nothing gives them back), so a
+    stale bound is still a bound: pop the smallest, tighten it if it grew, and stop when no bound left
+    can beat the best start found."""
+    best: tuple[float, int, tuple[float, ...]] | None = None
+    held: list[tuple[float, int]] = []
+    while heap and (best is None or heap[0][0] < best[0]):
+        bound, i = heapq.heappop(heap)
+        node = nodes[i]
+        tighter = node.first_time_with(gpus)
+        if tighter > bound:
+            if tighter < INF:
+                heapq.heappush(heap, (tighter, i))
+            continue
+        held.append((bound, i))
+        if job.partition not in node.parts:
+            continue
+        need = node.need(job)
+        if need is None:
+            continue
+        start = node.earliest(need, duration, stop=best[0] if best else INF)
+        if start < INF and (best is None or start < best[0]):
+            best = (start, i, need)
+            if start <= bound:
+                break
+    for item in held:
+        heapq.heappush(heap, item)
+    return best

@@ -13,19 +13,22 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
+from pslurm.controller import priority as prio
 from pslurm.controller.admission import admit
 from pslurm.controller.agents import AgentClient, AgentUnreachable
-from pslurm.controller.policy import NodeView, PendingJob, Snapshot, plan
-from pslurm.controller.store import Allocation, Store
-from pslurm.core.config import ClusterConfig
+from pslurm.controller.policy import UNLIMITED, Limits, NodeView, PendingJob, RunningJob, Snapshot, plan
+from pslurm.controller.store import Allocation, QueuedJob, Store
+from pslurm.core.arrays import parse_array, parse_task_selector
+from pslurm.core.config import ClusterConfig, scheduler_config
+from pslurm.core.dependency import DepStatus, Ref, RefJob, evaluate, parse_dependency
 from pslurm.core.jobspec import JobRecord, JobSpec, SpecError
 from pslurm.core.node import GpuInfo, NodeRecord
 from pslurm.core.states import InvalidTransition, JobState, NodeState, node_display_state
 
 log = logging.getLogger("psctld")
 
-QUEUE_DEPTH = 1000  # pending jobs considered per pass, as Slurm's default_queue_depth bounds it
 HEARTBEAT_INTERVAL = 2.0
+SUBMIT_LIMIT = "Job violates accounting/QOS policy (job submit limit, user's size and/or time limits)"
 
 
 class NotFound(LookupError):
@@ -51,6 +54,13 @@ class Controller:
         self.store = store
         self.agents = agents
         self.clock = clock
+        self.sched = scheduler_config(config)
+        # fair share: decayed usage of finished runs per (account, user), as of _usage_at
+        self._usage: dict[tuple[str, str], float] = defaultdict(float)
+        self._usage_at: float | None = None
+        self._usage_mark = 0.0  # the latest end time counted
+        self._usage_seen: dict[tuple[int, float], float] = {}
+        self._dep_cache: dict[str, object] = {}
         # Agents beat a few times per SlurmdTimeout, and at least every 2 s on small local timeouts.
         self.heartbeat_interval = max(0.5, min(HEARTBEAT_INTERVAL * 15, config.slurmd_timeout / 4))
         self._changed = threading.Condition()
@@ -70,27 +80,135 @@ class Controller:
     # -- clients ---------------------------------------------------------------------------
 
     def submit(self, spec: JobSpec) -> int:
-        """Check the request, store it PENDING (committed before we answer), wake the scheduler."""
-        admitted = admit(spec, self.config)
-        job_id = self.store.submit(spec, admitted.partition, admitted.time_limit, self.clock())
+        """Check the request and the limits, store it PENDING (every task of an array; committed before
+        we answer), wake the scheduler. Returns the job id (the array's id)."""
+        sched = self.sched
+        admitted = admit(spec, self.config, enforce_part_limits=sched.enforce_part_limits,
+                         groups=_group_names(spec.user, spec.gid))
+        if spec.nice < 0 and spec.uid != 0:
+            raise SpecError("Invalid --nice value: only privileged users can set a negative nice")
+        if abs(spec.nice) > 2147483645:
+            raise SpecError("Invalid --nice value")
+        array_ids: tuple[int, ...] = ()
+        throttle = None
+        if spec.array:
+            if spec.interactive:
+                raise SpecError("--array is for batch jobs (psbatch)")
+            array_ids, throttle = parse_array(spec.array, sched.max_array_size)
+        count = max(1, len(array_ids))
+        if sched.max_job_count and self.store.count_active() + count > sched.max_job_count:
+            raise SpecError(f"MaxJobCount ({sched.max_job_count} jobs in the queue) reached: job not accepted, "
+                            f"try again later")
+        if sched.max_submit_jobs_per_user and \
+                self.store.count_active(spec.user) + count > sched.max_submit_jobs_per_user:
+            raise SpecError(f"{SUBMIT_LIMIT}: MaxSubmitJobsPerUser={sched.max_submit_jobs_per_user}")
+        dep = parse_dependency(spec.dependency)
+        if dep is not None:
+            found = self.store.refs(r.job_id for r in dep.refs)
+            known = {r.job_id for r in found} | {r.array_job_id for r in found if r.array_job_id is not None}
+            tasks = {(r.array_job_id, r.array_task_id) for r in found}
+            for ref in dep.refs:
+                if ref.job_id not in known or (ref.task_id is not None and (ref.job_id, ref.task_id) not in tasks):
+                    raise SpecError(f"Job dependency problem: no job {ref}")
+        requeue = spec.requeue if spec.requeue is not None else (sched.job_requeue and not spec.interactive)
+        job_id = self.store.submit(spec, admitted.partition, admitted.time_limit, self.clock(), requeue=requeue,
+                                   array_ids=array_ids, throttle=throttle)
         self._notify()
         return job_id
+
+    def resolve(self, text: str) -> list[int]:
+        """The job ids ``14``, ``14_3`` or ``14_[5-9]`` names (an array's id: every task). SpecError
+        for a malformed id; [] for an unknown one."""
+        job_id, tasks = parse_task_selector(text)
+        return self.store.resolve(job_id, tasks)
+
+    def update_job(self, text: str, requester_uid: int, action: str = "", priority: int | None = None,
+                   nice: int | None = None) -> list[str]:
+        """pscontrol hold|release|requeue ID, update JobId=ID Priority=N Nice=N. One error line per job
+        that could not be changed."""
+        ids = self.resolve(text)
+        if not ids:
+            return [f"Invalid job id specified: {text}"]
+        admin = requester_uid == 0
+        errors = []
+        for job in self.store.get_jobs(job_ids=ids, include_finished=True):
+            if job.job_id not in ids:
+                continue
+            name = job.display_id
+            if not admin and requester_uid != job.spec.uid:
+                errors.append(f"Job {name}: Access/permission denied")
+                continue
+            if action in ("hold", "release", "uhold") or priority is not None or nice is not None:
+                if job.state is not JobState.PENDING:
+                    errors.append(f"Job {name}: Job is no longer pending execution")
+                    continue
+            if action in ("hold", "uhold"):
+                self.store.update_jobs([job.job_id], pending_only=True,
+                                       hold="admin" if admin and action == "hold" else "user")
+            elif action == "release":
+                if job.hold == "admin" and not admin:
+                    errors.append(f"Job {name}: Access/permission denied (held by an operator)")
+                    continue
+                self.store.update_jobs([job.job_id], pending_only=True, hold="")
+            elif action == "requeue":
+                if job.state is JobState.PENDING:
+                    errors.append(f"Job {name}: Job is pending execution")
+                    continue
+                if not job.state.holds_resources:
+                    errors.append(f"Job {name}: Job/step already completing or completed")
+                    continue
+                self.store.update_jobs([job.job_id], requeue_requested=True)
+                try:
+                    self._cancel_one(job, 0, detail="requeue requested")
+                except InvalidTransition:
+                    pass
+            elif action:
+                raise SpecError(f"Invalid job action: {action}")
+            if priority is not None:
+                if not admin:
+                    errors.append(f"Job {name}: Access/permission denied (setting a priority needs an operator)")
+                    continue
+                self.store.update_jobs([job.job_id], pending_only=True, admin_priority=priority, priority=priority)
+            if nice is not None:
+                if nice < 0 and not admin:
+                    errors.append(f"Job {name}: Access/permission denied (a negative nice needs an operator)")
+                    continue
+                self.store.update_jobs([job.job_id], pending_only=True, nice=nice)
+        self._notify()
+        return errors
 
     def jobs(self, job_ids: Sequence[int] = (), users: Sequence[str] = (),
              states: Sequence[JobState] = (), include_finished: bool = False,
              since: float | None = None) -> list[JobRecord]:
         return self.store.get_jobs(job_ids, users, states, include_finished, since)
 
-    def cancel(self, job_ids: Sequence[int], requester_uid: int, signal: int = 0) -> list[str]:
-        """Cancel (or signal) jobs; returns one error line per job that could not be."""
+    def cancel(self, job_ids: Sequence[int], requester_uid: int, signal: int = 0,
+               job_specs: Sequence[str] = ()) -> list[str]:
+        """Cancel (or signal) jobs; an array's id cancels every task, ``14_3`` / ``14_[5-9]`` some.
+        Returns one error line per job that could not be."""
         errors = []
-        for job_id in job_ids:
+        wanted: list[int] = []
+        quiet: set[int] = set()
+        for text in [*map(str, job_ids), *job_specs]:
+            try:
+                found = self.resolve(text)
+            except SpecError as exc:
+                errors.append(f"Kill job error on job id {text}: {exc}")
+                continue
+            if not found:
+                errors.append(f"Kill job error on job id {text}: Invalid job id specified")
+            if len(found) > 1 or not text.isdigit():
+                quiet.update(found)  # tasks of an array: the ones already ended are skipped silently
+            wanted.extend(i for i in found if i not in wanted)
+        for job_id in wanted:
             job = self.store.get_job(job_id)
             if job is None:
                 errors.append(f"Kill job error on job id {job_id}: Invalid job id specified")
                 continue
             if requester_uid not in (0, job.spec.uid):
                 errors.append(f"Kill job error on job id {job_id}: Access/permission denied")
+                continue
+            if job.state.is_final and job_id in quiet:
                 continue
             if job.state.is_final:
                 errors.append(f"Kill job error on job id {job_id}: Job/step already completing or completed")
@@ -101,7 +219,7 @@ class Controller:
                 pass  # it ended meanwhile: nothing left to cancel
         return errors
 
-    def _cancel_one(self, job: JobRecord, signal: int) -> None:
+    def _cancel_one(self, job: JobRecord, signal: int, detail: str = "cancel requested") -> None:
         now = self.clock()
         if job.state is JobState.PENDING and signal == 0:
             self.store.transition(job.job_id, JobState.CANCELLED, now, "cancelled while pending",
@@ -111,8 +229,7 @@ class Controller:
         if job.state is JobState.PENDING:
             return  # a signal to a pending job has nothing to reach
         if signal == 0 and job.state is JobState.RUNNING:
-            self.store.transition(job.job_id, JobState.COMPLETING, now, "cancel requested",
-                                  cancel_requested=True)
+            self.store.transition(job.job_id, JobState.COMPLETING, now, detail, cancel_requested=True)
             self._notify()
         node = self.store.get_node(job.node or "")
         if node is not None:
@@ -257,12 +374,28 @@ class Controller:
         job = self.store.get_job(job_id)
         if job is None or job.state.is_final or job.node != node:
             return
+        if job.requeue_requested:
+            try:
+                self.store.requeue(job_id, end_time, f"requeued (pscontrol requeue), ended on {node}")
+            except InvalidTransition as exc:
+                log.info("job %d requeue not recorded: %s", job_id, exc)
+            self._notify()
+            return
         if job.cancel_requested and state is not JobState.TIMEOUT:
             state = JobState.CANCELLED
         self._end_job(job_id, state, end_time, f"ended on {node}", exit_code, exit_signal, usage or {})
 
     def _end_job(self, job_id: int, state: JobState, now: float, detail: str, exit_code: int,
                  exit_signal: int, usage: dict[str, float | None] | None = None) -> None:
+        if state is JobState.NODE_FAIL:
+            job = self.store.get_job(job_id)
+            if job is not None and job.requeue and job.state.holds_resources:
+                try:  # the job keeps its id and runs again elsewhere; its events keep this run
+                    self.store.requeue(job_id, now, f"requeued after node failure: {detail}"[:250])
+                    self._notify()
+                    return
+                except InvalidTransition:
+                    pass
         reason = {JobState.FAILED: "NonZeroExitCode", JobState.TIMEOUT: "TimeLimit",
                   JobState.NODE_FAIL: "NodeDown"}.get(state, "None")
         try:
@@ -277,19 +410,40 @@ class Controller:
 
     def schedule(self) -> int:
         """One pass: snapshot, plan, commit each placement, launch. Returns jobs started."""
-        pending = self.store.queue(QUEUE_DEPTH)
+        pending = self.store.queue()
         if not pending:
             return 0
+        now = self.clock()
         nodes = self.store.get_nodes()
-        usage = _usage_by_node(self.store.allocations())
+        allocations = self.store.allocations()
+        usage = _usage_by_node(allocations)
+        priorities = {q.job_id: p for q, _, p in self._priorities(pending, allocations, now)}
+        deps = self._dependencies(pending)
+        for q in pending:  # --kill-on-invalid-dep=yes: a dependency that can never be met cancels the job
+            if q.kill_on_invalid_dep and deps.get(q.job_id) is DepStatus.NEVER:
+                try:
+                    self.store.transition(q.job_id, JobState.CANCELLED, now, "dependency never satisfied",
+                                          end_time=now, reason="DependencyNeverSatisfied")
+                except InvalidTransition:
+                    pass
+                deps[q.job_id] = DepStatus.WAITING  # not considered below
+        sched = self.sched
+        parts = self.config.partitions.values()
         snapshot = Snapshot(
-            pending=[PendingJob(j.job_id, j.partition, j.cpus, j.mem_mb, j.gres) for j in pending],
+            pending=[PendingJob(q.job_id, q.partition, q.cpus, q.mem_mb, q.gres, priorities[q.job_id], q.time_limit,
+                                q.user, q.array_job_id, q.array_max_running,
+                                deps.get(q.job_id, DepStatus.SATISFIED).value, q.hold) for q in pending],
             nodes=[_node_view(n, usage.get(n.name, NodeUsage()), self._partitions_of[n.name]) for n in nodes],
-            now=self.clock(),
-            partition_up={p.name: p.state.upper() == "UP" for p in self.config.partitions.values()},
+            now=now,
+            running=[RunningJob(a.job_id, a.node, a.cpus, a.mem_mb, a.gpu_indices,
+                                None if a.time_limit is None or a.start_time is None else a.start_time + a.time_limit,
+                                a.user, a.array_job_id) for a in allocations],
+            partition_state={p.name: p.state.upper() for p in parts},
+            partition_max_time={p.name: p.max_time for p in parts},
+            limits=Limits(sched.max_jobs_per_user, sched.max_gpus_per_user, sched.max_cpus_per_user),
+            max_reservations=sched.bf_max_job_test,
         )
         decided = plan(snapshot)
-        reasons = {j.job_id: j.reason for j in pending}
         targets = {n.name: n.target for n in nodes}
         started = []
         for placement in decided.placements:
@@ -298,10 +452,130 @@ class Controller:
         for job in self.store.get_jobs(job_ids=started) if started else ():
             if job.state is JobState.RUNNING and job.node:
                 self.agents.launch_async(targets[job.node], job, self._launch_failed)
-        self.store.set_reason({k: v for k, v in decided.reasons.items() if reasons[k] != v})
-        if started:
+        placed = set(started)
+        changes = {}
+        for q in pending:
+            if q.job_id in placed:
+                continue
+            estimate = decided.estimates.get(q.job_id)
+            if estimate is not None:
+                estimate = None if estimate - now > UNLIMITED / 2 else float(round(estimate))
+            value = (decided.reasons.get(q.job_id, q.reason), priorities[q.job_id], estimate)
+            if value != (q.reason, q.priority, q.start_estimate):
+                changes[q.job_id] = value
+        self.store.update_pending(changes)
+        if started or changes:
             self._notify(wake_scheduler=False)
         return len(started)
+
+    # -- priority and fair share ----------------------------------------------------------
+
+    def _priorities(self, pending: Sequence[QueuedJob], allocations: Sequence[Allocation],
+                    now: float) -> list[tuple[QueuedJob, prio.Factors, int]]:
+        """Each pending job with its factors and priority (an operator's Priority= wins)."""
+        sched = self.sched
+        usage = dict(self._finished_usage(now))
+        for a in allocations:  # running jobs count as they go
+            if a.start_time is not None:
+                rate = prio.billing_rate(sched.billing_weights, a.cpus, a.mem_mb, len(a.gpu_indices))
+                key = (a.account or prio.DEFAULT_ACCOUNT, a.user)
+                usage[key] = usage.get(key, 0.0) + prio.run_usage(rate, a.start_time, now, now,
+                                                                  sched.decay_half_life)
+        shares = prio.fairshare_factors(usage, {(q.account or prio.DEFAULT_ACCOUNT, q.user) for q in pending})
+        cluster = sum(prio.billing_rate(sched.billing_weights, n.cpus, n.real_memory, n.gpus())
+                      for n in self.config.nodes.values())
+        top = max((p.priority_job_factor for p in self.config.partitions.values()), default=1) or 1
+        ctx = prio.PriorityContext(sched, now, shares, cluster,
+                                   {p.name: p.priority_job_factor / top for p in self.config.partitions.values()})
+        out = []
+        for q in pending:
+            gpus = sum(g.count for g in q.gres if g.name == "gpu")
+            f = prio.factors(ctx, submit_time=q.submit_time, account=q.account, user=q.user, partition=q.partition,
+                             cpus=q.cpus, mem_mb=q.mem_mb, gpus=gpus, nice=q.nice)
+            out.append((q, f, q.admin_priority if q.admin_priority is not None else prio.priority(f, sched)))
+        return out
+
+    def priorities(self, job_ids: Sequence[int] = (), users: Sequence[str] = ()
+                   ) -> list[tuple[QueuedJob, prio.Factors, int]]:
+        """psprio: the pending jobs' factors as the scheduler computes them now."""
+        pending = self.store.queue()
+        if job_ids:
+            wanted = set(job_ids)
+            pending = [q for q in pending if q.job_id in wanted or q.array_job_id in wanted]
+        if users:
+            pending = [q for q in pending if q.user in users]
+        return self._priorities(pending, self.store.allocations(), self.clock())
+
+    def _finished_usage(self, now: float) -> dict[tuple[str, str], float]:
+        """Decayed billable usage of finished runs per (account, user), updated incrementally."""
+        half_life = self.sched.decay_half_life
+        if self._usage_at is None:
+            since = now - 20 * half_life if half_life > 0 else 0.0
+        else:
+            factor = prio.decay(1.0, now - self._usage_at, half_life)
+            for key in self._usage:
+                self._usage[key] *= factor
+            since = self._usage_mark - 60.0
+        self._usage_at = now
+        for r in self.store.finished_usage(since):
+            seen = (r.job_id, r.end_time)
+            if seen in self._usage_seen:
+                continue
+            self._usage_seen[seen] = r.end_time
+            self._usage_mark = max(self._usage_mark, r.end_time)
+            rate = prio.billing_rate(self.sched.billing_weights, r.cpus, r.mem_mb, r.gpus)
+            self._usage[(r.account or prio.DEFAULT_ACCOUNT, r.user)] += prio.run_usage(
+                rate, r.start_time, r.end_time, now, half_life)
+        if len(self._usage_seen) > 10000:
+            self._usage_seen = {k: v for k, v in self._usage_seen.items() if v >= self._usage_mark - 120.0}
+        return self._usage
+
+    # -- dependencies ---------------------------------------------------------------------
+
+    def _dependencies(self, pending: Sequence[QueuedJob]) -> dict[int, DepStatus]:
+        """Each pending job's dependency status (jobs without one are left out: satisfied)."""
+        parsed = {}
+        for q in pending:
+            if q.dependency:
+                try:
+                    parsed[q.job_id] = parse_dependency(q.dependency)
+                except SpecError:
+                    parsed[q.job_id] = None  # accepted at submit; unreadable now: treat as never
+        if not parsed:
+            return {}
+        refs = {r for d in parsed.values() if d is not None for r in d.refs}
+        rows = self.store.refs(r.job_id for r in refs)
+        plain = {r.job_id: r for r in rows}
+        arrays: dict[int, list[RefJob]] = defaultdict(list)
+        for r in rows:
+            if r.array_job_id is not None:
+                arrays[r.array_job_id].append(RefJob(r.job_id, r.state, r.started, r.array_task_id))
+        table: dict[Ref, list[RefJob]] = {}
+        for ref in refs:
+            if ref.task_id is not None:
+                table[ref] = [j for j in arrays.get(ref.job_id, []) if j.array_task_id == ref.task_id]
+            elif ref.job_id in arrays:
+                table[ref] = arrays[ref.job_id]
+            elif ref.job_id in plain:
+                r = plain[ref.job_id]
+                table[ref] = [RefJob(r.job_id, r.state, r.started, r.array_task_id)]
+        singles = {q.job_id: q for q in pending if q.job_id in parsed and parsed[q.job_id] is not None
+                   and any(t.kind == "singleton" for t in parsed[q.job_id].terms)}  # type: ignore[union-attr]
+        others = self.store.active_named({q.name for q in singles.values()}) if singles else []
+        out = {}
+        for q in pending:
+            if q.job_id not in parsed:
+                continue
+            dep = parsed[q.job_id]
+            if dep is None:
+                out[q.job_id] = DepStatus.NEVER
+                continue
+            clear = True
+            if q.job_id in singles:
+                clear = not any(o.user == q.user and o.name == q.name and o.job_id != q.job_id and
+                                (o.state is not JobState.PENDING or o.job_id < q.job_id) for o in others)
+            out[q.job_id] = evaluate(dep, table, own_task_id=q.array_task_id, singleton_clear=clear)
+        return out
 
     def _launch_failed(self, job: JobRecord, error: Exception) -> None:
         """The agent could not be reached or refused: requeue the job and set the node DOWN."""
@@ -347,6 +621,24 @@ class Controller:
         self._wake.set()
         with self._changed:
             self._changed.notify_all()
+
+
+def _group_names(user: str, gid: int) -> list[str]:
+    """The user's group names, for AllowGroups (none where the user is unknown on this host)."""
+    import grp
+    import os
+
+    try:
+        ids = os.getgrouplist(user, gid)
+    except (KeyError, OSError):
+        return []
+    names = []
+    for g in ids:
+        try:
+            names.append(grp.getgrgid(g).gr_name)
+        except KeyError:
+            continue
+    return names
 
 
 def _usage_by_node(allocations: Sequence[Allocation]) -> dict[str, NodeUsage]:

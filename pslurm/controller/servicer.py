@@ -74,18 +74,50 @@ class ControllerServicer(pb_grpc.ControllerServicer):
         since = request.since if request.HasField("since") else None
         jobs = self.c.jobs(list(request.job_ids), list(request.users), states, request.include_finished,
                            since)
-        return pb.JobList(jobs=[_with_usage(convert.job_to_pb(j), j) for j in jobs])
+        specs: dict[int, pb.JobSpec] = {}
+        if request.light:  # the environment and script are most of a job's bytes
+            for j in jobs:
+                if id(j.spec) not in specs:
+                    light = convert.spec_to_pb(j.spec)
+                    light.ClearField("environment")
+                    light.ClearField("script")
+                    specs[id(j.spec)] = light
+        return pb.JobList(jobs=[_with_usage(convert.job_to_pb(j, specs=specs), j) for j in jobs])
 
     def CancelJobs(self, request: pb.CancelRequest, context: grpc.ServicerContext) -> pb.CancelReply:
-        errors = self.c.cancel(list(request.job_ids), caller_uid(context), request.signal)
+        errors = self.c.cancel(list(request.job_ids), caller_uid(context), request.signal, list(request.job_specs))
         return pb.CancelReply(errors=errors)
+
+    def UpdateJob(self, request: pb.UpdateJobRequest, context: grpc.ServicerContext) -> pb.UpdateJobReply:
+        errors = _guard(context, lambda: self.c.update_job(
+            request.job, caller_uid(context), request.action.lower(),
+            request.priority if request.HasField("priority") else None,
+            request.nice if request.HasField("nice") else None))
+        return pb.UpdateJobReply(errors=errors)
+
+    def GetPriorities(self, request: pb.PriorityQuery, context: grpc.ServicerContext) -> pb.PriorityList:
+        sched = self.c.sched
+        weights = pb.PriorityWeights(age=sched.weight_age, fairshare=sched.weight_fairshare,
+                                     jobsize=sched.weight_jobsize, partition=sched.weight_partition,
+                                     qos=sched.weight_qos)
+        out = []
+        for q, f, value in self.c.priorities(list(request.job_ids), list(request.users)):
+            display = str(q.job_id) if q.array_job_id is None else f"{q.array_job_id}_{q.array_task_id}"
+            out.append(pb.JobPriority(job_id=q.job_id, display_id=display, user=q.user, account=q.account,
+                                      partition=q.partition, priority=value, age=f.age, fairshare=f.fairshare,
+                                      jobsize=f.jobsize, partition_factor=f.partition, qos=f.qos, nice=f.nice,
+                                      admin_set=q.admin_priority is not None))
+        return pb.PriorityList(jobs=out, weights=weights)
 
     def GetCluster(self, request: pb.Empty, context: grpc.ServicerContext) -> pb.ClusterInfo:
         cfg = self.c.config
         partitions = []
         for p in cfg.partitions.values():
             msg = pb.Partition(name=p.name, nodes=list(p.nodes), default=p is cfg.default_partition,
-                               state=p.state)
+                               state=p.state, priority_job_factor=p.priority_job_factor,
+                               allow_groups=list(p.allow_groups))
+            if p.max_nodes is not None:
+                msg.max_nodes = p.max_nodes
             if p.max_time is not None:
                 msg.max_time = p.max_time
             if p.default_time is not None:

@@ -39,6 +39,9 @@ class PartitionConfig:
     max_time: int | None = None  # MaxTime=, seconds; None is INFINITE
     default_time: int | None = None  # DefaultTime=, seconds; None: max_time
     state: str = "UP"  # State=UP|DOWN|DRAIN|INACTIVE
+    max_nodes: int | None = None  # MaxNodes=; None is UNLIMITED
+    priority_job_factor: int = 1  # PriorityJobFactor= (the partition factor of multifactor priority)
+    allow_groups: tuple[str, ...] = ()  # AllowGroups=; empty is ALL
 
 
 @dataclass(frozen=True)
@@ -92,6 +95,98 @@ class ClusterConfig:
     def controller_target(self) -> str:
         """host:port for a gRPC channel."""
         return f"{self.controller_addr}:{self.controller_port}"
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    """The scheduling keys of pslurm.conf (slurm.conf's names; the per-user limits, which Slurm keeps in
+    QOS and associations, are pslurm.conf keys here)."""
+
+    weight_age: int = 0  # PriorityWeightAge=
+    weight_fairshare: int = 0  # PriorityWeightFairshare=
+    weight_jobsize: int = 0  # PriorityWeightJobSize=
+    weight_partition: int = 0  # PriorityWeightPartition=
+    weight_qos: int = 0  # PriorityWeightQOS= (pslurm has no QOS: the factor is 0)
+    max_age: int = 7 * 86400  # PriorityMaxAge=
+    decay_half_life: int = 7 * 86400  # PriorityDecayHalfLife= (0: no decay)
+    favor_small: bool = False  # PriorityFavorSmall=
+    billing_weights: tuple[tuple[str, float], ...] = (("cpu", 1.0), ("gres/gpu", 1.0))  # TRESBillingWeights=
+    max_job_count: int = 0  # MaxJobCount= (0: no limit)
+    max_array_size: int = 1001  # MaxArraySize=
+    max_submit_jobs_per_user: int = 0  # MaxSubmitJobsPerUser= (pslurm's; Slurm's QOS MaxSubmitJobsPerUser)
+    max_jobs_per_user: int = 0  # MaxJobsPerUser= (pslurm's; Slurm's QOS MaxJobsPerUser)
+    max_gpus_per_user: int = 0  # MaxTRESPerUser=gres/gpu=N (pslurm's; Slurm's QOS MaxTRESPerUser)
+    max_cpus_per_user: int = 0  # MaxTRESPerUser=cpu=N
+    job_requeue: bool = True  # JobRequeue= (1: batch jobs may be requeued unless --no-requeue)
+    enforce_part_limits: bool = True  # EnforcePartLimits= (NO: a job over MaxTime pends PartitionTimeLimit)
+    bf_max_job_test: int = 500  # SchedulerParameters=bf_max_job_test=N: reservations per pass
+
+
+def _time_or_minutes(path: str, key: str, value: str) -> int:
+    from pslurm.core.timefmt import parse_time_limit
+
+    try:
+        found = parse_time_limit(value)
+    except ValueError as exc:
+        raise ConfigError(f"{path}: {key}: {exc}") from None
+    return 0 if found is None else found
+
+
+def scheduler_config(cfg: ClusterConfig) -> SchedulerConfig:
+    """The scheduling keys of ``cfg.extra`` (kept there so the file round-trips). Raises ConfigError."""
+    kv = {k.lower(): v for k, v in cfg.extra.items()}
+    path = cfg.path
+    values: dict[str, object] = {}
+
+    def whole(key: str) -> int:
+        text = kv[key]
+        if not text.isdigit():
+            raise ConfigError(f"{path}: {key}={text}: expected a whole number")
+        return int(text)
+
+    for key, attr in (("priorityweightage", "weight_age"), ("priorityweightfairshare", "weight_fairshare"),
+                      ("priorityweightjobsize", "weight_jobsize"), ("priorityweightpartition", "weight_partition"),
+                      ("priorityweightqos", "weight_qos"), ("maxjobcount", "max_job_count"),
+                      ("maxarraysize", "max_array_size"), ("maxsubmitjobsperuser", "max_submit_jobs_per_user"),
+                      ("maxjobsperuser", "max_jobs_per_user")):
+        if key in kv:
+            values[attr] = whole(key)
+    for key, attr in (("prioritymaxage", "max_age"), ("prioritydecayhalflife", "decay_half_life")):
+        if key in kv:
+            values[attr] = _time_or_minutes(path, key, kv[key])
+    for key, attr in (("priorityfavorsmall", "favor_small"), ("jobrequeue", "job_requeue")):
+        if key in kv:
+            values[attr] = kv[key].lower() in ("yes", "true", "1")
+    if "enforcepartlimits" in kv:
+        values["enforce_part_limits"] = kv["enforcepartlimits"].upper() not in ("NO", "0", "FALSE")
+    if "tresbillingweights" in kv:
+        weights = []
+        for item in filter(None, kv["tresbillingweights"].split(",")):
+            name, eq, num = item.partition("=")
+            unit = 1.0
+            if num[-1:].upper() in ("K", "M", "G", "T"):  # Mem=0.25G: per GB
+                unit = {"K": 1 / 1024**2, "M": 1 / 1024, "G": 1.0, "T": 1024.0}[num[-1].upper()]
+                num = num[:-1]
+            try:
+                weights.append((name.lower(), float(num) * (unit if name.lower() == "mem" else 1.0)))
+            except ValueError:
+                raise ConfigError(f"{path}: TRESBillingWeights: bad weight '{item}'") from None
+            if not eq:
+                raise ConfigError(f"{path}: TRESBillingWeights: expected NAME=WEIGHT, got '{item}'")
+        values["billing_weights"] = tuple(weights)
+    if "maxtresperuser" in kv:
+        for item in filter(None, kv["maxtresperuser"].split(",")):
+            name, _, num = item.partition("=")
+            if not num.isdigit() or name.lower() not in ("gres/gpu", "cpu"):
+                raise ConfigError(f"{path}: MaxTRESPerUser: expected gres/gpu=N or cpu=N, got '{item}'")
+            values["max_gpus_per_user" if name.lower() == "gres/gpu" else "max_cpus_per_user"] = int(num)
+    for item in filter(None, kv.get("schedulerparameters", "").split(",")):
+        name, _, num = item.partition("=")
+        if name.lower() == "bf_max_job_test":
+            if not num.isdigit():
+                raise ConfigError(f"{path}: SchedulerParameters: bf_max_job_test={num}: expected a number")
+            values["bf_max_job_test"] = int(num)
+    return SchedulerConfig(**values)  # type: ignore[arg-type]
 
 
 # --- Parsing: Slurm's "Key=Value Key=Value" lines -------------------------------------------------
@@ -213,6 +308,12 @@ def _partition(path: str, lineno: int, kv: dict[str, str], nodes: dict[str, Node
         max_time=_time(path, lineno, "MaxTime", kv["maxtime"]) if "maxtime" in kv else None,
         default_time=_time(path, lineno, "DefaultTime", kv["defaulttime"]) if "defaulttime" in kv else None,
         state=state,
+        max_nodes=(None if kv.get("maxnodes", "UNLIMITED").upper() in ("UNLIMITED", "INFINITE")
+                   else _int(path, lineno, "MaxNodes", kv["maxnodes"])),
+        priority_job_factor=(_int(path, lineno, "PriorityJobFactor", kv["priorityjobfactor"], 65533)
+                             if "priorityjobfactor" in kv else 1),
+        allow_groups=(() if kv.get("allowgroups", "ALL").upper() == "ALL"
+                      else tuple(g for g in kv["allowgroups"].split(",") if g)),
     )
 
 
@@ -226,7 +327,8 @@ def parse_slurm_conf(text: str, path: str = "<string>") -> ClusterConfig:
     (one address for all nodes, or a hostlist with one per node), Port, CPUs, RealMemory, Gres.
     When nodes of one line share an address, ``Port`` is a base: node i gets Port+i, so several
     agents can run on one host. ``PartitionName=`` lines take Nodes (a hostlist or ALL), Default,
-    MaxTime, DefaultTime, State. ``NodeName=DEFAULT`` / ``PartitionName=DEFAULT`` set defaults
+    MaxTime, DefaultTime, State, MaxNodes, PriorityJobFactor, AllowGroups. Scheduling keys are read
+    from ``extra`` by :func:`scheduler_config`. ``NodeName=DEFAULT`` / ``PartitionName=DEFAULT`` set defaults
     for the lines after them. Other node and partition keys are ignored.
     Raises ConfigError(``path:line: what``).
     """
@@ -442,5 +544,11 @@ def render_slurm_conf(cfg: ClusterConfig) -> str:
         line += f" MaxTime={'INFINITE' if p.max_time is None else format_duration(p.max_time)}"
         if p.default_time is not None:
             line += f" DefaultTime={format_duration(p.default_time)}"
+        if p.max_nodes is not None:
+            line += f" MaxNodes={p.max_nodes}"
+        if p.priority_job_factor != 1:
+            line += f" PriorityJobFactor={p.priority_job_factor}"
+        if p.allow_groups:
+            line += f" AllowGroups={q(','.join(p.allow_groups))}"
         lines.append(f"{line} State={p.state}")
     return "\n".join(lines) + "\n"

@@ -24,8 +24,11 @@ def spec_to_pb(spec: JobSpec) -> pb.JobSpec:
         name=spec.name, user=spec.user, uid=spec.uid, gid=spec.gid, workdir=spec.workdir,
         argv=list(spec.argv), environment=spec.environment, partition=spec.partition or "",
         num_nodes=spec.num_nodes, ntasks=spec.ntasks, cpus_per_task=spec.cpus_per_task, mem_mb=spec.mem_mb,
-        gres=gres_to_pb(spec.gres), interactive=spec.interactive,
+        gres=gres_to_pb(spec.gres), interactive=spec.interactive, account=spec.account, nice=spec.nice,
+        dependency=spec.dependency, hold=spec.hold, array=spec.array, kill_on_invalid_dep=spec.kill_on_invalid_dep,
     )
+    if spec.requeue is not None:
+        msg.requeue = spec.requeue
     if spec.script is not None:
         msg.script = spec.script
     if spec.stdout is not None:
@@ -46,16 +49,30 @@ def spec_from_pb(msg: pb.JobSpec) -> JobSpec:
         stderr=msg.stderr if msg.HasField("stderr") else None,
         time_limit=msg.time_limit if msg.HasField("time_limit") else None,
         num_nodes=msg.num_nodes or 1, ntasks=msg.ntasks or 1, cpus_per_task=msg.cpus_per_task or 1,
-        mem_mb=msg.mem_mb, gres=gres_from_pb(msg.gres), interactive=msg.interactive,
+        mem_mb=msg.mem_mb, gres=gres_from_pb(msg.gres), interactive=msg.interactive, account=msg.account,
+        nice=msg.nice, dependency=msg.dependency, requeue=msg.requeue if msg.HasField("requeue") else None,
+        hold=msg.hold, array=msg.array, kill_on_invalid_dep=msg.kill_on_invalid_dep,
     )
 
 
-def job_to_pb(job: JobRecord, node_target: str = "") -> pb.Job:
+def job_to_pb(job: JobRecord, node_target: str = "", specs: dict[int, pb.JobSpec] | None = None) -> pb.Job:
+    """``specs``: converted specs by ``id(job.spec)``, for records that share one (an array's tasks)."""
+    spec = specs.get(id(job.spec)) if specs is not None else None
+    if spec is None:
+        spec = spec_to_pb(job.spec)
+        if specs is not None:
+            specs[id(job.spec)] = spec
     msg = pb.Job(
-        job_id=job.job_id, spec=spec_to_pb(job.spec), state=job.state.value, reason=job.reason,
+        job_id=job.job_id, spec=spec, state=job.state.value, reason=job.reason,
         submit_time=job.submit_time, node=job.node or "", gpu_indices=list(job.gpu_indices),
-        exit_code=job.exit_code, exit_signal=job.exit_signal, node_target=node_target,
+        exit_code=job.exit_code, exit_signal=job.exit_signal, node_target=node_target, priority=job.priority,
+        hold=job.hold, restarts=job.restarts,
     )
+    if job.array_job_id is not None:
+        msg.array_job_id = job.array_job_id
+        msg.array_task_id = job.array_task_id or 0
+    if job.start_estimate is not None:
+        msg.start_estimate = job.start_estimate
     msg.spec.partition = job.partition or msg.spec.partition
     if job.start_time is not None:
         msg.start_time = job.start_time
@@ -74,6 +91,10 @@ def job_from_pb(msg: pb.Job) -> JobRecord:
         end_time=msg.end_time if msg.HasField("end_time") else None, node=msg.node or None,
         gpu_indices=tuple(msg.gpu_indices), exit_code=msg.exit_code, exit_signal=msg.exit_signal,
         partition=msg.spec.partition, time_limit=msg.time_limit if msg.HasField("time_limit") else None,
+        array_job_id=msg.array_job_id if msg.HasField("array_job_id") else None,
+        array_task_id=msg.array_task_id if msg.HasField("array_task_id") else None,
+        priority=msg.priority, hold=msg.hold, restarts=msg.restarts,
+        start_estimate=msg.start_estimate if msg.HasField("start_estimate") else None,
     )
 
 

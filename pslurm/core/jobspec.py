@@ -34,6 +34,13 @@ class JobSpec:
     mem_mb: int = 0  # per node; 0: no memory asked
     gres: tuple[GresRequest, ...] = ()  # per node
     interactive: bool = False  # psrun: output streamed back, not written to files
+    account: str = ""  # -A/--account, for fair share; "" is the default account
+    nice: int = 0  # --nice: lowers the priority by this much (negative raises it: operators only)
+    dependency: str = ""  # -d/--dependency, e.g. afterok:12:13 or afterany:12?afternotok:14
+    requeue: bool | None = None  # --requeue/--no-requeue; None: the cluster's JobRequeue (batch jobs)
+    hold: bool = False  # -H/--hold: submitted held (JobHeldUser) until released
+    array: str = ""  # -a/--array, e.g. 0-99%5 or 1,3,5-7 or 0-15:4
+    kill_on_invalid_dep: bool = False  # --kill-on-invalid-dep=yes: cancel when a dependency can never be met
 
     @property
     def cpus(self) -> int:
@@ -66,6 +73,19 @@ class JobRecord:
     gpu_seconds: float | None = None
     peak_gpu_memory_mb: int | None = None
     mean_gpu_util: float | None = None
+    array_job_id: int | None = None  # the array's id (its first task's job id); None: not an array task
+    array_task_id: int | None = None
+    priority: int = 0  # the priority computed by the last scheduling pass (or set by an operator)
+    hold: str = ""  # "", "user" or "admin"
+    restarts: int = 0  # times the job was requeued
+    start_estimate: float | None = None  # expected start of a pending job, where backfill reserved one
+    requeue: bool = False  # may be requeued (node failure, pscontrol requeue)
+    requeue_requested: bool = False  # pscontrol requeue asked: back to PENDING once its end is seen
+
+    @property
+    def display_id(self) -> str:
+        """``A_i`` for an array task, the job id otherwise."""
+        return str(self.job_id) if self.array_job_id is None else f"{self.array_job_id}_{self.array_task_id}"
 
 
 def spec_to_dict(spec: JobSpec) -> dict[str, object]:

@@ -37,6 +37,13 @@ class JobOptions:
     gpus_per_node: str | None = None
     chdir: str | None = None
     export: str | None = None
+    account: str | None = None
+    nice: str | None = None
+    dependency: str | None = None
+    array: str | None = None
+    requeue: bool | None = None
+    hold: bool | None = None
+    kill_on_invalid_dep: str | None = None
 
     def over(self, base: JobOptions) -> JobOptions:
         """These options where given, ``base`` (e.g. the script's directives) elsewhere."""
@@ -101,6 +108,23 @@ def build_spec(opts: JobOptions, *, user: str, uid: int, gid: int, cwd: str, env
     except (GresError, TimeFormatError) as exc:
         raise SpecError(str(exc)) from exc
     workdir = os.path.abspath(os.path.join(cwd, opts.chdir)) if opts.chdir else cwd
+    nice = 0
+    if opts.nice is not None:
+        try:
+            nice = int(opts.nice)
+        except ValueError:
+            raise SpecError(f"Invalid --nice value: {opts.nice}") from None
+    if opts.dependency:
+        from pslurm.core.dependency import parse_dependency
+
+        parse_dependency(opts.dependency)
+    if opts.array:
+        from pslurm.core.arrays import parse_array
+
+        parse_array(opts.array, max_array_size=2**31)  # the controller checks MaxArraySize
+    kill = (opts.kill_on_invalid_dep or "no").lower()
+    if kill not in ("yes", "no"):
+        raise SpecError(f"Invalid --kill-on-invalid-dep value: {opts.kill_on_invalid_dep} (yes or no)")
     return JobSpec(
         name=opts.job_name or default_name or "sbatch", user=user, uid=uid, gid=gid, workdir=workdir,
         script=script, argv=argv, environment=export_environment(opts.export, environ),
@@ -108,4 +132,6 @@ def build_spec(opts: JobOptions, *, user: str, uid: int, gid: int, cwd: str, env
         num_nodes=_nodes(opts.nodes), ntasks=_count("--ntasks", opts.ntasks, 1),
         cpus_per_task=_count("--cpus-per-task", opts.cpus_per_task, 1),
         mem_mb=parse_mem(opts.mem) if opts.mem else 0, gres=gres, interactive=interactive,
+        account=opts.account or "", nice=nice, dependency=opts.dependency or "", requeue=opts.requeue,
+        hold=bool(opts.hold), array=opts.array or "", kill_on_invalid_dep=kill == "yes",
     )

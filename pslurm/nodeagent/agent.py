@@ -177,9 +177,12 @@ class Agent:
     # -- jobs ------------------------------------------------------------------------------
 
     def launch(self, job: JobRecord) -> None:
-        """Start a job; a repeated launch of the same job is a no-op (the controller may retry)."""
+        """Start a job; a repeated launch of the same run is a no-op (the controller may retry)."""
         with self._lock:
-            if job.job_id in self.jobs:
+            earlier = self.jobs.get(job.job_id)
+            # a requeued job comes back with the same id and one more restart: a new run, once the old ended
+            if earlier is not None and (earlier.job.restarts >= job.restarts or earlier.end is None
+                                        or job.job_id in self._unreported):
                 return
             placeholder = RunningJob(job, None, time.time())
             self.jobs[job.job_id] = placeholder

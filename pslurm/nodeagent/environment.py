@@ -39,7 +39,26 @@ def job_environment(job: JobRecord, node: str, cluster: str, visible: list[int])
         "PWD": spec.workdir,
         "SLURM_SUBMIT_HOST": spec.environment.get("SLURM_SUBMIT_HOST", socket.gethostname()),
         "SLURM_GPUS_ON_NODE": str(len(job.gpu_indices)),
+        "SLURM_RESTART_COUNT": str(job.restarts),
     })
+    if job.array_job_id is not None and spec.array:
+        from pslurm.core.arrays import parse_array
+
+        tasks, _ = parse_array(spec.array, max_array_size=2**31)
+        gaps = {b - a for a, b in zip(tasks, tasks[1:], strict=False)}
+        step = gaps.pop() if len(gaps) == 1 else 1
+        env.update({
+            "SLURM_ARRAY_JOB_ID": str(job.array_job_id),
+            "SLURM_ARRAY_TASK_ID": str(job.array_task_id),
+            "SLURM_ARRAY_TASK_COUNT": str(len(tasks)),
+            "SLURM_ARRAY_TASK_MIN": str(tasks[0]),
+            "SLURM_ARRAY_TASK_MAX": str(tasks[-1]),
+            "SLURM_ARRAY_TASK_STEP": str(step),
+        })
+    else:
+        for name in ("SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT", "SLURM_ARRAY_TASK_MIN",
+                     "SLURM_ARRAY_TASK_MAX", "SLURM_ARRAY_TASK_STEP"):
+            env.pop(name, None)
     if spec.mem_mb:
         env["SLURM_MEM_PER_NODE"] = str(spec.mem_mb)
     if job.time_limit is not None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pslurm.core.jobspec import JobRecord
-from pslurm.core.patterns import expand_output_pattern
+from pslurm.core.patterns import default_output_pattern, expand_output_pattern
 from pslurm.core.states import JobState
 from pslurm.core.timefmt import format_timestamp
 from pslurm.nodeagent.cgroups import ChildSetup, JobCgroup
@@ -145,10 +145,11 @@ class Launcher:
 
         def resolve(pattern: str) -> str:
             path = expand_output_pattern(pattern, job_id=job.job_id, job_name=spec.name, user=spec.user,
-                                         node=self.node)
+                                         node=self.node, array_job_id=job.array_job_id,
+                                         array_task_id=job.array_task_id)
             return path if os.path.isabs(path) else os.path.join(spec.workdir, path)
 
-        out = resolve(spec.stdout or "slurm-%j.out")
+        out = resolve(spec.stdout or default_output_pattern(job.array_job_id is not None))
         return out, resolve(spec.stderr) if spec.stderr else out
 
     def _open_output(self, path: str, uid: int, gid: int) -> int:

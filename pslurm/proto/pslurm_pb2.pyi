@@ -21,7 +21,7 @@ class Gres(_message.Message):
     def __init__(self, name: _Optional[str] = ..., type: _Optional[str] = ..., count: _Optional[int] = ...) -> None: ...
 
 class JobSpec(_message.Message):
-    __slots__ = ("name", "user", "uid", "gid", "workdir", "script", "argv", "environment", "partition", "stdout", "stderr", "time_limit", "num_nodes", "ntasks", "cpus_per_task", "mem_mb", "gres", "interactive")
+    __slots__ = ("name", "user", "uid", "gid", "workdir", "script", "argv", "environment", "partition", "stdout", "stderr", "time_limit", "num_nodes", "ntasks", "cpus_per_task", "mem_mb", "gres", "interactive", "account", "nice", "dependency", "requeue", "hold", "array", "kill_on_invalid_dep")
     class EnvironmentEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -47,6 +47,13 @@ class JobSpec(_message.Message):
     MEM_MB_FIELD_NUMBER: _ClassVar[int]
     GRES_FIELD_NUMBER: _ClassVar[int]
     INTERACTIVE_FIELD_NUMBER: _ClassVar[int]
+    ACCOUNT_FIELD_NUMBER: _ClassVar[int]
+    NICE_FIELD_NUMBER: _ClassVar[int]
+    DEPENDENCY_FIELD_NUMBER: _ClassVar[int]
+    REQUEUE_FIELD_NUMBER: _ClassVar[int]
+    HOLD_FIELD_NUMBER: _ClassVar[int]
+    ARRAY_FIELD_NUMBER: _ClassVar[int]
+    KILL_ON_INVALID_DEP_FIELD_NUMBER: _ClassVar[int]
     name: str
     user: str
     uid: int
@@ -65,10 +72,17 @@ class JobSpec(_message.Message):
     mem_mb: int
     gres: _containers.RepeatedCompositeFieldContainer[Gres]
     interactive: bool
-    def __init__(self, name: _Optional[str] = ..., user: _Optional[str] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., workdir: _Optional[str] = ..., script: _Optional[str] = ..., argv: _Optional[_Iterable[str]] = ..., environment: _Optional[_Mapping[str, str]] = ..., partition: _Optional[str] = ..., stdout: _Optional[str] = ..., stderr: _Optional[str] = ..., time_limit: _Optional[int] = ..., num_nodes: _Optional[int] = ..., ntasks: _Optional[int] = ..., cpus_per_task: _Optional[int] = ..., mem_mb: _Optional[int] = ..., gres: _Optional[_Iterable[_Union[Gres, _Mapping]]] = ..., interactive: _Optional[bool] = ...) -> None: ...
+    account: str
+    nice: int
+    dependency: str
+    requeue: bool
+    hold: bool
+    array: str
+    kill_on_invalid_dep: bool
+    def __init__(self, name: _Optional[str] = ..., user: _Optional[str] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., workdir: _Optional[str] = ..., script: _Optional[str] = ..., argv: _Optional[_Iterable[str]] = ..., environment: _Optional[_Mapping[str, str]] = ..., partition: _Optional[str] = ..., stdout: _Optional[str] = ..., stderr: _Optional[str] = ..., time_limit: _Optional[int] = ..., num_nodes: _Optional[int] = ..., ntasks: _Optional[int] = ..., cpus_per_task: _Optional[int] = ..., mem_mb: _Optional[int] = ..., gres: _Optional[_Iterable[_Union[Gres, _Mapping]]] = ..., interactive: _Optional[bool] = ..., account: _Optional[str] = ..., nice: _Optional[int] = ..., dependency: _Optional[str] = ..., requeue: _Optional[bool] = ..., hold: _Optional[bool] = ..., array: _Optional[str] = ..., kill_on_invalid_dep: _Optional[bool] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ("job_id", "spec", "state", "reason", "submit_time", "start_time", "end_time", "node", "gpu_indices", "exit_code", "exit_signal", "node_target", "time_limit", "gpu_seconds", "peak_gpu_memory_mb", "mean_gpu_util")
+    __slots__ = ("job_id", "spec", "state", "reason", "submit_time", "start_time", "end_time", "node", "gpu_indices", "exit_code", "exit_signal", "node_target", "time_limit", "gpu_seconds", "peak_gpu_memory_mb", "mean_gpu_util", "array_job_id", "array_task_id", "priority", "hold", "restarts", "start_estimate")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     SPEC_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -85,6 +99,12 @@ class Job(_message.Message):
     GPU_SECONDS_FIELD_NUMBER: _ClassVar[int]
     PEAK_GPU_MEMORY_MB_FIELD_NUMBER: _ClassVar[int]
     MEAN_GPU_UTIL_FIELD_NUMBER: _ClassVar[int]
+    ARRAY_JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    ARRAY_TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    HOLD_FIELD_NUMBER: _ClassVar[int]
+    RESTARTS_FIELD_NUMBER: _ClassVar[int]
+    START_ESTIMATE_FIELD_NUMBER: _ClassVar[int]
     job_id: int
     spec: JobSpec
     state: str
@@ -101,7 +121,13 @@ class Job(_message.Message):
     gpu_seconds: float
     peak_gpu_memory_mb: int
     mean_gpu_util: float
-    def __init__(self, job_id: _Optional[int] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., state: _Optional[str] = ..., reason: _Optional[str] = ..., submit_time: _Optional[float] = ..., start_time: _Optional[float] = ..., end_time: _Optional[float] = ..., node: _Optional[str] = ..., gpu_indices: _Optional[_Iterable[int]] = ..., exit_code: _Optional[int] = ..., exit_signal: _Optional[int] = ..., node_target: _Optional[str] = ..., time_limit: _Optional[int] = ..., gpu_seconds: _Optional[float] = ..., peak_gpu_memory_mb: _Optional[int] = ..., mean_gpu_util: _Optional[float] = ...) -> None: ...
+    array_job_id: int
+    array_task_id: int
+    priority: int
+    hold: str
+    restarts: int
+    start_estimate: float
+    def __init__(self, job_id: _Optional[int] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., state: _Optional[str] = ..., reason: _Optional[str] = ..., submit_time: _Optional[float] = ..., start_time: _Optional[float] = ..., end_time: _Optional[float] = ..., node: _Optional[str] = ..., gpu_indices: _Optional[_Iterable[int]] = ..., exit_code: _Optional[int] = ..., exit_signal: _Optional[int] = ..., node_target: _Optional[str] = ..., time_limit: _Optional[int] = ..., gpu_seconds: _Optional[float] = ..., peak_gpu_memory_mb: _Optional[int] = ..., mean_gpu_util: _Optional[float] = ..., array_job_id: _Optional[int] = ..., array_task_id: _Optional[int] = ..., priority: _Optional[int] = ..., hold: _Optional[str] = ..., restarts: _Optional[int] = ..., start_estimate: _Optional[float] = ...) -> None: ...
 
 class GpuInfo(_message.Message):
     __slots__ = ("index", "name", "type", "file", "minor", "uuid", "memory_mb", "cores")
@@ -164,20 +190,26 @@ class Node(_message.Message):
     def __init__(self, name: _Optional[str] = ..., addr: _Optional[str] = ..., port: _Optional[int] = ..., cpus: _Optional[int] = ..., real_memory: _Optional[int] = ..., gres: _Optional[_Iterable[_Union[Gres, _Mapping]]] = ..., state: _Optional[str] = ..., drain: _Optional[bool] = ..., reason: _Optional[str] = ..., partitions: _Optional[_Iterable[str]] = ..., alloc_cpus: _Optional[int] = ..., alloc_mem: _Optional[int] = ..., alloc_gpus: _Optional[_Iterable[int]] = ..., display_state: _Optional[str] = ..., running_jobs: _Optional[int] = ..., last_heartbeat: _Optional[float] = ..., gpus: _Optional[_Iterable[_Union[GpuInfo, _Mapping]]] = ..., isolation: _Optional[str] = ...) -> None: ...
 
 class Partition(_message.Message):
-    __slots__ = ("name", "nodes", "default", "max_time", "default_time", "state")
+    __slots__ = ("name", "nodes", "default", "max_time", "default_time", "state", "max_nodes", "priority_job_factor", "allow_groups")
     NAME_FIELD_NUMBER: _ClassVar[int]
     NODES_FIELD_NUMBER: _ClassVar[int]
     DEFAULT_FIELD_NUMBER: _ClassVar[int]
     MAX_TIME_FIELD_NUMBER: _ClassVar[int]
     DEFAULT_TIME_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
+    MAX_NODES_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_JOB_FACTOR_FIELD_NUMBER: _ClassVar[int]
+    ALLOW_GROUPS_FIELD_NUMBER: _ClassVar[int]
     name: str
     nodes: _containers.RepeatedScalarFieldContainer[str]
     default: bool
     max_time: int
     default_time: int
     state: str
-    def __init__(self, name: _Optional[str] = ..., nodes: _Optional[_Iterable[str]] = ..., default: _Optional[bool] = ..., max_time: _Optional[int] = ..., default_time: _Optional[int] = ..., state: _Optional[str] = ...) -> None: ...
+    max_nodes: int
+    priority_job_factor: int
+    allow_groups: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, name: _Optional[str] = ..., nodes: _Optional[_Iterable[str]] = ..., default: _Optional[bool] = ..., max_time: _Optional[int] = ..., default_time: _Optional[int] = ..., state: _Optional[str] = ..., max_nodes: _Optional[int] = ..., priority_job_factor: _Optional[int] = ..., allow_groups: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class SubmitRequest(_message.Message):
     __slots__ = ("spec",)
@@ -192,18 +224,20 @@ class SubmitReply(_message.Message):
     def __init__(self, job_id: _Optional[int] = ...) -> None: ...
 
 class JobQuery(_message.Message):
-    __slots__ = ("job_ids", "users", "states", "include_finished", "since")
+    __slots__ = ("job_ids", "users", "states", "include_finished", "since", "light")
     JOB_IDS_FIELD_NUMBER: _ClassVar[int]
     USERS_FIELD_NUMBER: _ClassVar[int]
     STATES_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_FINISHED_FIELD_NUMBER: _ClassVar[int]
     SINCE_FIELD_NUMBER: _ClassVar[int]
+    LIGHT_FIELD_NUMBER: _ClassVar[int]
     job_ids: _containers.RepeatedScalarFieldContainer[int]
     users: _containers.RepeatedScalarFieldContainer[str]
     states: _containers.RepeatedScalarFieldContainer[str]
     include_finished: bool
     since: float
-    def __init__(self, job_ids: _Optional[_Iterable[int]] = ..., users: _Optional[_Iterable[str]] = ..., states: _Optional[_Iterable[str]] = ..., include_finished: _Optional[bool] = ..., since: _Optional[float] = ...) -> None: ...
+    light: bool
+    def __init__(self, job_ids: _Optional[_Iterable[int]] = ..., users: _Optional[_Iterable[str]] = ..., states: _Optional[_Iterable[str]] = ..., include_finished: _Optional[bool] = ..., since: _Optional[float] = ..., light: _Optional[bool] = ...) -> None: ...
 
 class JobList(_message.Message):
     __slots__ = ("jobs",)
@@ -212,12 +246,14 @@ class JobList(_message.Message):
     def __init__(self, jobs: _Optional[_Iterable[_Union[Job, _Mapping]]] = ...) -> None: ...
 
 class CancelRequest(_message.Message):
-    __slots__ = ("job_ids", "signal")
+    __slots__ = ("job_ids", "signal", "job_specs")
     JOB_IDS_FIELD_NUMBER: _ClassVar[int]
     SIGNAL_FIELD_NUMBER: _ClassVar[int]
+    JOB_SPECS_FIELD_NUMBER: _ClassVar[int]
     job_ids: _containers.RepeatedScalarFieldContainer[int]
     signal: int
-    def __init__(self, job_ids: _Optional[_Iterable[int]] = ..., signal: _Optional[int] = ...) -> None: ...
+    job_specs: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, job_ids: _Optional[_Iterable[int]] = ..., signal: _Optional[int] = ..., job_specs: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class CancelReply(_message.Message):
     __slots__ = ("errors",)
@@ -250,6 +286,84 @@ class WaitRequest(_message.Message):
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     job_id: int
     def __init__(self, job_id: _Optional[int] = ...) -> None: ...
+
+class UpdateJobRequest(_message.Message):
+    __slots__ = ("job", "action", "priority", "nice")
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    NICE_FIELD_NUMBER: _ClassVar[int]
+    job: str
+    action: str
+    priority: int
+    nice: int
+    def __init__(self, job: _Optional[str] = ..., action: _Optional[str] = ..., priority: _Optional[int] = ..., nice: _Optional[int] = ...) -> None: ...
+
+class UpdateJobReply(_message.Message):
+    __slots__ = ("errors",)
+    ERRORS_FIELD_NUMBER: _ClassVar[int]
+    errors: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, errors: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class PriorityQuery(_message.Message):
+    __slots__ = ("job_ids", "users")
+    JOB_IDS_FIELD_NUMBER: _ClassVar[int]
+    USERS_FIELD_NUMBER: _ClassVar[int]
+    job_ids: _containers.RepeatedScalarFieldContainer[int]
+    users: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, job_ids: _Optional[_Iterable[int]] = ..., users: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class JobPriority(_message.Message):
+    __slots__ = ("job_id", "display_id", "user", "account", "partition", "priority", "age", "fairshare", "jobsize", "partition_factor", "qos", "nice", "admin_set")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    DISPLAY_ID_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    ACCOUNT_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    AGE_FIELD_NUMBER: _ClassVar[int]
+    FAIRSHARE_FIELD_NUMBER: _ClassVar[int]
+    JOBSIZE_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FACTOR_FIELD_NUMBER: _ClassVar[int]
+    QOS_FIELD_NUMBER: _ClassVar[int]
+    NICE_FIELD_NUMBER: _ClassVar[int]
+    ADMIN_SET_FIELD_NUMBER: _ClassVar[int]
+    job_id: int
+    display_id: str
+    user: str
+    account: str
+    partition: str
+    priority: int
+    age: float
+    fairshare: float
+    jobsize: float
+    partition_factor: float
+    qos: float
+    nice: int
+    admin_set: bool
+    def __init__(self, job_id: _Optional[int] = ..., display_id: _Optional[str] = ..., user: _Optional[str] = ..., account: _Optional[str] = ..., partition: _Optional[str] = ..., priority: _Optional[int] = ..., age: _Optional[float] = ..., fairshare: _Optional[float] = ..., jobsize: _Optional[float] = ..., partition_factor: _Optional[float] = ..., qos: _Optional[float] = ..., nice: _Optional[int] = ..., admin_set: _Optional[bool] = ...) -> None: ...
+
+class PriorityWeights(_message.Message):
+    __slots__ = ("age", "fairshare", "jobsize", "partition", "qos")
+    AGE_FIELD_NUMBER: _ClassVar[int]
+    FAIRSHARE_FIELD_NUMBER: _ClassVar[int]
+    JOBSIZE_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    QOS_FIELD_NUMBER: _ClassVar[int]
+    age: int
+    fairshare: int
+    jobsize: int
+    partition: int
+    qos: int
+    def __init__(self, age: _Optional[int] = ..., fairshare: _Optional[int] = ..., jobsize: _Optional[int] = ..., partition: _Optional[int] = ..., qos: _Optional[int] = ...) -> None: ...
+
+class PriorityList(_message.Message):
+    __slots__ = ("jobs", "weights")
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    WEIGHTS_FIELD_NUMBER: _ClassVar[int]
+    jobs: _containers.RepeatedCompositeFieldContainer[JobPriority]
+    weights: PriorityWeights
+    def __init__(self, jobs: _Optional[_Iterable[_Union[JobPriority, _Mapping]]] = ..., weights: _Optional[_Union[PriorityWeights, _Mapping]] = ...) -> None: ...
 
 class RegisterRequest(_message.Message):
     __slots__ = ("name", "addr", "port", "cpus", "real_memory", "gpus", "running_job_ids", "drain_reason", "isolation")

@@ -64,6 +64,16 @@ class ControllerStub:
                 request_serializer=pslurm__pb2.WaitRequest.SerializeToString,
                 response_deserializer=pslurm__pb2.Job.FromString,
                 _registered_method=True)
+        self.UpdateJob = channel.unary_unary(
+                '/pslurm.Controller/UpdateJob',
+                request_serializer=pslurm__pb2.UpdateJobRequest.SerializeToString,
+                response_deserializer=pslurm__pb2.UpdateJobReply.FromString,
+                _registered_method=True)
+        self.GetPriorities = channel.unary_unary(
+                '/pslurm.Controller/GetPriorities',
+                request_serializer=pslurm__pb2.PriorityQuery.SerializeToString,
+                response_deserializer=pslurm__pb2.PriorityList.FromString,
+                _registered_method=True)
         self.RegisterNode = channel.unary_unary(
                 '/pslurm.Controller/RegisterNode',
                 request_serializer=pslurm__pb2.RegisterRequest.SerializeToString,
@@ -122,6 +132,20 @@ class ControllerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def UpdateJob(self, request, context):
+        """hold, release, requeue, Priority=, Nice=
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetPriorities(self, request, context):
+        """psprio: each pending job's factors
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def RegisterNode(self, request, context):
         """Node agents
         """
@@ -173,6 +197,16 @@ def add_ControllerServicer_to_server(servicer, server):
                     servicer.WaitJob,
                     request_deserializer=pslurm__pb2.WaitRequest.FromString,
                     response_serializer=pslurm__pb2.Job.SerializeToString,
+            ),
+            'UpdateJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateJob,
+                    request_deserializer=pslurm__pb2.UpdateJobRequest.FromString,
+                    response_serializer=pslurm__pb2.UpdateJobReply.SerializeToString,
+            ),
+            'GetPriorities': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetPriorities,
+                    request_deserializer=pslurm__pb2.PriorityQuery.FromString,
+                    response_serializer=pslurm__pb2.PriorityList.SerializeToString,
             ),
             'RegisterNode': grpc.unary_unary_rpc_method_handler(
                     servicer.RegisterNode,
@@ -352,6 +386,60 @@ class Controller:
             '/pslurm.Controller/WaitJob',
             pslurm__pb2.WaitRequest.SerializeToString,
             pslurm__pb2.Job.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pslurm.Controller/UpdateJob',
+            pslurm__pb2.UpdateJobRequest.SerializeToString,
+            pslurm__pb2.UpdateJobReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetPriorities(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pslurm.Controller/GetPriorities',
+            pslurm__pb2.PriorityQuery.SerializeToString,
+            pslurm__pb2.PriorityList.FromString,
             options,
             channel_credentials,
             insecure,

@@ -86,7 +86,7 @@ def procs(tmp_path):
 
 def test_a_node_that_stops_heartbeating_goes_down_and_its_job_ends_node_fail(procs, tmp_path):
     pid_file = tmp_path / "job.pid"
-    job = procs.run("psbatch", "--parsable", "--gres=gpu:1", "--wrap",
+    job = procs.run("psbatch", "--parsable", "--no-requeue", "--gres=gpu:1", "--wrap",
                     f"echo $$ > {pid_file}; exec sleep 60").stdout.strip()
     wait_for(lambda: procs.state(job) == "RUNNING" and pid_file.exists() and pid_file.read_text().strip())
     node = procs.run("psqueue", "-h", "-j", job, "-o", "%N").stdout.strip()
@@ -103,6 +103,30 @@ def test_a_node_that_stops_heartbeating_goes_down_and_its_job_ends_node_fail(pro
         assert procs.state(job) == "NODE_FAIL"
     finally:
         os.kill(int(pid_file.read_text()), signal.SIGKILL)
+
+
+def test_a_requeueable_job_on_a_lost_node_runs_again_elsewhere_with_its_id(procs, tmp_path):
+    pids = tmp_path / "pids"
+    job = procs.run("psbatch", "--parsable", "--requeue", "--gres=gpu:1", "--wrap",
+                    f"echo $$ $SLURMD_NODENAME $SLURM_RESTART_COUNT >> {pids}; exec sleep 60").stdout.strip()
+    wait_for(lambda: procs.state(job) == "RUNNING" and pids.exists() and pids.read_text().strip())
+    first_pid, node, count = pids.read_text().split()
+    procs.kill(node)
+    try:
+        wait_for(lambda: pids.exists() and len(pids.read_text().splitlines()) == 2, timeout=20)
+        second = pids.read_text().splitlines()[1].split()
+        assert second[1] != node and second[2] == "1" and count == "0"
+        assert procs.state(job) == "RUNNING"
+        shown = procs.run("pscontrol", "show", "job", job).stdout
+        assert "Restarts=1" in shown and "Requeue=1" in shown
+        procs.run("pscancel", job)
+        wait_for(lambda: procs.state(job) == "CANCELLED")
+    finally:
+        for line in pids.read_text().splitlines():
+            try:
+                os.kill(int(line.split()[0]), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
 
 def test_controller_restart_loses_no_job_and_hears_of_ends_it_missed(procs, tmp_path):

@@ -3,19 +3,30 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pslurm.controller.policy import NodeView, PendingJob, Snapshot, pick_gpus, plan
+from pslurm.controller.policy import (
+    UNLIMITED,
+    Limits,
+    NodeView,
+    PendingJob,
+    RunningJob,
+    Snapshot,
+    pick_gpus,
+    plan,
+)
 from pslurm.core.gres import GresRequest
 
 TYPES = [None, "a100", "h100"]
 
 
-def node(name, gpus, cpus=8, mem=1000, parts=("gpu",), available=True):
-    return NodeView(name, frozenset(parts), cpus, mem, tuple(gpus), available)
+def node(name, gpus, cpus=8, mem=1000, parts=("gpu",), available=True, all_gpus=None):
+    return NodeView(name, frozenset(parts), cpus, mem, tuple(gpus), available, tuple(all_gpus or ()))
 
 
-def job(job_id, gpus=0, type_=None, cpus=1, mem=0, part="gpu"):
+def job(job_id, gpus=0, type_=None, cpus=1, mem=0, part="gpu", prio=0, limit=None, user="", array=None,
+        dep="satisfied", hold=""):
     gres = (GresRequest("gpu", type_, gpus),) if gpus else ()
-    return PendingJob(job_id, part, cpus, mem, gres)
+    array_id, throttle = array or (None, None)
+    return PendingJob(job_id, part, cpus, mem, gres, prio, limit, user, array_id, throttle, dep, hold)
 
 
 def test_nine_one_gpu_jobs_on_four_two_gpu_nodes_start_eight():
@@ -26,11 +37,76 @@ def test_nine_one_gpu_jobs_on_four_two_gpu_nodes_start_eight():
     assert result.reasons == {9: "Resources"}
 
 
-def test_fifo_blocks_later_jobs_in_the_same_partition():
+def test_a_job_that_fits_nowhere_does_not_block_the_queue():
     nodes = [node("c000", [(0, None)])]
     result = plan(Snapshot([job(1, 2), job(2, 1)], nodes, now=0))
+    assert [p.job_id for p in result.placements] == [2]
+    assert result.reasons == {1: "Resources"} and result.estimates == {}
+
+
+def running(job_id, node_name, gpus, end, cpus=1, user="", array=None):
+    return RunningJob(job_id, node_name, cpus, 0, tuple(gpus), end, user, array)
+
+
+def test_priority_order_then_job_id():
+    nodes = [node("c000", [(0, None)])]
+    result = plan(Snapshot([job(1, 1), job(2, 1, prio=10), job(3, 1, prio=10)], nodes, now=0))
+    assert [p.job_id for p in result.placements] == [2]
+    assert result.reasons == {3: "Resources", 1: "Priority"}
+
+
+def test_backfill_starts_a_short_job_that_ends_before_the_reservation():
+    # c000: 2 GPUs, one busy until t=100. Job 1 (2 GPUs) is reserved at t=100.
+    nodes = [node("c000", [(1, None)], all_gpus=[(0, None), (1, None)])]
+    snap = Snapshot([job(1, 2, limit=50, prio=10), job(2, 1, limit=100), job(3, 1, limit=101)], nodes, now=0,
+                    running=[running(9, "c000", [0], 100)])
+    result = plan(snap)
+    assert [p.job_id for p in result.placements] == [2]  # ends at 100: does not delay job 1
+    assert result.estimates == {1: 100, 3: 150}  # job 3 goes after job 1
+    snap = Snapshot([job(1, 2, limit=50, prio=10), job(3, 1, limit=101)], nodes, now=0,
+                    running=[running(9, "c000", [0], 100)])
+    result = plan(snap)
+    assert result.placements == [] and result.reasons == {1: "Resources", 3: "Priority"}
+
+
+def test_backfill_uses_other_nodes_freely():
+    nodes = [node("c000", [(1, None)], all_gpus=[(0, None), (1, None)]), node("c001", [(0, None)])]
+    snap = Snapshot([job(1, 2, limit=50, prio=10), job(2, 1)], nodes, now=0,
+                    running=[running(9, "c000", [0], 100)])
+    result = plan(snap)
+    assert [(p.job_id, p.node) for p in result.placements] == [(2, "c001")]
+
+
+def test_unlimited_jobs_are_planned_as_a_year():
+    nodes = [node("c000", [(1, None)], all_gpus=[(0, None), (1, None)])]
+    snap = Snapshot([job(1, 2, prio=10), job(2, 1)], nodes, now=0, running=[running(9, "c000", [0], None)])
+    result = plan(snap)
+    assert result.placements == [] and result.estimates == {1: UNLIMITED}
+
+
+def test_held_dependent_and_limited_jobs_wait_with_slurms_reasons():
+    nodes = [node("c000", [(0, None), (1, None)])]
+    jobs = [job(1, 1, hold="user"), job(2, 1, hold="admin"), job(3, 1, dep="waiting"), job(4, 1, dep="never"),
+            job(5, 1, limit=100, part="gpu")]
+    result = plan(Snapshot(jobs, nodes, now=0, partition_max_time={"gpu": 60}))
     assert result.placements == []
-    assert result.reasons == {1: "Resources", 2: "Priority"}
+    assert result.reasons == {1: "JobHeldUser", 2: "JobHeldAdmin", 3: "Dependency", 4: "DependencyNeverSatisfied",
+                              5: "PartitionTimeLimit"}
+
+
+def test_array_throttle_and_user_limits():
+    nodes = [node(f"c{i}", [(0, None), (1, None)]) for i in range(4)]
+    tasks = [job(i, 1, array=(1, 2)) for i in range(1, 6)]
+    result = plan(Snapshot(tasks, nodes, now=0, running=[running(99, "c0", [0], None, array=1)]))
+    assert [p.job_id for p in result.placements] == [1]
+    assert all(result.reasons[i] == "JobArrayTaskLimit" for i in range(2, 6))
+    jobs = [job(i, 2, user="ann") for i in range(1, 5)]
+    result = plan(Snapshot(jobs, nodes, now=0, limits=Limits(max_gpus_per_user=4)))
+    assert [p.job_id for p in result.placements] == [1, 2]
+    assert result.reasons == {3: "QOSMaxGRESPerUser", 4: "QOSMaxGRESPerUser"}
+    result = plan(Snapshot(jobs, nodes, now=0, limits=Limits(max_jobs_per_user=1)))
+    assert [p.job_id for p in result.placements] == [1]
+    assert result.reasons[2] == "QOSMaxJobsPerUserLimit"
 
 
 def test_typed_request_lands_only_on_its_type():
@@ -65,31 +141,41 @@ def test_pick_gpus_serves_typed_items_first():
 
 
 gpu_lists = st.lists(st.sampled_from(TYPES), min_size=0, max_size=4)
-nodes_st = st.lists(st.tuples(gpu_lists, st.integers(1, 8), st.booleans()), min_size=1, max_size=5)
+nodes_st = st.lists(st.tuples(gpu_lists, st.integers(1, 8), st.booleans(), st.lists(st.integers(1, 50), max_size=4)),
+                    min_size=1, max_size=5)
 jobs_st = st.lists(st.tuples(st.integers(0, 3), st.sampled_from(TYPES), st.integers(1, 4),
-                             st.sampled_from(["gpu", "cpu"])), max_size=20)
+                             st.sampled_from(["gpu", "cpu"]), st.integers(0, 5), st.integers(1, 60),
+                             st.sampled_from(["satisfied", "satisfied", "waiting", "never"]),
+                             st.sampled_from([None, (1, 1), (2, 2)])), max_size=20)
 
 
 @settings(max_examples=300, deadline=None)
 @given(nodes_st, jobs_st)
 def test_invariants(node_specs, job_specs):
-    nodes = []
-    for i, (types, cpus, in_cpu) in enumerate(node_specs):
+    nodes, runs = [], []
+    rid = 1000
+    for i, (types, cpus, in_cpu, ends) in enumerate(node_specs):
         parts = ("gpu", "cpu") if in_cpu else ("gpu",)
-        nodes.append(node(f"c{i:03d}", [(k, t) for k, t in enumerate(types)], cpus=cpus, parts=parts))
-    jobs = [job(i + 1, g, t, c, part=p) for i, (g, t, c, p) in enumerate(job_specs)]
-    result = plan(Snapshot(jobs, nodes, now=0))
+        inventory = [(k, t) for k, t in enumerate(types)]
+        busy = inventory[: len(ends)]
+        for (index, _), end in zip(busy, ends, strict=False):
+            runs.append(running(rid, f"c{i:03d}", [index], float(end)))
+            rid += 1
+        nodes.append(node(f"c{i:03d}", inventory[len(busy):], cpus=cpus + len(busy), parts=parts,
+                          all_gpus=inventory))
+    jobs = [job(i + 1, g, t, c, part=p, prio=pr, limit=lim, dep=d, array=a)
+            for i, (g, t, c, p, pr, lim, d, a) in enumerate(job_specs)]
+    result = plan(Snapshot(jobs, nodes, now=0, running=runs))
     by_node = {n.name: n for n in nodes}
     by_job = {j.job_id: j for j in jobs}
     used: set[tuple[str, int]] = set()
     cpus_used: dict[str, int] = {}
     for p in result.placements:
         j, n = by_job[p.job_id], by_node[p.node]
-        # no GPU is ever handed out twice
+        # no GPU is ever handed out twice, and only free GPUs are handed out
         for index in p.gpu_indices:
             assert (p.node, index) not in used
             used.add((p.node, index))
-        # a job is placed only where the GPUs it asked for are, of its type, in its partition
         types = dict(n.free_gpus)
         assert len(p.gpu_indices) == j.gres[0].count if j.gres else not p.gpu_indices
         assert all(index in types for index in p.gpu_indices)
@@ -98,10 +184,27 @@ def test_invariants(node_specs, job_specs):
         assert j.partition in n.partitions
         cpus_used[p.node] = cpus_used.get(p.node, 0) + j.cpus
         assert cpus_used[p.node] <= n.free_cpus
-    # FIFO inside a partition: a job starts only if every earlier job of its partition started
+        # a dependency never starts early
+        assert j.dependency == "satisfied"
+    # throttles hold: at most one running task of array 1 (%1), two of array... per its own limit
     started = {p.job_id for p in result.placements}
+    per_array: dict[int, int] = {}
     for j in jobs:
-        if j.job_id in started:
-            assert all(e.job_id in started for e in jobs if e.partition == j.partition and e.job_id < j.job_id)
-        else:
-            assert result.reasons[j.job_id] in ("Resources", "Priority")
+        if j.job_id in started and j.array_job_id is not None:
+            per_array[j.array_job_id] = per_array.get(j.array_job_id, 0) + 1
+            assert per_array[j.array_job_id] <= j.array_max_running
+    for j in jobs:
+        if j.job_id not in started:
+            assert j.job_id in result.reasons
+    # backfill never delays a reservation: replaying the plan with the started jobs as running ones,
+    # every reserved job still finds its start no later than its estimate
+    if result.estimates:
+        now_running = list(runs) + [running(p.job_id, p.node, p.gpu_indices, float(by_job[p.job_id].time_limit),
+                                            cpus=by_job[p.job_id].cpus) for p in result.placements]
+        free = {n.name: [g for g in n.free_gpus if (n.name, g[0]) not in used] for n in nodes}
+        after = [NodeView(n.name, n.partitions, n.free_cpus - cpus_used.get(n.name, 0), n.free_mem_mb,
+                          tuple(free[n.name]), n.available, n.gpus) for n in nodes]
+        reserved = [j for j in jobs if j.job_id in result.estimates]
+        replay = plan(Snapshot(reserved, after, now=0, running=now_running))
+        for j in reserved:
+            assert replay.estimates.get(j.job_id, 0) <= result.estimates[j.job_id] + 1e-6

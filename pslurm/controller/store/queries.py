@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, Engine, create_engine, event, func, insert, select, update
+from sqlalchemy import Connection, Engine, bindparam, create_engine, event, func, insert, or_, select, update
 from sqlalchemy.engine import Row
 
 from pslurm.controller.store.schema import job_events, jobs, nodes
@@ -35,6 +35,11 @@ class Allocation:
     cpus: int
     mem_mb: int
     gpu_indices: tuple[int, ...]
+    user: str = ""
+    account: str = ""
+    start_time: float | None = None
+    time_limit: int | None = None
+    array_job_id: int | None = None
 
 
 @dataclass(frozen=True)
@@ -47,6 +52,48 @@ class QueuedJob:
     mem_mb: int
     gres: tuple[GresRequest, ...]
     reason: str
+    user: str = ""
+    name: str = ""
+    account: str = ""
+    nice: int = 0
+    submit_time: float = 0.0
+    time_limit: int | None = None
+    dependency: str = ""
+    kill_on_invalid_dep: bool = False
+    array_job_id: int | None = None
+    array_task_id: int | None = None
+    array_max_running: int | None = None
+    hold: str = ""
+    admin_priority: int | None = None
+    priority: int = 0
+    start_estimate: float | None = None
+
+
+@dataclass(frozen=True)
+class UsageRecord:
+    """A finished run, for fair share: who used what, for how long."""
+
+    job_id: int
+    user: str
+    account: str
+    cpus: int
+    mem_mb: int
+    gpus: int
+    start_time: float
+    end_time: float
+
+
+@dataclass(frozen=True)
+class RefRow:
+    """A job a dependency may name, as dependency evaluation needs it."""
+
+    job_id: int
+    state: JobState
+    started: bool
+    array_job_id: int | None
+    array_task_id: int | None
+    user: str
+    name: str
 
 
 @dataclass(frozen=True)
@@ -107,20 +154,33 @@ class Store:
 
     # -- jobs -----------------------------------------------------------------------------
 
-    def submit(self, spec: JobSpec, partition: str, time_limit: int | None, now: float) -> int:
-        """Store a new PENDING job and its submit event in one transaction; return its id."""
+    def submit(self, spec: JobSpec, partition: str, time_limit: int | None, now: float, *,
+               requeue: bool = False, array_ids: Sequence[int] = (), throttle: int | None = None) -> int:
+        """Store a new PENDING job (or one row per array task, the array's id being the first task's
+        job id) and its submit events in one transaction; return its id (the array's id)."""
+        values = dict(
+            name=spec.name, user_name=spec.user, uid=spec.uid, partition=partition,
+            state=JobState.PENDING.value, reason="None", submit_time=now, time_limit=time_limit,
+            cpus=spec.cpus, mem_mb=spec.mem_mb, gres=_format_gres(spec.gres), gpu_indices="",
+            exit_code=0, exit_signal=0, cancel_requested=False, spec=json.dumps(spec_to_dict(spec)),
+            account=spec.account, nice=spec.nice, dependency=spec.dependency,
+            kill_on_invalid_dep=spec.kill_on_invalid_dep, hold="user" if spec.hold else "", requeue=requeue,
+            requeue_requested=False, restarts=0, priority=0, array_max_running=throttle,
+            array_job_id=None, array_task_id=array_ids[0] if array_ids else None,
+        )
         with self._write_lock, self.engine.begin() as conn:
-            job_id = conn.execute(
-                insert(jobs).values(
-                    name=spec.name, user_name=spec.user, uid=spec.uid, partition=partition,
-                    state=JobState.PENDING.value, reason="None", submit_time=now, time_limit=time_limit,
-                    cpus=spec.cpus, mem_mb=spec.mem_mb, gres=_format_gres(spec.gres), gpu_indices="",
-                    exit_code=0, exit_signal=0, cancel_requested=False, spec=json.dumps(spec_to_dict(spec)),
-                )
-            ).inserted_primary_key[0]  # type: ignore[index]
-            conn.execute(insert(job_events).values(
-                job_id=job_id, time=now, from_state=None, to_state=JobState.PENDING.value, detail="submit"))
-        return int(job_id)
+            job_id = int(conn.execute(insert(jobs).values(**values)).inserted_primary_key[0])  # type: ignore[index]
+            ids = [job_id]
+            if array_ids:
+                conn.execute(update(jobs).where(jobs.c.job_id == job_id).values(array_job_id=job_id))
+                rest = [{**values, "array_job_id": job_id, "array_task_id": task} for task in array_ids[1:]]
+                if rest:
+                    rows = conn.execute(insert(jobs).returning(jobs.c.job_id, sort_by_parameter_order=True), rest)
+                    ids.extend(int(r[0]) for r in rows)
+            conn.execute(insert(job_events), [
+                dict(job_id=i, time=now, from_state=None, to_state=JobState.PENDING.value, detail="submit")
+                for i in ids])
+        return job_id
 
     def transition(self, job_id: int, to: JobState, now: float, detail: str = "",
                    **values: Any) -> JobState:
@@ -144,6 +204,13 @@ class Store:
                 job_id=job_id, time=now, from_state=old, to_state=to.value, detail=detail))
         return JobState(old)
 
+    def requeue(self, job_id: int, now: float, detail: str) -> JobState:
+        """RUNNING/COMPLETING -> PENDING, keeping the id: the run's node and times are cleared, the
+        restart counted; the events keep every run. Raises InvalidTransition."""
+        return self.transition(job_id, JobState.PENDING, now, detail, node=None, gpu_indices="", start_time=None,
+                               end_time=None, reason="None", restarts=jobs.c.restarts + 1, requeue_requested=False,
+                               cancel_requested=False, start_estimate=None)
+
     def start_job(self, job_id: int, node: str, gpu_indices: Sequence[int], now: float) -> bool:
         """PENDING -> RUNNING on ``node`` with those GPUs; False when the job is no longer PENDING."""
         try:
@@ -162,6 +229,87 @@ class Store:
                 conn.execute(update(jobs).where(jobs.c.job_id == job_id, jobs.c.state == "PENDING",
                                                 jobs.c.reason != reason).values(reason=reason))
 
+    def update_pending(self, changes: dict[int, tuple[str, int, float | None]]) -> None:
+        """Record each pending job's (reason, priority, expected start) from a scheduling pass; no event."""
+        if not changes:
+            return
+        stmt = (update(jobs).where(jobs.c.job_id == bindparam("b_id"), jobs.c.state == "PENDING")
+                .values(reason=bindparam("b_reason"), priority=bindparam("b_prio"), start_estimate=bindparam("b_est")))
+        params = [{"b_id": k, "b_reason": r, "b_prio": p, "b_est": e} for k, (r, p, e) in changes.items()]
+        with self._write_lock, self.engine.begin() as conn:
+            conn.execute(stmt, params)
+
+    def update_jobs(self, job_ids: Sequence[int], *, pending_only: bool = False, **values: Any) -> list[int]:
+        """Set fields that are not the state (hold, nice, operator priority, requeue request) on these
+        jobs (only pending ones with ``pending_only``); returns the ids that changed."""
+        if not job_ids:
+            return []
+        query = select(jobs.c.job_id).where(jobs.c.job_id.in_(list(job_ids)))
+        if pending_only:
+            query = query.where(jobs.c.state == "PENDING")
+        with self._write_lock, self.engine.begin() as conn:
+            ids = [r.job_id for r in conn.execute(query)]
+            if ids:
+                conn.execute(update(jobs).where(jobs.c.job_id.in_(ids)).values(**values))
+        return ids
+
+    def resolve(self, job_id: int, tasks: Sequence[int] | None) -> list[int]:
+        """Job ids named by ``14`` (the job, or every task of array 14) or ``14_[tasks]``."""
+        if tasks is None:
+            query = select(jobs.c.job_id).where(or_(jobs.c.job_id == job_id, jobs.c.array_job_id == job_id))
+        else:
+            query = select(jobs.c.job_id).where(jobs.c.array_job_id == job_id,
+                                                jobs.c.array_task_id.in_(list(tasks)))
+        with self.engine.connect() as conn:
+            return sorted(r.job_id for r in conn.execute(query))
+
+    def count_active(self, user: str | None = None, states: Sequence[JobState] = ()) -> int:
+        """Jobs pending, running or completing (or in ``states``), of one user or all."""
+        wanted = [s.value for s in states] or ["PENDING", *_ACTIVE]
+        query = select(func.count()).select_from(jobs).where(jobs.c.state.in_(wanted))
+        if user is not None:
+            query = query.where(jobs.c.user_name == user)
+        with self.engine.connect() as conn:
+            return int(conn.execute(query).scalar() or 0)
+
+    def refs(self, job_ids: Iterable[int]) -> list[RefRow]:
+        """The jobs with these ids and every task of arrays with these ids, for dependencies."""
+        ids = list(set(job_ids))
+        if not ids:
+            return []
+        cols = (jobs.c.job_id, jobs.c.state, jobs.c.start_time, jobs.c.array_job_id, jobs.c.array_task_id,
+                jobs.c.user_name, jobs.c.name)
+        out: list[RefRow] = []
+        with self.engine.connect() as conn:
+            for chunk in range(0, len(ids), 500):
+                part = ids[chunk:chunk + 500]
+                query = select(*cols).where(or_(jobs.c.job_id.in_(part), jobs.c.array_job_id.in_(part)))
+                out.extend(RefRow(r.job_id, JobState(r.state), r.start_time is not None, r.array_job_id,
+                                  r.array_task_id, r.user_name, r.name) for r in conn.execute(query))
+        return out
+
+    def active_named(self, names: Iterable[str]) -> list[RefRow]:
+        """Pending, running and completing jobs with these names (singleton dependencies)."""
+        names = list(set(names))
+        if not names:
+            return []
+        query = select(jobs.c.job_id, jobs.c.state, jobs.c.start_time, jobs.c.array_job_id, jobs.c.array_task_id,
+                       jobs.c.user_name, jobs.c.name).where(jobs.c.name.in_(names),
+                                                            jobs.c.state.in_(["PENDING", *_ACTIVE]))
+        with self.engine.connect() as conn:
+            return [RefRow(r.job_id, JobState(r.state), r.start_time is not None, r.array_job_id, r.array_task_id,
+                           r.user_name, r.name) for r in conn.execute(query)]
+
+    def finished_usage(self, since: float) -> list[UsageRecord]:
+        """Runs that ended at or after ``since`` (fair share's input)."""
+        query = select(jobs.c.job_id, jobs.c.user_name, jobs.c.account, jobs.c.cpus, jobs.c.mem_mb,
+                       jobs.c.gpu_indices, jobs.c.start_time, jobs.c.end_time).where(
+            jobs.c.end_time >= since, jobs.c.start_time.is_not(None))
+        with self.engine.connect() as conn:
+            return [UsageRecord(r.job_id, r.user_name, r.account, r.cpus, r.mem_mb,
+                                len(_parse_indices(r.gpu_indices)), r.start_time, r.end_time)
+                    for r in conn.execute(query)]
+
     def get_job(self, job_id: int) -> JobRecord | None:
         found = self.get_jobs(job_ids=[job_id], include_finished=True)
         return found[0] if found else None
@@ -172,8 +320,8 @@ class Store:
         """Jobs in id order. Without ids or states, only active (pending, running, completing) ones
         unless ``include_finished``; ``since`` keeps jobs that ended after it or have not ended."""
         query = select(jobs).order_by(jobs.c.job_id)
-        if job_ids:
-            query = query.where(jobs.c.job_id.in_(list(job_ids)))
+        if job_ids:  # an array's id names every task of it
+            query = query.where(or_(jobs.c.job_id.in_(list(job_ids)), jobs.c.array_job_id.in_(list(job_ids))))
         if users:
             query = query.where(jobs.c.user_name.in_(list(users)))
         if states:
@@ -182,23 +330,41 @@ class Store:
             query = query.where(jobs.c.state.in_(["PENDING", *_ACTIVE]))
         if since is not None:
             query = query.where((jobs.c.end_time.is_(None)) | (jobs.c.end_time >= since))
+        specs: dict[str, JobSpec] = {}  # the tasks of an array share one spec text: decode it once
         with self.engine.connect() as conn:
-            return [_job_from_row(row) for row in conn.execute(query)]
+            return [_job_from_row(row, specs) for row in conn.execute(query)]
 
-    def queue(self, limit: int) -> list[QueuedJob]:
-        """The first ``limit`` pending jobs as the scheduler needs them: no spec to decode."""
-        query = (select(jobs.c.job_id, jobs.c.partition, jobs.c.cpus, jobs.c.mem_mb, jobs.c.gres, jobs.c.reason)
-                 .where(jobs.c.state == "PENDING").order_by(jobs.c.job_id).limit(limit))
+    def queue(self, limit: int | None = None) -> list[QueuedJob]:
+        """Pending jobs (the first ``limit`` by id) as the scheduler needs them: no spec to decode."""
+        c = jobs.c
+        query = (select(c.job_id, c.partition, c.cpus, c.mem_mb, c.gres, c.reason, c.user_name, c.name, c.account,
+                        c.nice, c.submit_time, c.time_limit, c.dependency, c.kill_on_invalid_dep, c.array_job_id,
+                        c.array_task_id, c.array_max_running, c.hold, c.admin_priority, c.priority,
+                        c.start_estimate)
+                 .where(c.state == "PENDING").order_by(c.job_id))
+        if limit is not None:
+            query = query.limit(limit)
+        gres_cache: dict[str, tuple[GresRequest, ...]] = {}
+        out = []
         with self.engine.connect() as conn:
-            return [QueuedJob(r.job_id, r.partition, r.cpus, r.mem_mb, _parse_gres(r.gres), r.reason)
-                    for r in conn.execute(query)]
+            for r in conn.execute(query):
+                gres = gres_cache.get(r.gres)
+                if gres is None:
+                    gres = gres_cache[r.gres] = _parse_gres(r.gres)
+                out.append(QueuedJob(r.job_id, r.partition, r.cpus, r.mem_mb, gres, r.reason, r.user_name, r.name,
+                                     r.account, r.nice, r.submit_time, r.time_limit, r.dependency,
+                                     bool(r.kill_on_invalid_dep), r.array_job_id, r.array_task_id,
+                                     r.array_max_running, r.hold, r.admin_priority, r.priority, r.start_estimate))
+        return out
 
     def allocations(self) -> list[Allocation]:
         """What RUNNING and COMPLETING jobs hold: the base of every free-resource figure."""
-        query = select(jobs.c.job_id, jobs.c.node, jobs.c.cpus, jobs.c.mem_mb, jobs.c.gpu_indices).where(
-            jobs.c.state.in_(_ACTIVE))
+        c = jobs.c
+        query = select(c.job_id, c.node, c.cpus, c.mem_mb, c.gpu_indices, c.user_name, c.account, c.start_time,
+                       c.time_limit, c.array_job_id).where(c.state.in_(_ACTIVE))
         with self.engine.connect() as conn:
-            return [Allocation(r.job_id, r.node, r.cpus, r.mem_mb, _parse_indices(r.gpu_indices))
+            return [Allocation(r.job_id, r.node, r.cpus, r.mem_mb, _parse_indices(r.gpu_indices), r.user_name,
+                               r.account, r.start_time, r.time_limit, r.array_job_id)
                     for r in conn.execute(query)]
 
     def active_job_ids_on(self, node: str) -> list[int]:
@@ -269,14 +435,22 @@ def _set_node_state(conn: Connection, name: str, to: NodeState, allowed: list[st
     return NodeState(old)
 
 
-def _job_from_row(row: Row[Any]) -> JobRecord:
+def _job_from_row(row: Row[Any], specs: dict[str, JobSpec] | None = None) -> JobRecord:
+    spec = specs.get(row.spec) if specs is not None else None
+    if spec is None:
+        spec = spec_from_dict(json.loads(row.spec))
+        if specs is not None:
+            specs[row.spec] = spec
     return JobRecord(
-        job_id=row.job_id, spec=spec_from_dict(json.loads(row.spec)), state=JobState(row.state),
+        job_id=row.job_id, spec=spec, state=JobState(row.state),
         reason=row.reason, submit_time=row.submit_time, start_time=row.start_time, end_time=row.end_time,
         node=row.node, gpu_indices=_parse_indices(row.gpu_indices), exit_code=row.exit_code,
         exit_signal=row.exit_signal, cancel_requested=bool(row.cancel_requested), partition=row.partition,
         time_limit=row.time_limit, gpu_seconds=row.gpu_seconds, peak_gpu_memory_mb=row.peak_gpu_memory_mb,
-        mean_gpu_util=row.mean_gpu_util,
+        mean_gpu_util=row.mean_gpu_util, array_job_id=row.array_job_id, array_task_id=row.array_task_id,
+        priority=row.admin_priority if row.admin_priority is not None else row.priority, hold=row.hold,
+        restarts=row.restarts, start_estimate=row.start_estimate, requeue=bool(row.requeue),
+        requeue_requested=bool(row.requeue_requested),
     )
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import Boolean, Column, Float, ForeignKey, Integer, MetaData, String, Table, Text
+from sqlalchemy import BigInteger, Boolean, Column, Float, ForeignKey, Integer, MetaData, String, Table, Text
 
 metadata = MetaData()
 
@@ -18,7 +18,7 @@ jobs = Table(
     Column("reason", String(64), nullable=False, default="None"),
     Column("submit_time", Float, nullable=False),
     Column("start_time", Float),
-    Column("end_time", Float),
+    Column("end_time", Float, index=True),
     Column("time_limit", Integer),  # seconds in force; NULL is unlimited
     Column("cpus", Integer, nullable=False),
     Column("mem_mb", Integer, nullable=False),
@@ -32,6 +32,21 @@ jobs = Table(
     Column("peak_gpu_memory_mb", Integer),
     Column("mean_gpu_util", Float),
     Column("spec", Text, nullable=False),  # the whole JobSpec as JSON
+    # scheduling (migration 0002)
+    Column("account", String(64), nullable=False, default=""),
+    Column("nice", Integer, nullable=False, default=0),
+    Column("dependency", String(1024), nullable=False, default=""),
+    Column("kill_on_invalid_dep", Boolean, nullable=False, default=False),
+    Column("array_job_id", Integer, index=True),  # the array's id: its first task's job_id
+    Column("array_task_id", Integer),
+    Column("array_max_running", Integer),  # the %N throttle
+    Column("hold", String(8), nullable=False, default=""),  # "", "user", "admin"
+    Column("requeue", Boolean, nullable=False, default=False),  # may be requeued (NODE_FAIL, pscontrol requeue)
+    Column("requeue_requested", Boolean, nullable=False, default=False),  # back to PENDING when its end is seen
+    Column("restarts", Integer, nullable=False, default=0),
+    Column("priority", BigInteger, nullable=False, default=0),  # computed by the last pass
+    Column("admin_priority", BigInteger),  # pscontrol update Priority=: fixed by an operator
+    Column("start_estimate", Float),  # backfill's expected start for a pending job
 )
 
 job_events = Table(

@@ -1,0 +1,253 @@
+"""Scheduling at scale (issue #5): one policy pass, the store's queue, psqueue's rendering.
+
+    python bench/scheduler_bench.py [--pending 10000] [--nodes 1000] [--queue 100000] [--pg URL]
+
+1. One scheduling pass (priority order + backfill, pslurm.controller.policy.plan) on a synthetic
+   snapshot: --pending jobs (1/2/4/8 GPUs, arrays with throttles, dependencies, time limits) over
+   --nodes nodes of 8 GPUs, most of them busy with running jobs of known end times; plus the
+   multifactor priority of every pending job (pslurm.controller.priority).
+2. Submitting --queue jobs through the store (arrays of 1000 tasks, and single jobs) and draining
+   them with the controller's own scheduler passes (agents stubbed: launches are not sent), on
+   SQLite and, with --pg or PSLURM_TEST_PG_URL, PostgreSQL.
+3. psqueue's listing of a --queue job queue: the GetJobs call and the rendering, in process.
+
+Prints one line per figure; figures are measured, never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from pslurm.controller.policy import NodeView, PendingJob, RunningJob, Snapshot, plan  # noqa: E402
+from pslurm.core.gres import GresRequest  # noqa: E402
+
+GPUS_PER_NODE = 8
+
+
+def synthetic_snapshot(pending: int, nodes: int, seed: int = 5, busy: float = 0.9) -> Snapshot:
+    rng = random.Random(seed)
+    now = 1_000_000.0
+    views, running = [], []
+    job_id = 10_000_000
+    for n in range(nodes):
+        name = f"n{n:04d}"
+        gpus = [(i, "h100") for i in range(GPUS_PER_NODE)]
+        taken = 0
+        while taken < GPUS_PER_NODE and rng.random() < busy:
+            size = min(rng.choice([1, 1, 2, 4, 8]), GPUS_PER_NODE - taken)
+            job_id += 1
+            running.append(RunningJob(job_id, name, size * 4, 0, tuple(range(taken, taken + size)),
+                                      now + rng.uniform(60, 48 * 3600), f"u{rng.randrange(50)}"))
+            taken += size
+        views.append(NodeView(name, frozenset({"gpu", "all"} if n % 2 else {"gpu"}), 128 - taken * 4, 1_000_000,
+                              tuple(gpus[taken:]), True, tuple(gpus)))
+    jobs = []
+    next_id = 1
+    while len(jobs) < pending:
+        kind = rng.random()
+        limit = rng.choice([600, 3600, 4 * 3600, 24 * 3600])
+        gpus = rng.choice([1, 1, 1, 2, 4, 8])
+        user = f"u{rng.randrange(50)}"
+        prio = rng.randrange(1, 100_000)
+        if kind < 0.2:  # an array of 10-100 tasks, throttled
+            count = rng.randrange(10, 100)
+            throttle = rng.choice([None, 4, 10])
+            for t in range(min(count, pending - len(jobs))):
+                jobs.append(PendingJob(next_id + t, "gpu", gpus * 4, 0, (GresRequest("gpu", None, gpus),), prio,
+                                       limit, user, next_id, throttle))
+            next_id += count
+            continue
+        dep = "waiting" if kind < 0.3 else "satisfied"
+        jobs.append(PendingJob(next_id, rng.choice(["gpu", "gpu", "all"]), gpus * 4, 0,
+                               (GresRequest("gpu", None, gpus),), prio, limit, user, None, None, dep))
+        next_id += 1
+    return Snapshot(jobs, views, now, running=running)
+
+
+def bench_plan(pending: int, nodes: int, repeat: int) -> None:
+    snap = synthetic_snapshot(pending, nodes)
+    times = []
+    result = plan(snap)
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        result = plan(snap)
+        times.append(time.perf_counter() - t0)
+    print(f"plan: {pending} pending x {nodes} nodes x {GPUS_PER_NODE} GPUs ({len(snap.running)} running): "
+          f"median {statistics.median(times) * 1000:.1f} ms, max {max(times) * 1000:.1f} ms; "
+          f"{len(result.placements)} started, {len(result.estimates)} reservations")
+    empty = Snapshot(snap.pending, [NodeView(v.name, v.partitions, 128, v.free_mem_mb, v.gpus, True, v.gpus)
+                                    for v in snap.nodes], snap.now)
+    t0 = time.perf_counter()
+    result = plan(empty)
+    print(f"plan on an idle cluster: {(time.perf_counter() - t0) * 1000:.1f} ms, {len(result.placements)} started")
+    from pslurm.controller import priority as prio
+    from pslurm.core.config import SchedulerConfig
+
+    cfg = SchedulerConfig(weight_age=1000, weight_fairshare=10000, weight_jobsize=100, weight_partition=1000)
+    usage = {("(null)", f"u{i}"): float(i * 1000) for i in range(50)}
+    t0 = time.perf_counter()
+    shares = prio.fairshare_factors(usage, usage.keys())
+    ctx = prio.PriorityContext(cfg, snap.now, shares, nodes * 8.0 + nodes * 128, {"gpu": 1.0, "all": 1.0})
+    for j in snap.pending:
+        f = prio.factors(ctx, submit_time=snap.now - 100, account="", user=j.user, partition=j.partition,
+                         cpus=j.cpus, mem_mb=0, gpus=j.gres[0].count, nice=0)
+        prio.priority(f, cfg)
+    print(f"priority of {pending} pending jobs (multifactor, fair share of 50 users): "
+          f"{(time.perf_counter() - t0) * 1000:.1f} ms")
+
+
+class NoAgents:
+    """Launches are not sent: the bench measures the controller and its store, not agents."""
+
+    def launch_async(self, target, job, on_error):  # type: ignore[no-untyped-def]
+        pass
+
+    def signal(self, target, job_id, signal):  # type: ignore[no-untyped-def]
+        pass
+
+
+def bench_store(url: str, label: str, queue: int, nodes: int) -> None:
+    from pslurm.controller.service import Controller
+    from pslurm.controller.store import Store
+    from pslurm.core.config import parse_slurm_conf
+    from pslurm.core.jobspec import JobSpec
+    from pslurm.core.states import JobState, NodeState
+
+    conf = parse_slurm_conf(f"NodeName=n[0000-{nodes - 1:04d}] CPUs=128 RealMemory=1000000 Gres=gpu:{GPUS_PER_NODE}\n"
+                            "PartitionName=gpu Nodes=ALL Default=YES MaxTime=INFINITE\n")
+    store = Store(url)
+    store.migrate()
+    controller = Controller(conf, store, NoAgents())  # type: ignore[arg-type]
+    for name in conf.nodes:
+        store.set_node_state(name, NodeState.UP, time.time())
+    spec = JobSpec(name="bench", user="bench", uid=1000, gid=1000, workdir="/tmp", script="#!/bin/sh\ntrue\n",
+                   gres=(GresRequest("gpu", None, 1),), time_limit=3600)
+    singles = min(2000, queue // 10)
+    t0 = time.perf_counter()
+    for _ in range(singles):
+        controller.submit(spec)
+    single_s = time.perf_counter() - t0
+    arrays = (queue - singles) // 1000
+    from dataclasses import replace
+
+    t0 = time.perf_counter()
+    for _ in range(arrays):
+        controller.submit(replace(spec, array="0-999"))
+    array_s = time.perf_counter() - t0
+    total = singles + arrays * 1000
+    print(f"{label}: submit {singles} single jobs {singles / single_s:.0f} jobs/s; "
+          f"{arrays} arrays of 1000 tasks {arrays * 1000 / array_s:.0f} tasks/s ({total} queued)")
+    t0 = time.perf_counter()
+    store.queue()
+    print(f"{label}: reading the {total}-job queue for a pass: {(time.perf_counter() - t0) * 1000:.0f} ms")
+    t_sched = t_end = 0.0
+    passes = ended = 0
+    first_pass = None
+    while True:
+        t0 = time.perf_counter()
+        started = controller.schedule()
+        elapsed = time.perf_counter() - t0
+        first_pass = elapsed if first_pass is None else first_pass
+        t_sched += elapsed
+        passes += 1
+        if not started:
+            break
+        t0 = time.perf_counter()
+        for alloc in store.allocations():
+            store.transition(alloc.job_id, JobState.COMPLETED, time.time(), "bench", end_time=time.time())
+            ended += 1
+        t_end += time.perf_counter() - t0
+    print(f"{label}: drained {ended} jobs in {passes} passes: scheduling {t_sched:.1f} s "
+          f"(first pass, {total} pending: {first_pass:.2f} s; {ended / t_sched:.0f} starts/s), "
+          f"ends {t_end:.1f} s ({ended / max(t_end, 1e-9):.0f}/s)")
+    store.close()
+
+
+def bench_psqueue(url: str, queue: int) -> None:
+    """GetJobs + psqueue's rendering of a --queue job queue, in process (no gRPC hop)."""
+    import io
+
+    from pslurm.cli import psqueue
+    from pslurm.controller.store import Store
+    from pslurm.core import convert
+    from pslurm.core.jobspec import JobSpec
+    from pslurm.proto import pslurm_pb2 as pb
+
+    store = Store(url)
+    store.migrate()
+    spec = JobSpec(name="bench", user="bench", uid=1000, gid=1000, workdir="/tmp", script="#!/bin/sh\ntrue\n",
+                   gres=(GresRequest("gpu", None, 1),), time_limit=3600, array="0-999",
+                   environment=dict(os.environ))
+    if store.count_active() < queue:
+        for _ in range(queue // 1000):
+            store.submit(spec, "gpu", 3600, time.time(), requeue=True, array_ids=tuple(range(1000)))
+    t0 = time.perf_counter()
+    jobs = store.get_jobs()
+    t_store = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    specs: dict = {}
+    for j in jobs:  # GetJobs(light=True), as psqueue asks: no environment, no script
+        if id(j.spec) not in specs:
+            light = convert.spec_to_pb(j.spec)
+            light.ClearField("environment")
+            light.ClearField("script")
+            specs[id(j.spec)] = light
+    reply = pb.JobList(jobs=[convert.job_to_pb(j, specs=specs) for j in jobs])
+    wire = reply.SerializeToString()
+    msgs = list(pb.JobList.FromString(wire).jobs)
+    t_pb = time.perf_counter() - t0
+    for expand in (False, True):
+        t0 = time.perf_counter()
+        out = io.StringIO()
+        lines = psqueue.render_queue(psqueue.DEFAULT_FORMAT, msgs, header=True, expand=expand)
+        out.write("\n".join(lines))
+        t_render = time.perf_counter() - t0
+        print(f"psqueue{' -r' if expand else ''} on {len(msgs)} jobs (100 arrays): store read {t_store * 1000:.0f} ms, "
+              f"to protobuf, wire format ({len(wire) / 1e6:.1f} MB) and back {t_pb * 1000:.0f} ms, "
+              f"render {t_render * 1000:.0f} ms ({len(lines)} lines)")
+    store.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--pending", type=int, default=10_000)
+    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--queue", type=int, default=100_000)
+    parser.add_argument("--repeat", type=int, default=10)
+    parser.add_argument("--pg", default=os.environ.get("PSLURM_TEST_PG_URL"))
+    parser.add_argument("--skip", default="", help="comma list of: plan, sqlite, pg, psqueue")
+    args = parser.parse_args()
+    skip = set(args.skip.split(","))
+    if "plan" not in skip:
+        bench_plan(args.pending, args.nodes, args.repeat)
+    with tempfile.TemporaryDirectory() as tmp:
+        if "sqlite" not in skip:
+            bench_store(f"sqlite:///{tmp}/bench.db", "sqlite", args.queue, args.nodes)
+        if "psqueue" not in skip:
+            bench_psqueue(f"sqlite:///{tmp}/psqueue.db", args.queue)
+    if args.pg and "pg" not in skip:
+        from sqlalchemy import create_engine, text
+
+        name = f"pslurm_bench_{os.getpid()}"
+        admin = create_engine(args.pg, isolation_level="AUTOCOMMIT")
+        with admin.connect() as conn:
+            conn.execute(text(f'CREATE DATABASE "{name}"'))
+        try:
+            bench_store(args.pg.rsplit("/", 1)[0] + "/" + name, "postgresql", args.queue, args.nodes)
+        finally:
+            with admin.connect() as conn:
+                conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+            admin.dispose()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,127 @@
+"""Multifactor priority, as Slurm defines it, and the fair-share factor: pure functions, ``now`` passed in.
+
+    priority = W_age * age + W_fairshare * fairshare + W_jobsize * jobsize
+               + W_partition * partition + W_qos * qos - nice
+
+each factor in [0, 1]: age = min(waited, PriorityMaxAge) / PriorityMaxAge; job size = the job's share
+of the cluster's billable TRES (1 minus that with PriorityFavorSmall); partition = PriorityJobFactor /
+the largest PriorityJobFactor; qos = 0 (pslurm has no QOS). An operator's ``Priority=`` replaces the
+sum. Fair share is Slurm's classic formula over a two-level tree (accounts, then their users, equal
+shares): F = 2^(-U_eff / S), with usage = TRESBillingWeights-weighted CPU- and GPU-seconds decayed
+with PriorityDecayHalfLife.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from pslurm.core.config import SchedulerConfig
+
+DEFAULT_ACCOUNT = "(null)"
+
+
+@dataclass(frozen=True)
+class Factors:
+    age: float
+    fairshare: float
+    jobsize: float
+    partition: float
+    qos: float
+    nice: int
+
+
+def billing_rate(weights: Iterable[tuple[str, float]], cpus: int, mem_mb: int, gpus: int) -> float:
+    """Billable TRES per second of a job holding these (TRESBillingWeights: CPU, Mem per GB, GRES/gpu)."""
+    rate = 0.0
+    for name, weight in weights:
+        if name == "cpu":
+            rate += weight * cpus
+        elif name == "mem":
+            rate += weight * mem_mb / 1024
+        elif name in ("gres/gpu", "gres/gpu:"):
+            rate += weight * gpus
+    return rate
+
+
+def decay(value: float, age: float, half_life: float) -> float:
+    """``value`` halved for every ``half_life`` seconds of ``age`` (no decay when half_life is 0)."""
+    if half_life <= 0 or age <= 0:
+        return value
+    return value * 0.5 ** (age / half_life)
+
+
+def run_usage(rate: float, start: float, end: float, now: float, half_life: float) -> float:
+    """Billable usage of one run from ``start`` to ``end`` (or now), as seen at ``now``: each second's
+    usage decays from its own time (integrated exactly)."""
+    end = min(end, now)
+    if end <= start:
+        return 0.0
+    if half_life <= 0:
+        return rate * (end - start)
+    import math
+
+    k = math.log(2) / half_life
+    # integral of rate * 2^(-(now - t)/h) dt from start to end
+    return rate * (math.exp(-k * (now - end)) - math.exp(-k * (now - start))) / k
+
+
+def fairshare_factors(usage: Mapping[tuple[str, str], float],
+                      users: Iterable[tuple[str, str]]) -> dict[tuple[str, str], float]:
+    """F = 2^(-U_eff/S) for each (account, user) in ``users`` (and in ``usage``). Every account has an
+    equal share of the cluster, every user an equal share of their account. U is the normalised
+    decayed usage; a user's effective usage takes in their account's:
+    U_eff = U_user + (U_account - U_user) * S_user_in_account."""
+    members: dict[str, set[str]] = defaultdict(set)
+    for account, user in [*usage.keys(), *users]:
+        members[account].add(user)
+    if not members:
+        return {}
+    total = sum(usage.values())
+    acct_usage: dict[str, float] = defaultdict(float)
+    for (account, _), value in usage.items():
+        acct_usage[account] += value
+    out = {}
+    s_account = 1.0 / len(members)
+    for account, names in members.items():
+        share_in_account = 1.0 / len(names)
+        u_acct = acct_usage[account] / total if total > 0 else 0.0
+        for user in names:
+            u_user = usage.get((account, user), 0.0) / total if total > 0 else 0.0
+            u_eff = u_user + (u_acct - u_user) * share_in_account
+            out[(account, user)] = 2.0 ** (-u_eff / (s_account * share_in_account))
+    return out
+
+
+@dataclass(frozen=True)
+class PriorityContext:
+    """What every job's factors are computed against in one pass."""
+
+    config: SchedulerConfig
+    now: float
+    fairshare: Mapping[tuple[str, str], float]
+    cluster_billing: float  # billable TRES of the whole cluster (job size's denominator)
+    partition_factor: Mapping[str, float]  # normalised PriorityJobFactor
+
+
+def factors(ctx: PriorityContext, *, submit_time: float, account: str, user: str, partition: str,
+            cpus: int, mem_mb: int, gpus: int, nice: int) -> Factors:
+    cfg = ctx.config
+    age = 0.0
+    if cfg.max_age > 0:
+        age = min(max(ctx.now - submit_time, 0.0), cfg.max_age) / cfg.max_age
+    size = 0.0
+    if ctx.cluster_billing > 0:
+        size = min(1.0, billing_rate(cfg.billing_weights, cpus, mem_mb, gpus) / ctx.cluster_billing)
+    if cfg.favor_small:
+        size = 1.0 - size
+    return Factors(age=age, fairshare=ctx.fairshare.get((account or DEFAULT_ACCOUNT, user), 1.0), jobsize=size,
+                   partition=ctx.partition_factor.get(partition, 1.0), qos=0.0, nice=nice)
+
+
+def priority(f: Factors, cfg: SchedulerConfig) -> int:
+    """The weighted sum less nice, never below 0."""
+    total = (cfg.weight_age * f.age + cfg.weight_fairshare * f.fairshare + cfg.weight_jobsize * f.jobsize
+             + cfg.weight_partition * f.partition + cfg.weight_qos * f.qos)
+    return max(0, int(total) - f.nice)
