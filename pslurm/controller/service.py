@@ -28,6 +28,7 @@ from pslurm.core.states import InvalidTransition, JobState, NodeState, node_disp
 log = logging.getLogger("psctld")
 
 HEARTBEAT_INTERVAL = 2.0
+MIN_PASS_GAP = 0.01  # seconds between scheduler passes at the most busy
 SUBMIT_LIMIT = "Job violates accounting/QOS policy (job submit limit, user's size and/or time limits)"
 
 
@@ -445,10 +446,8 @@ class Controller:
         )
         decided = plan(snapshot)
         targets = {n.name: n.target for n in nodes}
-        started = []
-        for placement in decided.placements:
-            if self.store.start_job(placement.job_id, placement.node, placement.gpu_indices, self.clock()):
-                started.append(placement.job_id)
+        started = self.store.start_jobs(
+            [(p.job_id, p.node, p.gpu_indices) for p in decided.placements], self.clock())
         for job in self.store.get_jobs(job_ids=started) if started else ():
             if job.state is JobState.RUNNING and job.node:
                 self.agents.launch_async(targets[job.node], job, self._launch_failed)
@@ -602,14 +601,23 @@ class Controller:
         if wake_scheduler:
             self._wake.set()
 
-    def run_loop(self, interval: float = 1.0) -> None:
-        """Schedule on every change and at least every ``interval`` seconds; watch heartbeats."""
+    def run_loop(self, interval: float = 1.0, min_gap: float = MIN_PASS_GAP) -> None:
+        """Schedule on every change and at least every ``interval`` seconds; watch heartbeats.
+
+        Passes are at least ``min_gap`` apart, and twice as far apart as the last pass took: a
+        burst of submits or job ends is taken in one pass (Slurm's batch_sched_delay), and a long
+        queue cannot keep the controller from answering RPCs.
+        """
         last_check = 0.0
+        next_pass = 0.0
         while not self._stopping.is_set():
             self._wake.wait(interval)
+            self._stopping.wait(max(0.0, next_pass - time.monotonic()))
             self._wake.clear()
+            started = time.monotonic()
             try:
                 self.schedule()
+                next_pass = started + max(min_gap, 3 * (time.monotonic() - started))
                 if self.clock() - last_check >= 1.0:
                     last_check = self.clock()
                     self.check_heartbeats()

@@ -189,20 +189,8 @@ class Store:
         Raises InvalidTransition when the job does not exist or is in a state ``to`` may not
         follow (it lost a race, or the request was wrong).
         """
-        allowed = [s.value for s in JOB_TRANSITIONS[to]]
         with self._write_lock, self.engine.begin() as conn:
-            old = conn.execute(select(jobs.c.state).where(jobs.c.job_id == job_id)).scalar()
-            if old is None:
-                raise InvalidTransition(f"job {job_id} does not exist")
-            result = conn.execute(
-                update(jobs).where(jobs.c.job_id == job_id, jobs.c.state.in_(allowed))
-                .values(state=to.value, **values)
-            )
-            if result.rowcount != 1:
-                raise InvalidTransition(f"job {job_id} is {old}, it cannot become {to.value}")
-            conn.execute(insert(job_events).values(
-                job_id=job_id, time=now, from_state=old, to_state=to.value, detail=detail))
-        return JobState(old)
+            return _transition(conn, job_id, to, now, detail, values)
 
     def requeue(self, job_id: int, now: float, detail: str) -> JobState:
         """RUNNING/COMPLETING -> PENDING, keeping the id: the run's node and times are cleared, the
@@ -213,12 +201,21 @@ class Store:
 
     def start_job(self, job_id: int, node: str, gpu_indices: Sequence[int], now: float) -> bool:
         """PENDING -> RUNNING on ``node`` with those GPUs; False when the job is no longer PENDING."""
-        try:
-            self.transition(job_id, JobState.RUNNING, now, detail=f"start on {node}", node=node,
-                            gpu_indices=_format_indices(gpu_indices), start_time=now, reason="None")
-        except InvalidTransition:
-            return False
-        return True
+        return bool(self.start_jobs([(job_id, node, gpu_indices)], now))
+
+    def start_jobs(self, placements: Sequence[tuple[int, str, Sequence[int]]], now: float) -> list[int]:
+        """Start a pass's placements in one transaction, each still a compare-and-set from PENDING;
+        returns the ids that started (a job cancelled meanwhile is skipped)."""
+        started = []
+        with self._write_lock, self.engine.begin() as conn:
+            for job_id, node, gpu_indices in placements:
+                try:
+                    _transition(conn, job_id, JobState.RUNNING, now, f"start on {node}", dict(
+                        node=node, gpu_indices=_format_indices(gpu_indices), start_time=now, reason="None"))
+                except InvalidTransition:
+                    continue
+                started.append(job_id)
+        return started
 
     def set_reason(self, reasons: dict[int, str]) -> None:
         """Record why pending jobs wait (Resources, Priority, ...); not a state change, no event."""
@@ -421,6 +418,22 @@ class Store:
             values["gpus"] = json.dumps([vars(g) for g in values["gpus"]])
         with self._write_lock, self.engine.begin() as conn:
             conn.execute(update(nodes).where(nodes.c.name == name).values(**values))
+
+
+def _transition(conn: Connection, job_id: int, to: JobState, now: float, detail: str,
+                values: dict[str, Any]) -> JobState:
+    """The compare-and-set and its event row, inside the caller's transaction."""
+    allowed = [s.value for s in JOB_TRANSITIONS[to]]
+    old = conn.execute(select(jobs.c.state).where(jobs.c.job_id == job_id)).scalar()
+    if old is None:
+        raise InvalidTransition(f"job {job_id} does not exist")
+    result = conn.execute(update(jobs).where(jobs.c.job_id == job_id, jobs.c.state.in_(allowed))
+                          .values(state=to.value, **values))
+    if result.rowcount != 1:
+        raise InvalidTransition(f"job {job_id} is {old}, it cannot become {to.value}")
+    conn.execute(insert(job_events).values(job_id=job_id, time=now, from_state=old, to_state=to.value,
+                                           detail=detail))
+    return JobState(old)
 
 
 def _set_node_state(conn: Connection, name: str, to: NodeState, allowed: list[str],
