@@ -33,6 +33,10 @@ Hold = Annotated[Optional[bool], typer.Option("-H", "--hold", help="submit held 
 KillOnInvalidDep = Annotated[Optional[str], typer.Option(
     "--kill-on-invalid-dep", help="yes: cancel the job when its dependency can never be met")]
 Json = Annotated[bool, typer.Option("--json", help="print JSON for programs")]
+# The read commands' shared filters (psqueue, psacct, psprio, psinfo).
+Jobs = Annotated[Optional[str], typer.Option("-j", "--jobs", help="comma-separated job ids")]
+Users = Annotated[Optional[str], typer.Option("-u", "--user", help="comma-separated user names")]
+NoHeader = Annotated[bool, typer.Option("-h", "--noheader", help="no header line")]
 
 JOB_OPTION_NAMES = tuple(f.name for f in fields(JobOptions))
 

@@ -166,8 +166,8 @@ def make_app() -> typer.Typer:
 
     @app.command()
     def psacct(
-        jobs: Annotated[Optional[str], typer.Option("-j", "--jobs", help="comma-separated job ids")] = None,
-        users: Annotated[Optional[str], typer.Option("-u", "--user", help="comma-separated user names")] = None,
+        jobs: o.Jobs = None,
+        users: o.Users = None,
         allusers: Annotated[bool, typer.Option("-a", "--allusers", help="jobs of every user")] = False,
         states: Annotated[Optional[str], typer.Option("-s", "--state", help="states (CD,F,R,...)")] = None,
         start: Annotated[Optional[str], typer.Option(

@@ -196,26 +196,14 @@ def _update(client: Client, pairs: list[str]) -> None:
 
 def _job_action(client: Client, verb: str, ids: list[str]) -> None:
     """hold / uhold / release / requeue, for each id (14, 14_3, 14_[5-9]; commas allowed)."""
+    from pslurm.core.arrays import split_job_list
     from pslurm.proto import pslurm_pb2 as pb
 
     errors = []
     for item in ids:
-        for text in _split(item):
+        for text in split_job_list(item):
             errors.extend(client.call("UpdateJob", pb.UpdateJobRequest(job=text, action=verb)).errors)
     _report(pb.UpdateJobReply(errors=errors))
-
-
-def _split(text: str) -> list[str]:
-    out, depth, cur = [], 0, ""
-    for ch in text:
-        depth += ch == "["
-        depth -= ch == "]"
-        if ch == "," and depth == 0:
-            out.append(cur)
-            cur = ""
-        else:
-            cur += ch
-    return [x for x in [*out, cur] if x]
 
 
 def _report(reply: Any) -> None:

@@ -94,7 +94,7 @@ def make_app() -> typer.Typer:
     @app.command()
     def psinfo(
         node_oriented: Annotated[bool, typer.Option("-N", "--Node", help="one line per node")] = False,
-        noheader: Annotated[bool, typer.Option("-h", "--noheader", help="no header line")] = False,
+        noheader: o.NoHeader = False,
         fmt: Annotated[Optional[str], typer.Option("-o", "--format", help="output format (%P %N %G %t ...)")] = None,
         partition: Annotated[Optional[str], typer.Option("-p", "--partition", help="partitions")] = None,
         as_json: o.Json = False,

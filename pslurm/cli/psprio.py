@@ -44,12 +44,12 @@ def make_app() -> typer.Typer:
 
     @app.command()
     def psprio(
-        jobs: Annotated[Optional[str], typer.Option("-j", "--jobs", help="comma-separated job ids")] = None,
-        users: Annotated[Optional[str], typer.Option("-u", "--user", help="comma-separated user names")] = None,
+        jobs: o.Jobs = None,
+        users: o.Users = None,
         long: Annotated[bool, typer.Option("-l", "--long", help="with user and account")] = False,
         norm: Annotated[bool, typer.Option("-n", "--norm", help="normalised factors (0..1), not weighted")] = False,
         weights: Annotated[bool, typer.Option("-w", "--weights", help="show the configured weights")] = False,
-        noheader: Annotated[bool, typer.Option("-h", "--noheader", help="no header line")] = False,
+        noheader: o.NoHeader = False,
         fmt: Annotated[Optional[str], typer.Option("-o", "--format", help="output format (%i %Y %A %F ...)")] = None,
         as_json: o.Json = False,
     ) -> None:

@@ -148,18 +148,18 @@ def make_app() -> typer.Typer:
 
     @app.command()
     def psqueue(
-        jobs: Annotated[Optional[str], typer.Option("-j", "--jobs", help="comma-separated job ids")] = None,
-        users: Annotated[Optional[str], typer.Option("-u", "--user", help="comma-separated user names")] = None,
+        jobs: o.Jobs = None,
+        users: o.Users = None,
         states: Annotated[Optional[str], typer.Option("-t", "--states", help="states (PD,R,...) or all")] = None,
         partition: Annotated[Optional[str], typer.Option("-p", "--partition", help="partitions")] = None,
-        noheader: Annotated[bool, typer.Option("-h", "--noheader", help="no header line")] = False,
+        noheader: o.NoHeader = False,
         fmt: Annotated[Optional[str], typer.Option("-o", "--format", help="output format (%i %j %T ...)")] = None,
         start: Annotated[bool, typer.Option("--start", help="pending jobs and their expected start times")] = False,
         expand: Annotated[bool, typer.Option("-r", "--array", help="one line per array task")] = False,
         as_json: o.Json = False,
     ) -> None:
         """Show pending and running jobs (finished ones with -t all or -j)."""
-        from pslurm.core.arrays import parse_task_selector
+        from pslurm.core.arrays import parse_task_selector, split_job_list
         from pslurm.core.jobspec import SpecError
         from pslurm.proto import pslurm_pb2 as pb
 
@@ -167,7 +167,7 @@ def make_app() -> typer.Typer:
         selectors = []
         if jobs:
             try:
-                selectors = [parse_task_selector(j) for j in _split_ids(jobs)]
+                selectors = [parse_task_selector(j) for j in split_job_list(jobs)]
             except SpecError:
                 fail(PROG, f"Invalid job id specified: {jobs}")
             query.job_ids.extend(job_id for job_id, _ in selectors)
@@ -199,21 +199,6 @@ def make_app() -> typer.Typer:
         sys.stdout.write("".join(line + "\n" for line in lines))
 
     return app
-
-
-def _split_ids(text: str) -> list[str]:
-    """``1,14_[3-5,7],9`` -> ["1", "14_[3-5,7]", "9"]: commas inside brackets stay."""
-    out, depth, cur = [], 0, ""
-    for ch in text:
-        depth += ch == "["
-        depth -= ch == "]"
-        if ch == "," and depth == 0:
-            out.append(cur)
-            cur = ""
-        else:
-            cur += ch
-    out.append(cur)
-    return [x for x in out if x]
 
 
 def _selected(job: Any, selectors: list[tuple[int, tuple[int, ...] | None]]) -> bool:

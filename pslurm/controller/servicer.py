@@ -82,7 +82,7 @@ class ControllerServicer(pb_grpc.ControllerServicer):
                     light.ClearField("environment")
                     light.ClearField("script")
                     specs[id(j.spec)] = light
-        return pb.JobList(jobs=[_with_usage(convert.job_to_pb(j, specs=specs), j) for j in jobs])
+        return pb.JobList(jobs=[convert.job_to_pb(j, specs=specs) for j in jobs])
 
     def CancelJobs(self, request: pb.CancelRequest, context: grpc.ServicerContext) -> pb.CancelReply:
         errors = self.c.cancel(list(request.job_ids), caller_uid(context), request.signal, list(request.job_specs))
@@ -177,14 +177,3 @@ class ControllerServicer(pb_grpc.ControllerServicer):
         self.c.job_ended(request.job_id, request.node, JobState(request.state), request.exit_code,
                          request.exit_signal, request.end_time, usage)
         return pb.Empty()
-
-
-def _with_usage(msg: pb.Job, job) -> pb.Job:  # type: ignore[no-untyped-def]
-    """The job's accounting (psacct), where recorded."""
-    if job.gpu_seconds is not None:
-        msg.gpu_seconds = job.gpu_seconds
-    if job.peak_gpu_memory_mb is not None:
-        msg.peak_gpu_memory_mb = job.peak_gpu_memory_mb
-    if job.mean_gpu_util is not None:
-        msg.mean_gpu_util = job.mean_gpu_util
-    return msg

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from pslurm.core.gres import GresRequest
 from pslurm.core.jobspec import JobRecord, JobSpec
@@ -27,16 +28,7 @@ def spec_to_pb(spec: JobSpec) -> pb.JobSpec:
         gres=gres_to_pb(spec.gres), interactive=spec.interactive, account=spec.account, nice=spec.nice,
         dependency=spec.dependency, hold=spec.hold, array=spec.array, kill_on_invalid_dep=spec.kill_on_invalid_dep,
     )
-    if spec.requeue is not None:
-        msg.requeue = spec.requeue
-    if spec.script is not None:
-        msg.script = spec.script
-    if spec.stdout is not None:
-        msg.stdout = spec.stdout
-    if spec.stderr is not None:
-        msg.stderr = spec.stderr
-    if spec.time_limit is not None:
-        msg.time_limit = spec.time_limit
+    _set_present(msg, spec, _SPEC_OPTIONAL)
     return msg
 
 
@@ -71,16 +63,23 @@ def job_to_pb(job: JobRecord, node_target: str = "", specs: dict[int, pb.JobSpec
     if job.array_job_id is not None:
         msg.array_job_id = job.array_job_id
         msg.array_task_id = job.array_task_id or 0
-    if job.start_estimate is not None:
-        msg.start_estimate = job.start_estimate
     msg.spec.partition = job.partition or msg.spec.partition
-    if job.start_time is not None:
-        msg.start_time = job.start_time
-    if job.end_time is not None:
-        msg.end_time = job.end_time
-    if job.time_limit is not None:
-        msg.time_limit = job.time_limit
+    _set_present(msg, job, _JOB_OPTIONAL)
     return msg
+
+
+# Job fields that are unset on the wire when the record has None (times not reached, usage not measured).
+_JOB_OPTIONAL = ("start_estimate", "start_time", "end_time", "time_limit", "gpu_seconds", "peak_gpu_memory_mb",
+                 "mean_gpu_util")
+_SPEC_OPTIONAL = ("requeue", "script", "stdout", "stderr", "time_limit")
+
+
+def _set_present(msg: Any, source: object, names: tuple[str, ...]) -> None:
+    """Copy the attributes of ``source`` that are not None onto the optional fields of ``msg``."""
+    for name in names:
+        value = getattr(source, name)
+        if value is not None:
+            setattr(msg, name, value)
 
 
 def job_from_pb(msg: pb.Job) -> JobRecord:

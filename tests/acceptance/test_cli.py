@@ -8,17 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Cluster
-
-
-def wait_for(predicate, timeout=30.0, interval=0.1):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError("condition not met in time")
+from tests.conftest import Cluster, wait_for
 
 
 def queue(cluster: Cluster, *args: str) -> list[list[str]]:

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from pslurm.nodeagent.cgroups import DeviceCgroups
-from tests.conftest import Cluster, cli
+from tests.conftest import Cluster, cli, wait_for
 
 FAKE_PYNVML = '''"""A fake pynvml for pslurm's tests: the real module's errors and constants, fake devices
 read from the JSON file $PSLURM_FAKE_NVML on every call (so a test can change them live)."""
@@ -135,15 +135,6 @@ def make_devices(root: Path, count: int) -> Path:
         (dev / f"nvidia{minor}").chmod(0o666)
     return dev
 
-
-def wait_for(predicate: Any, timeout: float = 20.0, interval: float = 0.1) -> Any:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError("condition not met in time")
 
 
 class GpuCluster(Cluster):

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Cluster, cli
+from tests.conftest import Cluster, cli, wait_for
 
 CONF = """ClusterName=sched
 SlurmdTimeout=10
@@ -41,15 +41,6 @@ def sched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     finally:
         cli("pslurm", "down", "--state-dir", str(state), timeout=60)
 
-
-def wait_for(predicate, timeout=30.0, interval=0.1):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError("condition not met in time")
 
 
 def submit(c: Cluster, *args: str, cwd: Path) -> str:

@@ -12,16 +12,7 @@ from pathlib import Path
 import pytest
 
 from pslurm.cluster.local import free_ports
-from tests.conftest import cli
-
-
-def wait_for(predicate, timeout=20.0):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if value := predicate():
-            return value
-        time.sleep(0.1)
-    raise AssertionError("condition not met in time")
+from tests.conftest import cli, wait_for
 
 
 class Procs:
