@@ -604,7 +604,7 @@ class Controller:
     def run_loop(self, interval: float = 1.0, min_gap: float = MIN_PASS_GAP) -> None:
         """Schedule on every change and at least every ``interval`` seconds; watch heartbeats.
 
-        Passes are at least ``min_gap`` apart, and twice as far apart as the last pass took: a
+        Passes are at least ``min_gap`` apart, and as far again as the last pass took: a
         burst of submits or job ends is taken in one pass (Slurm's batch_sched_delay), and a long
         queue cannot keep the controller from answering RPCs.
         """
@@ -617,7 +617,7 @@ class Controller:
             started = time.monotonic()
             try:
                 self.schedule()
-                next_pass = started + max(min_gap, 3 * (time.monotonic() - started))
+                next_pass = started + max(min_gap, 2 * (time.monotonic() - started))
                 if self.clock() - last_check >= 1.0:
                     last_check = self.clock()
                     self.check_heartbeats()
