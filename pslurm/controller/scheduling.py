@@ -1,0 +1,223 @@
+"""The Controller's scheduler pass: snapshot, priorities, dependencies, plan, start, launch."""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+
+from pslurm.controller import priority as prio
+from pslurm.controller.agents import AgentClient, AgentUnreachable
+from pslurm.controller.nodes import NodeUsage, node_view, usage_by_node
+from pslurm.controller.policy import UNLIMITED, Limits, PendingJob, RunningJob, Snapshot, plan
+from pslurm.controller.store import Allocation, QueuedJob, Store
+from pslurm.core.config import ClusterConfig, SchedulerConfig
+from pslurm.core.dependency import DepStatus, Ref, RefJob, evaluate, parse_dependency
+from pslurm.core.jobspec import JobRecord, SpecError
+from pslurm.core.states import InvalidTransition, JobState, NodeState
+
+log = logging.getLogger("psctld")
+
+
+class SchedulerPass:
+    """The Controller's scheduling methods (a mixin: the Controller owns the state they use)."""
+
+    config: ClusterConfig
+    store: Store
+    agents: AgentClient
+    clock: Callable[[], float]
+    sched: SchedulerConfig
+    _partitions_of: dict[str, frozenset[str]]
+    _usage: dict[tuple[str, str], float]
+    _usage_at: float | None
+    _usage_mark: float
+    _usage_seen: dict[tuple[int, float], float]
+    _dep_cache: dict[str, object]
+
+    def _notify(self, wake_scheduler: bool = True) -> None:
+        raise NotImplementedError
+
+    # -- scheduling ------------------------------------------------------------------------
+
+    def schedule(self) -> int:
+        """One pass: snapshot, plan, commit each placement, launch. Returns jobs started."""
+        pending = self.store.queue()
+        if not pending:
+            return 0
+        now = self.clock()
+        nodes = self.store.get_nodes()
+        allocations = self.store.allocations()
+        usage = usage_by_node(allocations)
+        priorities = {q.job_id: p for q, _, p in self._priorities(pending, allocations, now)}
+        deps = self._dependencies(pending)
+        for q in pending:  # --kill-on-invalid-dep=yes: a dependency that can never be met cancels the job
+            if q.kill_on_invalid_dep and deps.get(q.job_id) is DepStatus.NEVER:
+                try:
+                    self.store.transition(q.job_id, JobState.CANCELLED, now, "dependency never satisfied",
+                                          end_time=now, reason="DependencyNeverSatisfied")
+                except InvalidTransition:
+                    pass
+                deps[q.job_id] = DepStatus.WAITING  # not considered below
+        sched = self.sched
+        parts = self.config.partitions.values()
+        snapshot = Snapshot(
+            pending=[PendingJob(q.job_id, q.partition, q.cpus, q.mem_mb, q.gres, priorities[q.job_id], q.time_limit,
+                                q.user, q.array_job_id, q.array_max_running,
+                                deps.get(q.job_id, DepStatus.SATISFIED).value, q.hold) for q in pending],
+            nodes=[node_view(n, usage.get(n.name, NodeUsage()), self._partitions_of[n.name]) for n in nodes],
+            now=now,
+            running=[RunningJob(a.job_id, a.node, a.cpus, a.mem_mb, a.gpu_indices,
+                                None if a.time_limit is None or a.start_time is None else a.start_time + a.time_limit,
+                                a.user, a.array_job_id) for a in allocations],
+            partition_state={p.name: p.state.upper() for p in parts},
+            partition_max_time={p.name: p.max_time for p in parts},
+            limits=Limits(sched.max_jobs_per_user, sched.max_gpus_per_user, sched.max_cpus_per_user),
+            max_reservations=sched.bf_max_job_test,
+        )
+        decided = plan(snapshot)
+        targets = {n.name: n.target for n in nodes}
+        started = self.store.start_jobs(
+            [(p.job_id, p.node, p.gpu_indices) for p in decided.placements], self.clock())
+        for job in self.store.get_jobs(job_ids=started) if started else ():
+            if job.state is JobState.RUNNING and job.node:
+                self.agents.launch_async(targets[job.node], job, self._launch_failed)
+        placed = set(started)
+        changes = {}
+        for q in pending:
+            if q.job_id in placed:
+                continue
+            estimate = decided.estimates.get(q.job_id)
+            if estimate is not None:
+                estimate = None if estimate - now > UNLIMITED / 2 else float(round(estimate))
+            value = (decided.reasons.get(q.job_id, q.reason), priorities[q.job_id], estimate)
+            if value != (q.reason, q.priority, q.start_estimate):
+                changes[q.job_id] = value
+        self.store.update_pending(changes)
+        if started or changes:
+            self._notify(wake_scheduler=False)
+        return len(started)
+
+    # -- priority and fair share ----------------------------------------------------------
+
+    def _priorities(self, pending: Sequence[QueuedJob], allocations: Sequence[Allocation],
+                    now: float) -> list[tuple[QueuedJob, prio.Factors, int]]:
+        """Each pending job with its factors and priority (an operator's Priority= wins)."""
+        sched = self.sched
+        usage = dict(self._finished_usage(now))
+        for a in allocations:  # running jobs count as they go
+            if a.start_time is not None:
+                rate = prio.billing_rate(sched.billing_weights, a.cpus, a.mem_mb, len(a.gpu_indices))
+                key = (a.account or prio.DEFAULT_ACCOUNT, a.user)
+                usage[key] = usage.get(key, 0.0) + prio.run_usage(rate, a.start_time, now, now,
+                                                                  sched.decay_half_life)
+        shares = prio.fairshare_factors(usage, {(q.account or prio.DEFAULT_ACCOUNT, q.user) for q in pending})
+        cluster = sum(prio.billing_rate(sched.billing_weights, n.cpus, n.real_memory, n.gpus())
+                      for n in self.config.nodes.values())
+        top = max((p.priority_job_factor for p in self.config.partitions.values()), default=1) or 1
+        ctx = prio.PriorityContext(sched, now, shares, cluster,
+                                   {p.name: p.priority_job_factor / top for p in self.config.partitions.values()})
+        out = []
+        for q in pending:
+            gpus = sum(g.count for g in q.gres if g.name == "gpu")
+            f = prio.factors(ctx, submit_time=q.submit_time, account=q.account, user=q.user, partition=q.partition,
+                             cpus=q.cpus, mem_mb=q.mem_mb, gpus=gpus, nice=q.nice)
+            out.append((q, f, q.admin_priority if q.admin_priority is not None else prio.priority(f, sched)))
+        return out
+
+    def priorities(self, job_ids: Sequence[int] = (), users: Sequence[str] = ()
+                   ) -> list[tuple[QueuedJob, prio.Factors, int]]:
+        """psprio: the pending jobs' factors as the scheduler computes them now."""
+        pending = self.store.queue()
+        if job_ids:
+            wanted = set(job_ids)
+            pending = [q for q in pending if q.job_id in wanted or q.array_job_id in wanted]
+        if users:
+            pending = [q for q in pending if q.user in users]
+        return self._priorities(pending, self.store.allocations(), self.clock())
+
+    def _finished_usage(self, now: float) -> dict[tuple[str, str], float]:
+        """Decayed billable usage of finished runs per (account, user), updated incrementally."""
+        half_life = self.sched.decay_half_life
+        if self._usage_at is None:
+            since = now - 20 * half_life if half_life > 0 else 0.0
+        else:
+            factor = prio.decay(1.0, now - self._usage_at, half_life)
+            for key in self._usage:
+                self._usage[key] *= factor
+            since = self._usage_mark - 60.0
+        self._usage_at = now
+        for r in self.store.finished_usage(since):
+            seen = (r.job_id, r.end_time)
+            if seen in self._usage_seen:
+                continue
+            self._usage_seen[seen] = r.end_time
+            self._usage_mark = max(self._usage_mark, r.end_time)
+            rate = prio.billing_rate(self.sched.billing_weights, r.cpus, r.mem_mb, r.gpus)
+            self._usage[(r.account or prio.DEFAULT_ACCOUNT, r.user)] += prio.run_usage(
+                rate, r.start_time, r.end_time, now, half_life)
+        if len(self._usage_seen) > 10000:
+            self._usage_seen = {k: v for k, v in self._usage_seen.items() if v >= self._usage_mark - 120.0}
+        return self._usage
+
+    # -- dependencies ---------------------------------------------------------------------
+
+    def _dependencies(self, pending: Sequence[QueuedJob]) -> dict[int, DepStatus]:
+        """Each pending job's dependency status (jobs without one are left out: satisfied)."""
+        parsed = {}
+        for q in pending:
+            if q.dependency:
+                try:
+                    parsed[q.job_id] = parse_dependency(q.dependency)
+                except SpecError:
+                    parsed[q.job_id] = None  # accepted at submit; unreadable now: treat as never
+        if not parsed:
+            return {}
+        refs = {r for d in parsed.values() if d is not None for r in d.refs}
+        rows = self.store.refs(r.job_id for r in refs)
+        plain = {r.job_id: r for r in rows}
+        arrays: dict[int, list[RefJob]] = defaultdict(list)
+        for r in rows:
+            if r.array_job_id is not None:
+                arrays[r.array_job_id].append(RefJob(r.job_id, r.state, r.started, r.array_task_id))
+        table: dict[Ref, list[RefJob]] = {}
+        for ref in refs:
+            if ref.task_id is not None:
+                table[ref] = [j for j in arrays.get(ref.job_id, []) if j.array_task_id == ref.task_id]
+            elif ref.job_id in arrays:
+                table[ref] = arrays[ref.job_id]
+            elif ref.job_id in plain:
+                r = plain[ref.job_id]
+                table[ref] = [RefJob(r.job_id, r.state, r.started, r.array_task_id)]
+        singles = {q.job_id: q for q in pending if q.job_id in parsed and parsed[q.job_id] is not None
+                   and any(t.kind == "singleton" for t in parsed[q.job_id].terms)}  # type: ignore[union-attr]
+        others = self.store.active_named({q.name for q in singles.values()}) if singles else []
+        out = {}
+        for q in pending:
+            if q.job_id not in parsed:
+                continue
+            dep = parsed[q.job_id]
+            if dep is None:
+                out[q.job_id] = DepStatus.NEVER
+                continue
+            clear = True
+            if q.job_id in singles:
+                clear = not any(o.user == q.user and o.name == q.name and o.job_id != q.job_id and
+                                (o.state is not JobState.PENDING or o.job_id < q.job_id) for o in others)
+            out[q.job_id] = evaluate(dep, table, own_task_id=q.array_task_id, singleton_clear=clear)
+        return out
+
+    def _launch_failed(self, job: JobRecord, error: Exception) -> None:
+        """The agent could not be reached or refused: requeue the job and set the node DOWN."""
+        now = self.clock()
+        log.warning("launch of job %d on %s failed: %s", job.job_id, job.node, error)
+        try:
+            self.store.transition(job.job_id, JobState.PENDING, now, f"launch failed: {error}"[:250],
+                                  node=None, gpu_indices="", start_time=None, reason="None")
+        except InvalidTransition:
+            return
+        if job.node and isinstance(error, AgentUnreachable):
+            try:
+                self.store.set_node_state(job.node, NodeState.DOWN, now, reason="Not responding")
+            except InvalidTransition:
+                pass
+        self._notify()
