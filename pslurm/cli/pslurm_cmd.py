@@ -36,7 +36,10 @@ def make_app() -> typer.Typer:
         directory, default = _state_dir(state_dir)
         cluster = LocalCluster(directory)
         if cluster.running():
-            fail(PROG, f"a cluster is already running in {directory} ('pslurm down' stops it)")
+            if conf is None and _same_shape(cluster.conf_path, nodes, gpus_per_node, cpus):
+                print(f"pslurm: the cluster in {directory} is already up with {nodes} nodes of {gpus_per_node} GPUs")
+                return  # up is idempotent: running the quickstart twice is fine
+            fail(PROG, f"a different cluster is already running in {directory} ('pslurm down' stops it)")
         try:
             config = (cluster.write_config_from(conf.resolve(), db) if conf is not None
                       else cluster.write_config(nodes, gpus_per_node, cpus, memory, db))
@@ -78,6 +81,18 @@ def make_app() -> typer.Typer:
 
     app.add_typer(lxc_cmd.make_app(), name="lxc")
     return app
+
+
+def _same_shape(conf_path: Path, nodes: int, gpus_per_node: int, cpus: int) -> bool:
+    """The running cluster's configuration has the node count, GPUs and CPUs asked for."""
+    from pslurm.core.config import ConfigError, load_cluster_config
+
+    try:
+        config = load_cluster_config(str(conf_path))
+    except ConfigError:
+        return False
+    return len(config.nodes) == nodes and all(n.gpus() == gpus_per_node and n.cpus == cpus
+                                              for n in config.nodes.values())
 
 
 def _state_dir(given: Path | None) -> tuple[Path, bool]:
