@@ -163,7 +163,8 @@ def make_app() -> typer.Typer:
         from pslurm.core.jobspec import SpecError
         from pslurm.proto import pslurm_pb2 as pb
 
-        query = pb.JobQuery(light=True)
+        # A listing reads only the jobs' own columns, unless it shows the request itself.
+        query = pb.JobQuery(light=not as_json and not _shows_request(fmt or ""))
         selectors = []
         if jobs:
             try:
@@ -209,6 +210,13 @@ def _selected(job: Any, selectors: list[tuple[int, tuple[int, ...] | None]]) -> 
                 and job.array_task_id in tasks:
             return True
     return False
+
+
+def _shows_request(fmt: str) -> bool:
+    """The format has the work directory (%Z) or the command (%o), which only the full request holds."""
+    from pslurm.cli.formats import parse_format
+
+    return any(col.letter in ("Z", "o") for col in parse_format(fmt)[0])
 
 
 def render_queue(fmt: str, found: list[Any], header: bool, expand: bool = False) -> list[str]:

@@ -166,8 +166,8 @@ class Controller(NodeLife, SchedulerPass):
 
     def jobs(self, job_ids: Sequence[int] = (), users: Sequence[str] = (),
              states: Sequence[JobState] = (), include_finished: bool = False,
-             since: float | None = None) -> list[JobRecord]:
-        return self.store.get_jobs(job_ids, users, states, include_finished, since)
+             since: float | None = None, light: bool = False) -> list[JobRecord]:
+        return self.store.get_jobs(job_ids, users, states, include_finished, since, light)
 
     def cancel(self, job_ids: Sequence[int], requester_uid: int, signal: int = 0,
                job_specs: Sequence[str] = ()) -> list[str]:

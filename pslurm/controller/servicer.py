@@ -73,15 +73,8 @@ class ControllerServicer(pb_grpc.ControllerServicer):
         states = _guard(context, lambda: [JobState.parse(s) for s in request.states])
         since = request.since if request.HasField("since") else None
         jobs = self.c.jobs(list(request.job_ids), list(request.users), states, request.include_finished,
-                           since)
-        specs: dict[int, pb.JobSpec] = {}
-        if request.light:  # the environment and script are most of a job's bytes
-            for j in jobs:
-                if id(j.spec) not in specs:
-                    light = convert.spec_to_pb(j.spec)
-                    light.ClearField("environment")
-                    light.ClearField("script")
-                    specs[id(j.spec)] = light
+                           since, light=request.light)
+        specs: dict[int, pb.JobSpec] = {}  # converted once per shared spec (an array's tasks)
         return pb.JobList(jobs=[convert.job_to_pb(j, specs=specs) for j in jobs])
 
     def CancelJobs(self, request: pb.CancelRequest, context: grpc.ServicerContext) -> pb.CancelReply:
