@@ -232,7 +232,7 @@ class Controller(NodeLife, SchedulerPass):
         while not self._stopping.is_set():
             with self._changed:
                 version = self._version
-            job = self.store.get_job(job_id)
+            job = self.store.get_job(job_id, light=True)
             if job is None:
                 raise NotFound(f"Invalid job id specified: {job_id}")
             if (job.state, job.node, job.reason) != last:
@@ -252,7 +252,7 @@ class Controller(NodeLife, SchedulerPass):
     def job_ended(self, job_id: int, node: str, state: JobState, exit_code: int, exit_signal: int,
                   end_time: float, usage: dict[str, float | None] | None = None) -> None:
         """The agent saw the job's processes end. Idempotent: a repeated report is ignored."""
-        job = self.store.get_job(job_id)
+        job = self.store.get_job(job_id, light=True)  # its state and flags; not its request
         if job is None or job.state.is_final or job.node != node:
             return
         if job.requeue_requested:
@@ -269,7 +269,7 @@ class Controller(NodeLife, SchedulerPass):
     def _end_job(self, job_id: int, state: JobState, now: float, detail: str, exit_code: int,
                  exit_signal: int, usage: dict[str, float | None] | None = None) -> None:
         if state is JobState.NODE_FAIL:
-            job = self.store.get_job(job_id)
+            job = self.store.get_job(job_id, light=True)
             if job is not None and job.requeue and job.state.holds_resources:
                 try:  # the job keeps its id and runs again elsewhere; its events keep this run
                     self.store.requeue(job_id, now, f"requeued after node failure: {detail}"[:250])

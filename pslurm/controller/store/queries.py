@@ -169,7 +169,8 @@ class Store:
             array_job_id=None, array_task_id=array_ids[0] if array_ids else None,
         )
         with self._write_lock, self.engine.begin() as conn:
-            job_id = int(conn.execute(insert(jobs).values(**values)).inserted_primary_key[0])  # type: ignore[index]
+            # parameters, not .values(): the compiled statement is cached, no per-call clause building
+            job_id = int(conn.execute(insert(jobs), values).inserted_primary_key[0])  # type: ignore[index]
             ids = [job_id]
             if array_ids:
                 conn.execute(update(jobs).where(jobs.c.job_id == job_id).values(array_job_id=job_id))
@@ -307,9 +308,12 @@ class Store:
                                 len(_parse_indices(r.gpu_indices)), r.start_time, r.end_time)
                     for r in conn.execute(query)]
 
-    def get_job(self, job_id: int) -> JobRecord | None:
-        found = self.get_jobs(job_ids=[job_id], include_finished=True)
-        return found[0] if found else None
+    def get_job(self, job_id: int, light: bool = False) -> JobRecord | None:
+        """One job by its own id (not its array's other tasks); ``light`` as in :meth:`get_jobs`."""
+        columns = [c for c in jobs.c if c.name != "spec"] if light else [jobs]
+        with self.engine.connect() as conn:
+            row = conn.execute(select(*columns).where(jobs.c.job_id == job_id)).first()
+        return _job_from_row(row, None, light) if row is not None else None
 
     def get_jobs(self, job_ids: Sequence[int] = (), users: Sequence[str] = (),
                  states: Sequence[JobState] = (), include_finished: bool = False,
@@ -437,8 +441,8 @@ def _transition(conn: Connection, job_id: int, to: JobState, now: float, detail:
                           .values(state=to.value, **values))
     if result.rowcount != 1:
         raise InvalidTransition(f"job {job_id} is {old}, it cannot become {to.value}")
-    conn.execute(insert(job_events).values(job_id=job_id, time=now, from_state=old, to_state=to.value,
-                                           detail=detail))
+    conn.execute(insert(job_events), dict(job_id=job_id, time=now, from_state=old, to_state=to.value,
+                                          detail=detail))
     return JobState(old)
 
 
