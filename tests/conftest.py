@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -81,6 +82,20 @@ class Cluster:
     def run(self, *args: str, **kw: object) -> subprocess.CompletedProcess[str]:
         kw.setdefault("env", self.env)
         return cli(*args, **kw)  # type: ignore[arg-type]
+
+
+@contextlib.contextmanager
+def cluster_from_conf(root: Path, conf: str, gres: str) -> Iterator[Cluster]:
+    """`pslurm up --conf` on this pslurm.conf and gres.conf text, `pslurm down` afterwards."""
+    (root / "pslurm.conf").write_text(conf)
+    (root / "gres.conf").write_text(gres)
+    state = root / "state"
+    up = cli("pslurm", "up", "--conf", str(root / "pslurm.conf"), "--state-dir", str(state), timeout=120)
+    try:
+        assert up.returncode == 0, up.stdout + up.stderr
+        yield Cluster(state)
+    finally:
+        cli("pslurm", "down", "--state-dir", str(state), timeout=60)
 
 
 @pytest.fixture(scope="module")

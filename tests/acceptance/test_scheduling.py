@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Cluster, cli, wait_for
+from tests.conftest import Cluster, cluster_from_conf, wait_for
 
 CONF = """ClusterName=sched
 SlurmdTimeout=10
@@ -30,16 +30,8 @@ PartitionName=closed Nodes=c000 State=DRAIN
 
 @pytest.fixture(scope="module")
 def sched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    root = tmp_path_factory.mktemp("sched")
-    (root / "pslurm.conf").write_text(CONF)
-    (root / "gres.conf").write_text("NodeName=c[000-001] Name=gpu Count=2\n")
-    state = root / "state"
-    up = cli("pslurm", "up", "--conf", str(root / "pslurm.conf"), "--state-dir", str(state), timeout=120)
-    try:
-        assert up.returncode == 0, up.stdout + up.stderr
-        yield Cluster(state)
-    finally:
-        cli("pslurm", "down", "--state-dir", str(state), timeout=60)
+    with cluster_from_conf(tmp_path_factory.mktemp("sched"), CONF, "NodeName=c[000-001] Name=gpu Count=2\n") as c:
+        yield c
 
 
 
@@ -205,18 +197,10 @@ def test_pscontrol_requeue_keeps_the_id_and_reruns(sched, tmp_path):
 
 @pytest.fixture(scope="module")
 def limited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    root = tmp_path_factory.mktemp("limited")
-    (root / "pslurm.conf").write_text("ClusterName=limited\nSlurmdTimeout=10\nKillWait=2\nMaxSubmitJobsPerUser=3\n"
-                                      "MaxTRESPerUser=gres/gpu=1\nNodeName=c000 CPUs=4 RealMemory=4000 Gres=gpu:2\n"
-                                      "PartitionName=gpu Nodes=c000 Default=YES\n")
-    (root / "gres.conf").write_text("NodeName=c000 Name=gpu Count=2\n")
-    state = root / "state"
-    up = cli("pslurm", "up", "--conf", str(root / "pslurm.conf"), "--state-dir", str(state), timeout=120)
-    try:
-        assert up.returncode == 0, up.stdout + up.stderr
-        yield Cluster(state)
-    finally:
-        cli("pslurm", "down", "--state-dir", str(state), timeout=60)
+    conf = ("ClusterName=limited\nSlurmdTimeout=10\nKillWait=2\nMaxSubmitJobsPerUser=3\nMaxTRESPerUser=gres/gpu=1\n"
+            "NodeName=c000 CPUs=4 RealMemory=4000 Gres=gpu:2\nPartitionName=gpu Nodes=c000 Default=YES\n")
+    with cluster_from_conf(tmp_path_factory.mktemp("limited"), conf, "NodeName=c000 Name=gpu Count=2\n") as c:
+        yield c
 
 
 def test_submit_and_run_limits(limited, tmp_path):
