@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -68,13 +69,17 @@ def test_usage_tracker_samples_the_jobs_own_processes(nvml: FakeNvml) -> None:
     tracker = UsageTracker(GpuMonitor(discover_nvml()), clock=clock)
     tracker.begin(1, [1])
     tracker.set_session(1, os.getsid(0))  # this test process stands in for the job
-    g = nvml.gpus[1]
-    g.util, g.used = 80, 5000
-    g.procs = [SimpleNamespace(pid=os.getpid(), usedGpuMemory=3000 * MB), SimpleNamespace(pid=1, usedGpuMemory=MB)]
-    tracker.sample_all()  # t=2
-    g.util = 40
-    tracker.sample_all()  # t=4
-    usage = tracker.end(1, 1, elapsed=6.0)  # final sample at t=6, still 40 %
+    # Another job's process: a child in a session of its own (pid 1 may share ours inside a CI container).
+    with subprocess.Popen(["sleep", "30"], start_new_session=True) as other:
+        g = nvml.gpus[1]
+        g.util, g.used = 80, 5000
+        g.procs = [SimpleNamespace(pid=os.getpid(), usedGpuMemory=3000 * MB),
+                   SimpleNamespace(pid=other.pid, usedGpuMemory=MB)]
+        tracker.sample_all()  # t=2
+        g.util = 40
+        tracker.sample_all()  # t=4
+        usage = tracker.end(1, 1, elapsed=6.0)  # final sample at t=6, still 40 %
+        other.kill()
     assert usage is not None
     assert usage.gpu_seconds == 6.0 and usage.peak_gpu_memory_mb == 3000
     assert usage.mean_gpu_util == pytest.approx((80 * 2 + 40 * 2 + 40 * 2) / 6)
