@@ -17,51 +17,14 @@ DEFAULT_FORMAT = "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R"
 START_FORMAT = "%.18i %.9P %.8j %.8u %.2t %.19S %.6D %R"
 
 
-class Collapsed:
-    """Pending tasks of one array shown as one row (``14_[3-9%2]``): the first task's fields."""
-
-    def __init__(self, first: Any, tasks: list[int], throttle: str) -> None:
-        from pslurm.core.arrays import format_ranges
-
-        self._first = first
-        self.display_id = f"{first.array_job_id}_[{format_ranges(tasks)}{'%' + throttle if throttle else ''}]"
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._first, name)
-
-
 def display_id(job: Any) -> str:
-    found = getattr(job, "display_id", None)
-    if isinstance(found, str):
-        return found
-    return f"{job.array_job_id}_{job.array_task_id}" if job.HasField("array_job_id") else str(job.job_id)
-
-
-def collapse(jobs: list[Any]) -> list[Any]:
-    """squeue's array display: the pending tasks of an array (same reason) become one row."""
-    out: list[Any] = []
-    groups: dict[tuple[int, str], list[Any]] = {}
-    for job in jobs:
-        if job.state == "PENDING" and job.HasField("array_job_id"):
-            key = (job.array_job_id, job.reason)
-            if key not in groups:
-                groups[key] = []
-                out.append(key)
-            groups[key].append(job)
-        else:
-            out.append(job)
-    rows = []
-    for item in out:
-        if isinstance(item, tuple):
-            members = groups[item]
-            if len(members) == 1:
-                rows.append(members[0])
-            else:
-                throttle = members[0].spec.array.partition("%")[2]
-                rows.append(Collapsed(members[0], [m.array_task_id for m in members], throttle))
-        else:
-            rows.append(item)
-    return rows
+    """``14``, ``14_3``, or ``14_[3-9%2]`` for a row that stands for several pending tasks."""
+    if not job.HasField("array_job_id"):
+        return str(job.job_id)
+    if job.collapsed_tasks:
+        throttle = job.spec.array.partition("%")[2]
+        return f"{job.array_job_id}_[{job.collapsed_tasks}{'%' + throttle if throttle else ''}]"
+    return f"{job.array_job_id}_{job.array_task_id}"
 
 
 def _elapsed(job: Any) -> float:
@@ -172,6 +135,8 @@ def make_app() -> typer.Typer:
             except SpecError:
                 fail(PROG, f"Invalid job id specified: {jobs}")
             query.job_ids.extend(job_id for job_id, _ in selectors)
+        # squeue's view: an array's pending tasks as one row, grouped by the controller (-r: one row each).
+        query.collapse_arrays = not (expand or as_json or any(tasks is not None for _, tasks in selectors))
         if start:
             query.states.append("PENDING")
         if users:
@@ -194,7 +159,7 @@ def make_app() -> typer.Typer:
             print(json.dumps({"jobs": [job_json(j) for j in found]}, indent=2))
             return
         try:
-            lines = render_queue(fmt or (START_FORMAT if start else DEFAULT_FORMAT), found, not noheader, expand)
+            lines = render_queue(fmt or (START_FORMAT if start else DEFAULT_FORMAT), found, not noheader)
         except ValueError as exc:
             fail(PROG, str(exc))
         sys.stdout.write("".join(line + "\n" for line in lines))
@@ -219,10 +184,10 @@ def _shows_request(fmt: str) -> bool:
     return any(col.letter in ("Z", "o") for col in parse_format(fmt)[0])
 
 
-def render_queue(fmt: str, found: list[Any], header: bool, expand: bool = False) -> list[str]:
+def render_queue(fmt: str, found: list[Any], header: bool) -> list[str]:
     from pslurm.cli.formats import render
 
-    return render(fmt, found if expand else collapse(found), job_fields(), header, PROG)
+    return render(fmt, found, job_fields(), header, PROG)
 
 
 def main() -> None:

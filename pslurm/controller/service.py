@@ -166,8 +166,8 @@ class Controller(NodeLife, SchedulerPass):
 
     def jobs(self, job_ids: Sequence[int] = (), users: Sequence[str] = (),
              states: Sequence[JobState] = (), include_finished: bool = False,
-             since: float | None = None, light: bool = False) -> list[JobRecord]:
-        return self.store.get_jobs(job_ids, users, states, include_finished, since, light)
+             since: float | None = None, light: bool = False, collapse_arrays: bool = False) -> list[JobRecord]:
+        return self.store.get_jobs(job_ids, users, states, include_finished, since, light, collapse_arrays)
 
     def cancel(self, job_ids: Sequence[int], requester_uid: int, signal: int = 0,
                job_specs: Sequence[str] = ()) -> list[str]:

@@ -73,7 +73,7 @@ class ControllerServicer(pb_grpc.ControllerServicer):
         states = _guard(context, lambda: [JobState.parse(s) for s in request.states])
         since = request.since if request.HasField("since") else None
         jobs = self.c.jobs(list(request.job_ids), list(request.users), states, request.include_finished,
-                           since, light=request.light)
+                           since, light=request.light, collapse_arrays=request.collapse_arrays)
         specs: dict[int, pb.JobSpec] = {}  # converted once per shared spec (an array's tasks)
         return pb.JobList(jobs=[convert.job_to_pb(j, specs=specs) for j in jobs])
 

@@ -58,7 +58,7 @@ def job_to_pb(job: JobRecord, node_target: str = "", specs: dict[int, pb.JobSpec
         job_id=job.job_id, spec=spec, state=job.state.value, reason=job.reason,
         submit_time=job.submit_time, node=job.node or "", gpu_indices=list(job.gpu_indices),
         exit_code=job.exit_code, exit_signal=job.exit_signal, node_target=node_target, priority=job.priority,
-        hold=job.hold, restarts=job.restarts,
+        hold=job.hold, restarts=job.restarts, collapsed_tasks=job.collapsed_tasks,
     )
     if job.array_job_id is not None:
         msg.array_job_id = job.array_job_id

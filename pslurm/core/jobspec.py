@@ -81,6 +81,7 @@ class JobRecord:
     start_estimate: float | None = None  # expected start of a pending job, where backfill reserved one
     requeue: bool = False  # may be requeued (node failure, pscontrol requeue)
     requeue_requested: bool = False  # pscontrol requeue asked: back to PENDING once its end is seen
+    collapsed_tasks: str = ""  # in a collapsed listing: this record stands for these pending tasks (``0-999``)
 
     @property
     def display_id(self) -> str:

@@ -117,6 +117,24 @@ def test_queries_filter_by_user_state_and_activity(store):
     assert [(q.job_id, q.gres) for q in store.queue(limit=10)] == [(a, spec().gres)]
 
 
+def test_collapsed_listing_groups_an_arrays_pending_tasks_by_reason(store):
+    a = store.submit(spec(), "gpu", None, 1.0, array_ids=range(10), throttle=2)  # tasks 0-9: jobs a..a+9
+    single = store.submit(spec(user="bob"), "gpu", None, 1.0)
+    b = store.submit(spec(), "gpu", None, 1.0, array_ids=[1, 3, 5, 6, 7])
+    store.start_job(a, "c000", (0,), 2.0)  # task 0 runs: its own row
+    store.set_reason({a + 9: "Dependency"})  # task 9 waits for something else: a row of its own
+    store.transition(b + 1, JobState.CANCELLED, 3.0, end_time=3.0)  # b's task 3 is gone: 1,5-7 left
+    rows = store.get_jobs(light=True, collapse_arrays=True)
+    assert [(j.job_id, j.state, j.collapsed_tasks) for j in rows] == [
+        (a, JobState.RUNNING, ""), (a + 1, JobState.PENDING, "1-8"), (a + 9, JobState.PENDING, ""),
+        (single, JobState.PENDING, ""), (b, JobState.PENDING, "1,5-7")]
+    assert rows[1].spec.array == "%2" and rows[1].array_job_id == a
+    assert len(store.get_jobs(light=True)) == 16 - 1  # uncollapsed: every task but the cancelled one
+    assert [j.collapsed_tasks for j in store.get_jobs(users=["bob"], collapse_arrays=True)] == [""]
+    assert [(j.job_id, j.state, j.collapsed_tasks) for j in store.get_jobs(job_ids=[b], collapse_arrays=True)] == [
+        (b, JobState.PENDING, "1,5-7"), (b + 1, JobState.CANCELLED, "")]  # by id, finished tasks show too
+
+
 def test_reason_is_kept_without_an_event(store):
     job_id = store.submit(spec(), "gpu", None, 1.0)
     store.set_reason({job_id: "Resources"})

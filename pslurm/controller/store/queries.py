@@ -18,6 +18,7 @@ from sqlalchemy import Connection, Engine, bindparam, create_engine, event, func
 from sqlalchemy.engine import Row
 
 from pslurm.controller.store.schema import job_events, jobs, nodes
+from pslurm.core.arrays import format_ranges
 from pslurm.core.gres import GresRequest
 from pslurm.core.jobspec import JobRecord, JobSpec, spec_from_dict, spec_to_dict
 from pslurm.core.node import GpuInfo, NodeRecord
@@ -317,29 +318,80 @@ class Store:
 
     def get_jobs(self, job_ids: Sequence[int] = (), users: Sequence[str] = (),
                  states: Sequence[JobState] = (), include_finished: bool = False,
-                 since: float | None = None, light: bool = False) -> list[JobRecord]:
+                 since: float | None = None, light: bool = False, collapse_arrays: bool = False) -> list[JobRecord]:
         """Jobs in id order. Without ids or states, only active (pending, running, completing) ones
         unless ``include_finished``; ``since`` keeps jobs that ended after it or have not ended.
 
         ``light``: for listings (psqueue). The stored request (environment, script, command, work
         directory) is not read; the spec holds what the job's own columns say (name, user, partition,
         resources, account, nice, dependency). On a 100,000-job queue this is most of the read.
+
+        ``collapse_arrays``: squeue's default view. The pending tasks of one array that share a
+        reason come back as one record, their first task's, with ``collapsed_tasks`` naming them all
+        (``0-999``); the grouping is done in SQL, so a queue of large pending arrays is read as a few rows.
         """
-        columns = [c for c in jobs.c if c.name != "spec"] if light else [jobs]
-        query = select(*columns).order_by(jobs.c.job_id)
-        if job_ids:  # an array's id names every task of it
-            query = query.where(or_(jobs.c.job_id.in_(list(job_ids)), jobs.c.array_job_id.in_(list(job_ids))))
-        if users:
-            query = query.where(jobs.c.user_name.in_(list(users)))
-        if states:
-            query = query.where(jobs.c.state.in_([s.value for s in states]))
-        elif not include_finished and not job_ids:
-            query = query.where(jobs.c.state.in_(["PENDING", *_ACTIVE]))
-        if since is not None:
-            query = query.where((jobs.c.end_time.is_(None)) | (jobs.c.end_time >= since))
+        c = jobs.c
+        where = self._job_filter(job_ids, users, states, include_finished, since)
+        columns = [col for col in c if col.name != "spec"] if light else [jobs]
+        query = select(*columns).where(*where).order_by(c.job_id)
+        tasks_of: dict[int, str] = {}  # first task's job id -> the ids of the pending tasks it stands for
+        if collapse_arrays:
+            pending_task = (c.state == "PENDING") & c.array_job_id.is_not(None)
+            tasks_of = self._pending_task_ranges(where, pending_task)
+            firsts = select(func.min(c.job_id)).where(*where, pending_task).group_by(c.array_job_id, c.reason)
+            query = query.where(~pending_task | c.job_id.in_(firsts))
         specs: dict[Any, JobSpec] = {}  # the tasks of an array share one spec: build it once
         with self.engine.connect() as conn:
-            return [_job_from_row(row, specs, light) for row in conn.execute(query)]
+            found = [_job_from_row(row, specs, light) for row in conn.execute(query)]
+        for job in found:
+            if job.job_id in tasks_of:
+                job.collapsed_tasks = tasks_of[job.job_id]
+        return found
+
+    @staticmethod
+    def _job_filter(job_ids: Sequence[int], users: Sequence[str], states: Sequence[JobState],
+                    include_finished: bool, since: float | None) -> list[Any]:
+        c = jobs.c
+        where: list[Any] = []
+        if job_ids:  # an array's id names every task of it
+            where.append(or_(c.job_id.in_(list(job_ids)), c.array_job_id.in_(list(job_ids))))
+        if users:
+            where.append(c.user_name.in_(list(users)))
+        if states:
+            where.append(c.state.in_([s.value for s in states]))
+        elif not include_finished and not job_ids:
+            where.append(c.state.in_(["PENDING", *_ACTIVE]))
+        if since is not None:
+            where.append(c.end_time.is_(None) | (c.end_time >= since))
+        return where
+
+    def _pending_task_ranges(self, where: list[Any], pending_task: Any) -> dict[int, str]:
+        """For each (array, reason) group of two or more pending tasks: its first job id -> ``0-999``.
+        A group without gaps is a range from its aggregate alone; only gapped groups read their ids."""
+        c = jobs.c
+        groups = (select(c.array_job_id, c.reason, func.min(c.job_id).label("first"), func.count().label("n"),
+                         func.min(c.array_task_id).label("lo"), func.max(c.array_task_id).label("hi"))
+                  .where(*where, pending_task).group_by(c.array_job_id, c.reason))
+        out: dict[int, str] = {}
+        gapped: dict[tuple[int, str], int] = {}
+        with self.engine.connect() as conn:
+            for g in conn.execute(groups):
+                if g.n < 2:
+                    continue
+                if g.hi - g.lo + 1 == g.n:
+                    out[g.first] = f"{g.lo}-{g.hi}"
+                else:
+                    gapped[(g.array_job_id, g.reason)] = g.first
+            if gapped:
+                ids: dict[int, list[int]] = {first: [] for first in gapped.values()}
+                rows = conn.execute(select(c.array_job_id, c.reason, c.array_task_id).where(
+                    *where, pending_task, c.array_job_id.in_({aid for aid, _ in gapped})))
+                for r in rows:
+                    first = gapped.get((r.array_job_id, r.reason))
+                    if first is not None:
+                        ids[first].append(r.array_task_id)
+                out.update((first, format_ranges(tasks)) for first, tasks in ids.items())
+        return out
 
     def queue(self, limit: int | None = None) -> list[QueuedJob]:
         """Pending jobs (the first ``limit`` by id) as the scheduler needs them: no spec to decode."""
