@@ -310,8 +310,10 @@ def plan(snapshot: Snapshot) -> Plan:
                 if chosen is None:
                     continue
                 if node.reserved:
-                    need = node.need(job)
-                    if need is None or node.earliest(need, duration, stop=now + 1e-6) != now:
+                    # what it would take is the GPUs chosen, types included: an untyped request
+                    # that gets a typed GPU must not hold it into a reservation for that type
+                    need = node.vector(job.cpus, job.mem_mb, chosen)
+                    if node.earliest(need, duration, stop=now + 1e-6) != now:
                         continue
                 placed = (i, chosen)
                 break

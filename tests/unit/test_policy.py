@@ -208,3 +208,14 @@ def test_invariants(node_specs, job_specs):
         replay = plan(Snapshot(reserved, after, now=0, running=now_running))
         for j in reserved:
             assert replay.estimates.get(j.job_id, 0) <= result.estimates[j.job_id] + 1e-6
+
+
+def test_an_untyped_job_does_not_backfill_onto_a_typed_gpu_a_reservation_needs():
+    # GPUs: 0 untyped, 1-2 h100. Job 4 takes 0 and 1 until t=1; job 5 (2 x h100) is reserved at t=1.
+    # Job 3 (any one GPU for 2 s) could only get GPU 2, an h100 that job 5 needs at t=1: it must wait.
+    gpus = [(0, None), (1, "h100"), (2, "h100")]
+    nodes = [node("c000", gpus, cpus=4, all_gpus=gpus)]
+    jobs = [job(3, 1, limit=2), job(4, 2, prio=1, limit=1), job(5, 2, "h100", prio=1, limit=1)]
+    result = plan(Snapshot(jobs, nodes, now=0))
+    assert [(p.job_id, p.gpu_indices) for p in result.placements] == [(4, (0, 1))]
+    assert result.estimates[5] == 1.0 and result.reasons[3] == "Priority"
