@@ -186,29 +186,59 @@ def bench_psqueue(url: str, queue: int) -> None:
     store.migrate()
     spec = JobSpec(name="bench", user="bench", uid=1000, gid=1000, workdir="/tmp", script="#!/bin/sh\ntrue\n",
                    gres=(GresRequest("gpu", None, 1),), time_limit=3600, array="0-999",
-                   environment=dict(os.environ))
+                   environment=dict(os.environ), hold=True)  # held: the live cluster below starts none
     if store.count_active() < queue:
         for _ in range(queue // 1000):
             store.submit(spec, "gpu", 3600, time.time(), requeue=True, array_ids=tuple(range(1000)))
-    t0 = time.perf_counter()
-    jobs = store.get_jobs(light=True)  # GetJobs(light=True), as psqueue asks: the jobs' own columns
-    t_store = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    specs: dict = {}
-    reply = pb.JobList(jobs=[convert.job_to_pb(j, specs=specs) for j in jobs])
-    wire = reply.SerializeToString()
-    msgs = list(pb.JobList.FromString(wire).jobs)
-    t_pb = time.perf_counter() - t0
     for expand in (False, True):
         t0 = time.perf_counter()
+        # GetJobs as psqueue asks: the jobs' own columns; pending array tasks collapsed unless -r
+        jobs = store.get_jobs(light=True, collapse_arrays=not expand)
+        t_store = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        specs: dict = {}
+        reply = pb.JobList(jobs=[convert.job_to_pb(j, specs=specs) for j in jobs])
+        wire = reply.SerializeToString()
+        msgs = list(pb.JobList.FromString(wire).jobs)
+        t_pb = time.perf_counter() - t0
+        t0 = time.perf_counter()
         out = io.StringIO()
-        lines = psqueue.render_queue(psqueue.DEFAULT_FORMAT, msgs, header=True, expand=expand)
+        lines = psqueue.render_queue(psqueue.DEFAULT_FORMAT, msgs, header=True)
         out.write("\n".join(lines))
         t_render = time.perf_counter() - t0
-        print(f"psqueue{' -r' if expand else ''} on {len(msgs)} jobs (100 arrays): store read {t_store * 1000:.0f} ms, "
-              f"to protobuf, wire format ({len(wire) / 1e6:.1f} MB) and back {t_pb * 1000:.0f} ms, "
-              f"render {t_render * 1000:.0f} ms ({len(lines)} lines)")
+        total = t_store + t_pb + t_render
+        print(f"psqueue{' -r' if expand else ''} on {queue} jobs (100 arrays): store read {t_store * 1000:.0f} ms "
+              f"({len(jobs)} rows), to protobuf, wire format ({len(wire) / 1e6:.2f} MB) and back {t_pb * 1000:.0f} ms, "
+              f"render {t_render * 1000:.0f} ms ({len(lines)} lines); {total * 1000:.0f} ms in all")
     store.close()
+    bench_psqueue_live(url, queue)
+
+
+def bench_psqueue_live(url: str, queue: int, repeat: int = 10) -> None:
+    """Cold ``psqueue`` processes against a live controller (``pslurm up`` on that store), whose
+    scheduler keeps passing over the held queue meanwhile: the wall time a user waits."""
+    import statistics
+    import subprocess
+    import sys
+
+    bin_dir = os.path.dirname(sys.executable)
+    with tempfile.TemporaryDirectory() as state:
+        env = {**os.environ, "PSLURM_CONF": f"{state}/pslurm.conf"}
+        subprocess.run([f"{bin_dir}/pslurm", "up", "--nodes", "1", "--gpus-per-node", "2", "--state-dir", state,
+                        "--db", url], env=env, check=True, capture_output=True)
+        try:
+            for args, count in ((["psqueue"], repeat), (["psqueue", "-r"], 3)):
+                times = []
+                for _ in range(count):
+                    t0 = time.perf_counter()
+                    done = subprocess.run([f"{bin_dir}/{args[0]}", *args[1:]], env=env, check=True,
+                                          capture_output=True, text=True)
+                    times.append(time.perf_counter() - t0)
+                print(f"live {' '.join(args)} on {queue} jobs: median {statistics.median(times) * 1000:.0f} ms, "
+                      f"max {max(times) * 1000:.0f} ms over {count} ({done.stdout.count(chr(10))} lines)")
+        finally:
+            subprocess.run([f"{bin_dir}/pslurm", "down", "--state-dir", state], env=env, check=True,
+                           capture_output=True)
 
 
 def main() -> None:

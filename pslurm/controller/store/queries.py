@@ -128,6 +128,9 @@ def _parse_gres(text: str) -> tuple[GresRequest, ...]:
     return tuple(out)
 
 
+_IN_CHUNK = 1000  # ids per IN list: well under SQLite's and PostgreSQL's bound-parameter limits
+
+
 class Store:
     """The job queue and node table in SQL (SQLite with WAL by default, or PostgreSQL)."""
 
@@ -333,19 +336,20 @@ class Store:
         c = jobs.c
         where = self._job_filter(job_ids, users, states, include_finished, since)
         columns = [col for col in c if col.name != "spec"] if light else [jobs]
-        query = select(*columns).where(*where).order_by(c.job_id)
-        tasks_of: dict[int, str] = {}  # first task's job id -> the ids of the pending tasks it stands for
-        if collapse_arrays:
-            pending_task = (c.state == "PENDING") & c.array_job_id.is_not(None)
-            tasks_of = self._pending_task_ranges(where, pending_task)
-            firsts = select(func.min(c.job_id)).where(*where, pending_task).group_by(c.array_job_id, c.reason)
-            query = query.where(~pending_task | c.job_id.in_(firsts))
         specs: dict[Any, JobSpec] = {}  # the tasks of an array share one spec: build it once
         with self.engine.connect() as conn:
-            found = [_job_from_row(row, specs, light) for row in conn.execute(query)]
+            if not collapse_arrays:
+                query = select(*columns).where(*where).order_by(c.job_id)
+                return [_job_from_row(row, specs, light) for row in conn.execute(query)]
+            pending_task = (c.state == "PENDING") & c.array_job_id.is_not(None)
+            groups = self._pending_task_groups(conn, where, pending_task)  # first task's job id -> its tasks
+            rows = list(conn.execute(select(*columns).where(*where, ~pending_task)))
+            firsts = list(groups)
+            for i in range(0, len(firsts), _IN_CHUNK):
+                rows.extend(conn.execute(select(*columns).where(c.job_id.in_(firsts[i:i + _IN_CHUNK]))))
+        found = sorted((_job_from_row(row, specs, light) for row in rows), key=lambda job: job.job_id)
         for job in found:
-            if job.job_id in tasks_of:
-                job.collapsed_tasks = tasks_of[job.job_id]
+            job.collapsed_tasks = groups.get(job.job_id, "")
         return found
 
     @staticmethod
@@ -365,32 +369,33 @@ class Store:
             where.append(c.end_time.is_(None) | (c.end_time >= since))
         return where
 
-    def _pending_task_ranges(self, where: list[Any], pending_task: Any) -> dict[int, str]:
-        """For each (array, reason) group of two or more pending tasks: its first job id -> ``0-999``.
-        A group without gaps is a range from its aggregate alone; only gapped groups read their ids."""
+    @staticmethod
+    def _pending_task_groups(conn: Connection, where: list[Any], pending_task: Any) -> dict[int, str]:
+        """The pending tasks of each array grouped by reason: the group's first job id -> the task ids
+        it stands for (``0-999``; "" for a group of one, shown as itself). A group without gaps is a
+        range from its aggregate alone; only gapped groups read their tasks' ids."""
         c = jobs.c
-        groups = (select(c.array_job_id, c.reason, func.min(c.job_id).label("first"), func.count().label("n"),
-                         func.min(c.array_task_id).label("lo"), func.max(c.array_task_id).label("hi"))
-                  .where(*where, pending_task).group_by(c.array_job_id, c.reason))
+        query = (select(c.array_job_id, c.reason, func.min(c.job_id).label("first"), func.count().label("n"),
+                        func.min(c.array_task_id).label("lo"), func.max(c.array_task_id).label("hi"))
+                 .where(*where, pending_task).group_by(c.array_job_id, c.reason))
         out: dict[int, str] = {}
-        gapped: dict[tuple[int, str], int] = {}
-        with self.engine.connect() as conn:
-            for g in conn.execute(groups):
-                if g.n < 2:
-                    continue
-                if g.hi - g.lo + 1 == g.n:
-                    out[g.first] = f"{g.lo}-{g.hi}"
-                else:
-                    gapped[(g.array_job_id, g.reason)] = g.first
-            if gapped:
-                ids: dict[int, list[int]] = {first: [] for first in gapped.values()}
-                rows = conn.execute(select(c.array_job_id, c.reason, c.array_task_id).where(
-                    *where, pending_task, c.array_job_id.in_({aid for aid, _ in gapped})))
-                for r in rows:
-                    first = gapped.get((r.array_job_id, r.reason))
-                    if first is not None:
-                        ids[first].append(r.array_task_id)
-                out.update((first, format_ranges(tasks)) for first, tasks in ids.items())
+        gapped: dict[tuple[int, str], tuple[int, list[int]]] = {}  # (array, reason) -> (first job id, tasks)
+        for g in conn.execute(query):
+            if g.n == 1:
+                out[g.first] = ""
+            elif g.hi - g.lo + 1 == g.n:
+                out[g.first] = f"{g.lo}-{g.hi}"
+            else:
+                out[g.first] = ""  # filled in below
+                gapped[(g.array_job_id, g.reason)] = (g.first, [])
+        if gapped:
+            rows = conn.execute(select(c.array_job_id, c.reason, c.array_task_id).where(
+                *where, pending_task, c.array_job_id.in_({aid for aid, _ in gapped})))
+            for r in rows:
+                if (r.array_job_id, r.reason) in gapped:
+                    gapped[(r.array_job_id, r.reason)][1].append(r.array_task_id)
+            for first, tasks in gapped.values():
+                out[first] = format_ranges(tasks)
         return out
 
     def queue(self, limit: int | None = None) -> list[QueuedJob]:
