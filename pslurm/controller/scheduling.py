@@ -30,8 +30,7 @@ class SchedulerPass:
     _partitions_of: dict[str, frozenset[str]]
     _usage: dict[tuple[str, str], float]
     _usage_at: float | None
-    _usage_mark: float
-    _usage_seen: dict[tuple[int, float], float]
+    _usage_mark: int
     _dep_cache: dict[str, object]
 
     def _notify(self, wake_scheduler: bool = True) -> None:
@@ -138,25 +137,18 @@ class SchedulerPass:
     def _finished_usage(self, now: float) -> dict[tuple[str, str], float]:
         """Decayed billable usage of finished runs per (account, user), updated incrementally."""
         half_life = self.sched.decay_half_life
-        if self._usage_at is None:
-            since = now - 20 * half_life if half_life > 0 else 0.0
-        else:
+        if self._usage_at is not None:
             factor = prio.decay(1.0, now - self._usage_at, half_life)
             for key in self._usage:
                 self._usage[key] *= factor
-            since = self._usage_mark - 60.0
         self._usage_at = now
-        for r in self.store.finished_usage(since):
-            seen = (r.job_id, r.end_time)
-            if seen in self._usage_seen:
-                continue
-            self._usage_seen[seen] = r.end_time
-            self._usage_mark = max(self._usage_mark, r.end_time)
+        since = now - 20 * half_life if half_life > 0 else 0.0  # older runs have decayed to nothing
+        # only the ends recorded since the last pass: a pass costs the same with a long history
+        ended, self._usage_mark = self.store.finished_usage(since, self._usage_mark)
+        for r in ended:
             rate = prio.billing_rate(self.sched.billing_weights, r.cpus, r.mem_mb, r.gpus)
             self._usage[(r.account or prio.DEFAULT_ACCOUNT, r.user)] += prio.run_usage(
                 rate, r.start_time, r.end_time, now, half_life)
-        if len(self._usage_seen) > 10000:
-            self._usage_seen = {k: v for k, v in self._usage_seen.items() if v >= self._usage_mark - 120.0}
         return self._usage
 
     # -- dependencies ---------------------------------------------------------------------

@@ -45,8 +45,7 @@ class Controller(NodeLife, SchedulerPass):
         # fair share: decayed usage of finished runs per (account, user), as of _usage_at
         self._usage: dict[tuple[str, str], float] = defaultdict(float)
         self._usage_at: float | None = None
-        self._usage_mark = 0.0  # the latest end time counted
-        self._usage_seen: dict[tuple[int, float], float] = {}
+        self._usage_mark = 0  # the last job event whose end is counted
         self._dep_cache: dict[str, object] = {}
         # Agents beat a few times per SlurmdTimeout, and at least every 2 s on small local timeouts.
         self.heartbeat_interval = max(0.5, min(HEARTBEAT_INTERVAL * 15, config.slurmd_timeout / 4))

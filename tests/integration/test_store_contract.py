@@ -172,3 +172,63 @@ def test_acknowledged_job_survives_reopening_the_store(db_url):
     second.migrate()
     assert second.get_job(job_id).state is JobState.PENDING
     second.close()
+
+
+def test_concurrent_writes_share_one_commit_and_keep_their_own_outcome(store):
+    ids = [store.submit(spec(), "gpu", None, 1.0) for _ in range(6)]
+    store.transition(ids[5], JobState.CANCELLED, 1.5, end_time=1.5)
+    writer = store._writer  # the store's group commit: hold it so that the writes below queue up
+    holding, release = threading.Event(), threading.Event()
+    leader = threading.Thread(target=writer.write, args=(lambda conn: (holding.set(), release.wait(10)),))
+    leader.start()
+    holding.wait(10)
+    before = writer.commits
+    outcomes = {}
+
+    def end(job_id):
+        try:
+            outcomes[job_id] = store.transition(job_id, JobState.CANCELLED, 2.0, end_time=2.0)
+        except InvalidTransition as exc:
+            outcomes[job_id] = str(exc)
+
+    threads = [threading.Thread(target=end, args=(i,)) for i in ids]
+    for t in threads:
+        t.start()
+    while len(writer._queue) < len(ids):  # every write waits behind the held one
+        threading.Event().wait(0.01)
+    release.set()
+    for t in [leader, *threads]:
+        t.join(10)
+    assert writer.commits - before == 2  # the held transaction, then all six in one
+    assert outcomes == {**{i: JobState.PENDING for i in ids[:5]}, ids[5]: f"job {ids[5]} is CANCELLED, it cannot "
+                                                                       "become CANCELLED"}
+    assert {j.state for j in store.get_jobs(job_ids=ids[:5])} == {JobState.CANCELLED}
+
+
+def test_a_failed_group_commit_stores_none_of_its_writes(store):
+    from pslurm.controller.store.queries import _transition
+
+    job_id = store.submit(spec(), "gpu", None, 1.0)
+
+    def work(conn):
+        _transition(conn, job_id, JobState.CANCELLED, 3.0, "test", {"end_time": 3.0})
+        raise RuntimeError("disk on fire")
+
+    with pytest.raises(RuntimeError, match="disk on fire"):
+        store._writer.write(work)
+    assert store.get_job(job_id).state is JobState.PENDING and len(store.events(job_id)) == 1
+
+
+def test_finished_usage_is_read_incrementally_by_event(store):
+    a, b, never_ran = (store.submit(spec(user=u), "gpu", None, 1.0) for u in ("alice", "bob", "carol"))
+    for job_id in (a, b):
+        store.start_job(job_id, "c000", (0,), 2.0)
+    store.transition(a, JobState.COMPLETED, 5.0, end_time=5.0)
+    store.transition(never_ran, JobState.CANCELLED, 5.0, end_time=5.0)  # never started: no usage
+    first, mark = store.finished_usage(since=0.0)
+    assert [(r.job_id, r.user, r.gpus, r.start_time, r.end_time) for r in first] == [(a, "alice", 1, 2.0, 5.0)]
+    assert store.finished_usage(since=0.0, after_event=mark) == ([], mark)  # nothing new: nothing read
+    store.transition(b, JobState.FAILED, 9.0, end_time=9.0)
+    later, newer = store.finished_usage(since=0.0, after_event=mark)
+    assert [r.job_id for r in later] == [b] and newer > mark
+    assert store.finished_usage(since=6.0)[0] == later  # ``since`` drops runs that ended before it

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import pathlib
-import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +17,7 @@ from sqlalchemy import Connection, Engine, bindparam, create_engine, event, func
 from sqlalchemy.engine import Row
 
 from pslurm.controller.store.schema import job_events, jobs, nodes
+from pslurm.controller.store.writer import GroupCommit
 from pslurm.core.arrays import format_ranges
 from pslurm.core.gres import GresRequest
 from pslurm.core.jobspec import JobRecord, JobSpec, spec_from_dict, spec_to_dict
@@ -25,6 +25,7 @@ from pslurm.core.node import GpuInfo, NodeRecord
 from pslurm.core.states import JOB_TRANSITIONS, NODE_TRANSITIONS, InvalidTransition, JobState, NodeState
 
 _ACTIVE = (JobState.RUNNING.value, JobState.COMPLETING.value)
+_FINAL = tuple(s.value for s in JobState if s.is_final)
 
 
 @dataclass(frozen=True)
@@ -137,8 +138,7 @@ class Store:
     def __init__(self, url: str) -> None:
         self.url = url
         self.engine: Engine = _make_engine(url)
-        # SQLite has one writer at a time; serialising writes in-process avoids busy retries.
-        self._write_lock = threading.Lock()
+        self._writer = GroupCommit(self.engine)  # every write: one writer, concurrent ones share a commit
 
     # -- schema ---------------------------------------------------------------------------
 
@@ -172,7 +172,8 @@ class Store:
             requeue_requested=False, restarts=0, priority=0, array_max_running=throttle,
             array_job_id=None, array_task_id=array_ids[0] if array_ids else None,
         )
-        with self._write_lock, self.engine.begin() as conn:
+
+        def work(conn: Connection) -> int:
             # parameters, not .values(): the compiled statement is cached, no per-call clause building
             job_id = int(conn.execute(insert(jobs), values).inserted_primary_key[0])  # type: ignore[index]
             ids = [job_id]
@@ -185,7 +186,9 @@ class Store:
             conn.execute(insert(job_events), [
                 dict(job_id=i, time=now, from_state=None, to_state=JobState.PENDING.value, detail="submit")
                 for i in ids])
-        return job_id
+            return job_id
+
+        return self._writer.write(work)
 
     def transition(self, job_id: int, to: JobState, now: float, detail: str = "",
                    **values: Any) -> JobState:
@@ -194,8 +197,7 @@ class Store:
         Raises InvalidTransition when the job does not exist or is in a state ``to`` may not
         follow (it lost a race, or the request was wrong).
         """
-        with self._write_lock, self.engine.begin() as conn:
-            return _transition(conn, job_id, to, now, detail, values)
+        return self._writer.write(lambda conn: _transition(conn, job_id, to, now, detail, values))
 
     def requeue(self, job_id: int, now: float, detail: str) -> JobState:
         """RUNNING/COMPLETING -> PENDING, keeping the id: the run's node and times are cleared, the
@@ -211,8 +213,8 @@ class Store:
     def start_jobs(self, placements: Sequence[tuple[int, str, Sequence[int]]], now: float) -> list[int]:
         """Start a pass's placements in one transaction, each still a compare-and-set from PENDING;
         returns the ids that started (a job cancelled meanwhile is skipped)."""
-        started = []
-        with self._write_lock, self.engine.begin() as conn:
+        def work(conn: Connection) -> list[int]:
+            started = []
             for job_id, node, gpu_indices in placements:
                 try:
                     _transition(conn, job_id, JobState.RUNNING, now, f"start on {node}", dict(
@@ -220,16 +222,20 @@ class Store:
                 except InvalidTransition:
                     continue
                 started.append(job_id)
-        return started
+            return started
+
+        return self._writer.write(work)
 
     def set_reason(self, reasons: dict[int, str]) -> None:
         """Record why pending jobs wait (Resources, Priority, ...); not a state change, no event."""
         if not reasons:
             return
-        with self._write_lock, self.engine.begin() as conn:
+        def work(conn: Connection) -> None:
             for job_id, reason in reasons.items():
                 conn.execute(update(jobs).where(jobs.c.job_id == job_id, jobs.c.state == "PENDING",
                                                 jobs.c.reason != reason).values(reason=reason))
+
+        self._writer.write(work)
 
     def update_pending(self, changes: dict[int, tuple[str, int, float | None]]) -> None:
         """Record each pending job's (reason, priority, expected start) from a scheduling pass; no event."""
@@ -238,8 +244,7 @@ class Store:
         stmt = (update(jobs).where(jobs.c.job_id == bindparam("b_id"), jobs.c.state == "PENDING")
                 .values(reason=bindparam("b_reason"), priority=bindparam("b_prio"), start_estimate=bindparam("b_est")))
         params = [{"b_id": k, "b_reason": r, "b_prio": p, "b_est": e} for k, (r, p, e) in changes.items()]
-        with self._write_lock, self.engine.begin() as conn:
-            conn.execute(stmt, params)
+        self._writer.write(lambda conn: conn.execute(stmt, params))
 
     def update_jobs(self, job_ids: Sequence[int], *, pending_only: bool = False, **values: Any) -> list[int]:
         """Set fields that are not the state (hold, nice, operator priority, requeue request) on these
@@ -249,11 +254,13 @@ class Store:
         query = select(jobs.c.job_id).where(jobs.c.job_id.in_(list(job_ids)))
         if pending_only:
             query = query.where(jobs.c.state == "PENDING")
-        with self._write_lock, self.engine.begin() as conn:
+        def work(conn: Connection) -> list[int]:
             ids = [r.job_id for r in conn.execute(query)]
             if ids:
                 conn.execute(update(jobs).where(jobs.c.job_id.in_(ids)).values(**values))
-        return ids
+            return ids
+
+        return self._writer.write(work)
 
     def resolve(self, job_id: int, tasks: Sequence[int] | None) -> list[int]:
         """Job ids named by ``14`` (the job, or every task of array 14) or ``14_[tasks]``."""
@@ -302,15 +309,24 @@ class Store:
             return [RefRow(r.job_id, JobState(r.state), r.start_time is not None, r.array_job_id, r.array_task_id,
                            r.user_name, r.name) for r in conn.execute(query)]
 
-    def finished_usage(self, since: float) -> list[UsageRecord]:
-        """Runs that ended at or after ``since`` (fair share's input)."""
-        query = select(jobs.c.job_id, jobs.c.user_name, jobs.c.account, jobs.c.cpus, jobs.c.mem_mb,
-                       jobs.c.gpu_indices, jobs.c.start_time, jobs.c.end_time).where(
-            jobs.c.end_time >= since, jobs.c.start_time.is_not(None))
+    def finished_usage(self, since: float, after_event: int = 0) -> tuple[list[UsageRecord], int]:
+        """Runs that ended at or after ``since`` and whose end was recorded after event
+        ``after_event`` (fair share's input, read incrementally); and the last such event's id.
+
+        Event ids grow in commit order because the controller is the store's only writer and
+        writes one transaction at a time, so a reader that passes the id back never misses an end."""
+        c, e = jobs.c, job_events.c
+        query = (select(e.event_id, c.job_id, c.user_name, c.account, c.cpus, c.mem_mb, c.gpu_indices,
+                        c.start_time, c.end_time)
+                 .join_from(job_events, jobs, e.job_id == c.job_id)
+                 .where(e.event_id > after_event, e.to_state.in_(_FINAL), c.end_time >= since,
+                        c.start_time.is_not(None))
+                 .order_by(e.event_id))
         with self.engine.connect() as conn:
-            return [UsageRecord(r.job_id, r.user_name, r.account, r.cpus, r.mem_mb,
-                                len(_parse_indices(r.gpu_indices)), r.start_time, r.end_time)
-                    for r in conn.execute(query)]
+            rows = conn.execute(query).all()
+        records = [UsageRecord(r.job_id, r.user_name, r.account, r.cpus, r.mem_mb, len(_parse_indices(r.gpu_indices)),
+                               r.start_time, r.end_time) for r in rows]
+        return records, rows[-1].event_id if rows else after_event
 
     def get_job(self, job_id: int, light: bool = False) -> JobRecord | None:
         """One job by its own id (not its array's other tasks); ``light`` as in :meth:`get_jobs`."""
@@ -452,7 +468,7 @@ class Store:
     def ensure_nodes(self, configured: Sequence[NodeRecord]) -> None:
         """Insert configured nodes not yet in the table (UNKNOWN) and refresh the configured
         figures of the others; runtime state (UP/DOWN, drain) is kept across restarts."""
-        with self._write_lock, self.engine.begin() as conn:
+        def work(conn: Connection) -> None:
             known = {r.name for r in conn.execute(select(nodes.c.name))}
             for node in configured:
                 values = dict(addr=node.addr, port=node.port, cpus=node.cpus, real_memory=node.real_memory,
@@ -463,6 +479,8 @@ class Store:
                     conn.execute(insert(nodes).values(
                         name=node.name, state=NodeState.UNKNOWN.value, drain=False, reason="",
                         last_heartbeat=0.0, gpus="[]", isolation="", **values))
+
+        self._writer.write(work)
 
     def get_nodes(self) -> list[NodeRecord]:
         with self.engine.connect() as conn:
@@ -476,15 +494,13 @@ class Store:
     def set_node_state(self, name: str, to: NodeState, now: float, **values: Any) -> NodeState:
         """Compare-and-set a node's base state; returns the old one. Raises InvalidTransition."""
         allowed = [s.value for s in NODE_TRANSITIONS[to]]
-        with self._write_lock, self.engine.begin() as conn:
-            return _set_node_state(conn, name, to, allowed, values)
+        return self._writer.write(lambda conn: _set_node_state(conn, name, to, allowed, values))
 
     def update_node(self, name: str, **values: Any) -> None:
         """Set fields that are not the base state (drain, reason, heartbeat, inventory)."""
         if "gpus" in values:
             values["gpus"] = json.dumps([vars(g) for g in values["gpus"]])
-        with self._write_lock, self.engine.begin() as conn:
-            conn.execute(update(nodes).where(nodes.c.name == name).values(**values))
+        self._writer.write(lambda conn: conn.execute(update(nodes).where(nodes.c.name == name).values(**values)))
 
 
 def _transition(conn: Connection, job_id: int, to: JobState, now: float, detail: str,
