@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from typing import Annotated
+import time
+from collections.abc import Callable
+from typing import Annotated, Any
 
 import typer
 
@@ -13,6 +15,7 @@ from pslurm.cli import options as o
 from pslurm.cli.common import Client, fail, run, typer_app, user_identity
 
 PROG = "psrun"
+RETRY_WAIT = 0.25  # seconds before asking again when the controller ended a wait early
 
 
 def make_app() -> typer.Typer:
@@ -63,18 +66,14 @@ def _follow(client: Client, job_id: int) -> int:
     from pslurm.proto import pslurm_pb2 as pb
 
     queued = False
-    job = None
-    try:
-        for job in client.stream("WaitJob", pb.WaitRequest(job_id=job_id)):
-            if job.state == "PENDING" and job.reason not in ("None", "") and not queued:
-                print(f"{PROG}: job {job_id} queued and waiting for resources", file=sys.stderr)
-                queued = True
-            if job.state != "PENDING":
-                break
-    except grpc.RpcError as exc:
-        client.rpc_failed(exc)
-    if job is None or job.state == "PENDING":
-        fail(PROG, f"lost track of job {job_id}")
+
+    def note_queued(job: Any) -> None:
+        nonlocal queued
+        if job.state == "PENDING" and job.reason not in ("None", "") and not queued:
+            print(f"{PROG}: job {job_id} queued and waiting for resources", file=sys.stderr)
+            queued = True
+
+    job = _wait_until(client, job_id, lambda j: j.state != "PENDING", note_queued)
     if queued:
         print(f"{PROG}: job {job_id} has been allocated resources", file=sys.stderr)
     if job.state == "RUNNING" and job.node_target:
@@ -93,13 +92,27 @@ def _follow(client: Client, job_id: int) -> int:
                     break
         except grpc.RpcError:
             pass  # the node went away: the controller's record below says how the job ended
-    final = client.call("GetJobs", pb.JobQuery(job_ids=[job_id], include_finished=True)).jobs
-    for _ in range(100):  # the agent reports the end to the controller just after the stream ends
-        if final and final[0].state not in ("PENDING", "RUNNING", "COMPLETING"):
-            break
-        for job in client.stream("WaitJob", pb.WaitRequest(job_id=job_id)):
-            final = [job]
-    return _exit_status(final[0])
+    # the agent reports the end to the controller just after the stream ends
+    return _exit_status(_wait_until(client, job_id, lambda j: j.state not in ("PENDING", "RUNNING", "COMPLETING")))
+
+
+def _wait_until(client: Client, job_id: int, done: Callable[[Any], bool],
+                seen: Callable[[Any], None] = lambda job: None) -> Any:
+    """Follow the job (WaitJob) until ``done(job)``, passing each update to ``seen``. A busy
+    controller may answer a wait with the job as it is now and end it: then ask again shortly."""
+    import grpc
+
+    from pslurm.proto import pslurm_pb2 as pb
+
+    while True:
+        try:
+            for job in client.stream("WaitJob", pb.WaitRequest(job_id=job_id)):
+                seen(job)
+                if done(job):
+                    return job
+        except grpc.RpcError as exc:
+            client.rpc_failed(exc)
+        time.sleep(RETRY_WAIT)
 
 
 def _exit_status(job: object) -> int:

@@ -18,6 +18,12 @@ from pslurm.controller.store import Store
 from pslurm.core.config import ConfigError, find_config_path, load_cluster_config
 from pslurm.proto import pslurm_pb2_grpc as pb_grpc
 
+# Every RPC holds one of these threads while it runs, a WaitJob (psrun) for as long as it waits.
+# Waits may take all but RPC_WORKERS_KEPT_FREE of them, so that agents' heartbeats and job ends, and
+# submits and listings, always find a thread however many psrun are waiting.
+RPC_WORKERS = 32
+RPC_WORKERS_KEPT_FREE = 8
+
 
 def serve(conf_path: str, ready: threading.Event | None = None, stop: threading.Event | None = None) -> None:
     """Run the controller until ``stop`` is set (or SIGTERM/SIGINT when run as a program)."""
@@ -26,10 +32,11 @@ def serve(conf_path: str, ready: threading.Event | None = None, stop: threading.
     store.migrate()
     agents = AgentClient()
     controller = Controller(config, store, agents)
-    server = grpc.server(ThreadPoolExecutor(max_workers=32, thread_name_prefix="rpc"),
+    server = grpc.server(ThreadPoolExecutor(max_workers=RPC_WORKERS, thread_name_prefix="rpc"),
                          interceptors=[IdentityInterceptor()],
                          options=[("grpc.so_reuseport", 0)])
-    pb_grpc.add_ControllerServicer_to_server(ControllerServicer(controller), server)
+    servicer = ControllerServicer(controller, wait_slots=RPC_WORKERS - RPC_WORKERS_KEPT_FREE)
+    pb_grpc.add_ControllerServicer_to_server(servicer, server)
     server.add_insecure_port(config.controller_target)
     server.start()
     loop = threading.Thread(target=controller.run_loop, name="scheduler", daemon=True)

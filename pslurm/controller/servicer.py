@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
@@ -52,8 +53,9 @@ def _guard(context: grpc.ServicerContext, fn: Callable[[], T]) -> T:
 
 
 class ControllerServicer(pb_grpc.ControllerServicer):
-    def __init__(self, controller: Controller) -> None:
+    def __init__(self, controller: Controller, wait_slots: int = 24) -> None:
         self.c = controller
+        self._wait_slots = threading.BoundedSemaphore(wait_slots)  # WaitJob calls that may block at once
 
     def _job_pb(self, job, targets: dict[str, str] | None = None) -> pb.Job:  # type: ignore[no-untyped-def]
         target = ""
@@ -140,12 +142,20 @@ class ControllerServicer(pb_grpc.ControllerServicer):
         raise AssertionError("unreachable")
 
     def WaitJob(self, request: pb.WaitRequest, context: grpc.ServicerContext) -> Iterator[pb.Job]:
+        """The job now and at each change until it ends. With every waiting slot taken, the job
+        now and no more: the caller (psrun) asks again shortly, and no thread is held meanwhile."""
         updates = self.c.wait(request.job_id)
-        while context.is_active():
-            job = _guard(context, lambda: next(updates, None))
-            if job is None:
-                return
-            yield self._job_pb(job)
+        if not self._wait_slots.acquire(blocking=False):
+            yield self._job_pb(_guard(context, lambda: next(updates)))
+            return
+        try:
+            while context.is_active():
+                job = _guard(context, lambda: next(updates, None))
+                if job is None:
+                    return
+                yield self._job_pb(job)
+        finally:
+            self._wait_slots.release()
 
     def RegisterNode(self, request: pb.RegisterRequest, context: grpc.ServicerContext) -> pb.RegisterReply:
         gpus = [convert.gpu_from_pb(g) for g in request.gpus]

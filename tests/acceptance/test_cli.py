@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import re
+import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import Cluster, wait_for
+from tests.conftest import BIN, Cluster, wait_for
 
 
 def queue(cluster: Cluster, *args: str) -> list[list[str]]:
@@ -76,6 +77,19 @@ def test_psrun_streams_output_and_passes_the_exit_code(cluster, tmp_path):
     assert re.search(r"psrun: error: c00\d: task 0: Exited with exit code 3", bad.stderr)
     missing = cluster.run("psrun", "/no/such/program", cwd=tmp_path)
     assert missing.returncode != 0 and "/no/such/program" in missing.stderr
+
+
+def test_more_waiting_psruns_than_controller_threads_all_finish(cluster, tmp_path):
+    # 48 psrun wait at once, more than the controller's 32 RPC threads. Waits beyond its slots are
+    # answered at once and asked again, so heartbeats and job ends still get a thread: no node is
+    # declared down and every job completes (before, the waits took every thread: NODE_FAIL).
+    procs = [subprocess.Popen([str(BIN / "psrun"), "sh", "-c", "sleep 2; echo done $SLURM_JOB_ID"],
+                              env=cluster.env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for _ in range(48)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0] * 48, [err for _, err in outs if "error" in err][:3]
+    assert len({out for out, _ in outs if out.startswith("done ")}) == 48
+    assert "down" not in cluster.run("psinfo", "-N", "-h", "-o", "%t", check=True).stdout
 
 
 def test_job_environment_is_slurms(cluster, tmp_path):
