@@ -97,7 +97,9 @@ def serve(config: ClusterConfig, node: NodeConfig, devices: list[GpuDevice], cgr
     from pslurm.proto import pslurm_pb2_grpc as pb_grpc
 
     agent = Agent(config, node, devices, cgroup_conf, drain, monitor)
-    server = grpc.server(ThreadPoolExecutor(max_workers=64, thread_name_prefix="rpc"),
+    # A psrun job's output stream holds a thread while the job runs, and a node runs at most one job
+    # per CPU: with a thread per CPU and some to spare, launches and signals always find one.
+    server = grpc.server(ThreadPoolExecutor(max_workers=max(64, node.cpus + 16), thread_name_prefix="rpc"),
                          options=[("grpc.so_reuseport", 0)])
     pb_grpc.add_NodeAgentServicer_to_server(AgentServicer(agent), server)
     try:
