@@ -44,6 +44,14 @@ def stub(conf: Path):  # type: ignore[no-untyped-def]
     return pb_grpc.ControllerStub(grpc.insecure_channel(config.controller_target))
 
 
+def credentials(conf: Path):  # type: ignore[no-untyped-def]
+    """gRPC metadata with a credential for this user (the bench runs as the cluster's owner)."""
+    from pslurm.auth.transport import Credentials
+    from pslurm.core.config import load_cluster_config
+
+    return Credentials.for_cluster(load_cluster_config(str(conf))).metadata()
+
+
 def throughput(conf: Path, cwd: str, count: int, gres: str) -> tuple[float, float]:
     """Submit ``count`` trivial jobs over gRPC from one client, wait until all ended.
     Returns (jobs/s end to end, submit rate)."""
@@ -52,7 +60,7 @@ def throughput(conf: Path, cwd: str, count: int, gres: str) -> tuple[float, floa
     from pslurm.proto import pslurm_pb2 as pb
 
     controller = stub(conf)
-    meta = (("x-pslurm-uid", str(os.getuid())),)
+    meta = credentials(conf)
     spec = build_spec(JobOptions(gres=gres or None, output="/dev/null"), user="bench", uid=os.getuid(),
                       gid=os.getgid(), cwd=cwd, environ={"PATH": os.environ["PATH"]},
                       script="#!/bin/sh\ntrue\n", default_name="wrap")
@@ -77,7 +85,7 @@ def submit_to_start(env: dict[str, str], conf: Path, cwd: str, repeat: int) -> f
     from pslurm.proto import pslurm_pb2 as pb
 
     controller = stub(conf)
-    meta = (("x-pslurm-uid", str(os.getuid())),)
+    meta = credentials(conf)
     delays = []
     for _ in range(repeat):
         job_id = int(cli(env, "psbatch", "--parsable", "-o", "/dev/null", "--wrap", "true", cwd=cwd).stdout)

@@ -27,6 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from pslurm.auth.credential import Identity  # noqa: E402
 from pslurm.controller.policy import NodeView, PendingJob, RunningJob, Snapshot, plan  # noqa: E402
 from pslurm.core.gres import GresRequest  # noqa: E402
 
@@ -105,6 +106,9 @@ def bench_plan(pending: int, nodes: int, repeat: int) -> None:
           f"{(time.perf_counter() - t0) * 1000:.1f} ms")
 
 
+OPERATOR = Identity(0, 0)  # submits for the bench user, as root may
+
+
 class NoAgents:
     """Launches are not sent: the bench measures the controller and its store, not agents."""
 
@@ -134,14 +138,14 @@ def bench_store(url: str, label: str, queue: int, nodes: int) -> None:
     singles = min(2000, queue // 10)
     t0 = time.perf_counter()
     for _ in range(singles):
-        controller.submit(spec)
+        controller.submit(spec, OPERATOR)
     single_s = time.perf_counter() - t0
     arrays = (queue - singles) // 1000
     from dataclasses import replace
 
     t0 = time.perf_counter()
     for _ in range(arrays):
-        controller.submit(replace(spec, array="0-999"))
+        controller.submit(replace(spec, array="0-999"), OPERATOR)
     array_s = time.perf_counter() - t0
     total = singles + arrays * 1000
     print(f"{label}: submit {singles} single jobs {singles / single_s:.0f} jobs/s; "

@@ -61,6 +61,29 @@ def wait_for(predicate: Any, timeout: float = 30.0, interval: float = 0.1) -> An
     raise AssertionError("condition not met in time")
 
 
+def ask_credential_as(uid: int, gid: int, socket_path: str) -> str:
+    """A credential from the credential socket, asked by a child process running as ``uid``:``gid``
+    (forked, not exec'd: the venv's interpreter may sit where that user cannot run it). Needs root."""
+    from pslurm.auth.transport import ask_credential_socket
+
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: become the user, ask, hand the answer back, exit without cleanup
+        try:
+            os.close(read)
+            os.setgroups([])
+            os.setgid(gid)
+            os.setuid(uid)
+            os.write(write, ask_credential_socket(socket_path).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as f:
+        answer = f.read()
+    os.waitpid(pid, 0)
+    return answer
+
+
 def cli(*args: str, env: dict[str, str] | None = None, cwd: Path | str | None = None,
         timeout: float = 60, check: bool = False) -> subprocess.CompletedProcess[str]:
     """Run one of pslurm's commands as a subprocess (the real console script)."""
@@ -98,13 +121,20 @@ def cluster_from_conf(root: Path, conf: str, gres: str) -> Iterator[Cluster]:
         cli("pslurm", "down", "--state-dir", str(state), timeout=60)
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    """4 nodes x 2 simulated GPUs, for a whole test module."""
-    state = tmp_path_factory.mktemp("cluster")
-    up = cli("pslurm", "up", "--nodes", "4", "--gpus-per-node", "2", "--state-dir", str(state), timeout=120)
+@contextlib.contextmanager
+def local_cluster(state: Path, nodes: int, gpus_per_node: int) -> Iterator[Cluster]:
+    """`pslurm up` with simulated GPUs in ``state``, `pslurm down` afterwards."""
+    up = cli("pslurm", "up", "--nodes", str(nodes), "--gpus-per-node", str(gpus_per_node), "--state-dir", str(state),
+             timeout=120)
     try:
         assert up.returncode == 0, up.stderr
         yield Cluster(state)
     finally:
         cli("pslurm", "down", "--state-dir", str(state), timeout=60)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """4 nodes x 2 simulated GPUs, for a whole test module."""
+    with local_cluster(tmp_path_factory.mktemp("cluster"), 4, 2) as found:
+        yield found

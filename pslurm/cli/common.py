@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:
+    from pslurm.auth.transport import Metadata
     from pslurm.core.config import ClusterConfig
     from pslurm.proto import pslurm_pb2_grpc
 
@@ -38,6 +39,7 @@ class Client:
     def __init__(self, prog: str) -> None:
         import grpc
 
+        from pslurm.auth.transport import Credentials
         from pslurm.proto import pslurm_pb2_grpc
 
         self.prog = prog
@@ -45,7 +47,17 @@ class Client:
         self.channel = grpc.insecure_channel(self.config.controller_target,
                                              options=[("grpc.max_receive_message_length", 512 * 1024 * 1024)])
         self.stub: pslurm_pb2_grpc.ControllerStub = pslurm_pb2_grpc.ControllerStub(self.channel)
-        self.metadata = (("x-pslurm-uid", str(os.getuid())),)
+        self.credentials = Credentials.for_cluster(self.config)
+
+    @property
+    def metadata(self) -> Metadata:
+        """A credential for this user, for the next call (signed here, or by the credential socket)."""
+        from pslurm.auth.credential import AuthError
+
+        try:
+            return self.credentials.metadata()
+        except AuthError as exc:
+            fail(self.prog, f"cannot authenticate: {exc}")
 
     def call(self, method: str, request: Any, prefix: str = "", timeout: float = 30.0) -> Any:
         """Call a unary RPC; errors become ``prog: error: [prefix]message`` and exit 1."""

@@ -24,6 +24,7 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from pslurm.auth.credential import create_key
 from pslurm.core.config import (
     ClusterConfig,
     ConfigError,
@@ -138,6 +139,7 @@ class LocalCluster:
         drained by its agent: those are returned, name -> reason)."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.log_dir.mkdir(parents=True, exist_ok=True)
+        create_key(config.auth_key_path)  # before any daemon starts: each of them reads it
         try:
             self._spawn("psctld", ["pslurm.controller.app", "-f", str(self.conf_path)])
             for name in config.nodes:
@@ -218,17 +220,19 @@ def wait_idle(config: ClusterConfig, names: set[str], timeout: float, check: obj
     ones (name -> reason), e.g. an agent that found fewer GPUs than configured."""
     import grpc
 
+    from pslurm.auth.transport import Credentials
     from pslurm.proto import pslurm_pb2 as pb
     from pslurm.proto import pslurm_pb2_grpc as pb_grpc
 
     stub = pb_grpc.ControllerStub(grpc.insecure_channel(config.controller_target))
+    credentials = Credentials.for_cluster(config)
     deadline = time.time() + timeout
     states: dict[str, str] = {}
     while time.time() < deadline:
         if callable(check):
             check()
         try:
-            info = stub.GetCluster(pb.Empty(), timeout=2, metadata=(("x-pslurm-uid", str(os.getuid())),))
+            info = stub.GetCluster(pb.Empty(), timeout=2, metadata=credentials.metadata())
             mine = [n for n in info.nodes if n.name in names]
             states = {n.name: n.display_state for n in mine}
             registered = all(n.state == "UP" and n.display_state in ("idle", "drain") for n in mine)

@@ -8,6 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 
+from pslurm.auth.transport import Metadata
 from pslurm.core.convert import job_to_pb
 from pslurm.core.jobspec import JobRecord
 from pslurm.proto import pslurm_pb2 as pb
@@ -27,7 +28,8 @@ class AgentRefused(Exception):
 class AgentClient:
     """One channel per agent, reused; launches run on a small pool so the scheduler never waits."""
 
-    def __init__(self, workers: int = 8) -> None:
+    def __init__(self, credentials: Callable[[], Metadata], workers: int = 8) -> None:
+        self._credentials = credentials  # gRPC metadata with a fresh credential, for each call
         self._stubs: dict[str, pb_grpc.NodeAgentStub] = {}
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="launch")
@@ -42,8 +44,8 @@ class AgentClient:
 
     def launch(self, target: str, job: JobRecord) -> None:
         """Ask the agent to start the job (idempotent on the agent's side)."""
-        self._call(lambda stub: stub.LaunchJob(pb.LaunchRequest(job=job_to_pb(job)), timeout=RPC_TIMEOUT),
-                   target)
+        self._call(lambda stub: stub.LaunchJob(pb.LaunchRequest(job=job_to_pb(job)), timeout=RPC_TIMEOUT,
+                                               metadata=self._credentials()), target)
 
     def launch_async(self, target: str, job: JobRecord,
                      on_error: Callable[[JobRecord, Exception], None]) -> None:
@@ -58,7 +60,7 @@ class AgentClient:
     def signal(self, target: str, job_id: int, signal: int) -> None:
         """Signal a job's processes; 0 cancels it (SIGTERM, then SIGKILL after KillWait)."""
         self._call(lambda stub: stub.SignalJob(pb.SignalRequest(job_id=job_id, signal=signal),
-                                               timeout=RPC_TIMEOUT), target)
+                                               timeout=RPC_TIMEOUT, metadata=self._credentials()), target)
 
     def _call(self, fn: Callable[[pb_grpc.NodeAgentStub], object], target: str) -> None:
         try:

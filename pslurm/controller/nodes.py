@@ -23,6 +23,10 @@ class NotFound(LookupError):
     """An unknown job or node; the message is for the user."""
 
 
+class PermissionDenied(Exception):
+    """The caller may not do this (Slurm's "Access/permission denied"); the message is for the user."""
+
+
 @dataclass
 class NodeUsage:
     """What active jobs hold on one node, derived from the store's allocations."""

@@ -13,9 +13,10 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 
+from pslurm.auth.credential import Identity
 from pslurm.controller.admission import admit
 from pslurm.controller.agents import AgentClient, AgentUnreachable
-from pslurm.controller.nodes import NodeLife, NotFound
+from pslurm.controller.nodes import NodeLife, NotFound, PermissionDenied
 from pslurm.controller.scheduling import SchedulerPass
 from pslurm.controller.store import Store
 from pslurm.core.arrays import parse_array, parse_task_selector
@@ -36,8 +37,9 @@ class Controller(NodeLife, SchedulerPass):
     """Owns the protocol: snapshot -> plan -> compare-and-set -> launch."""
 
     def __init__(self, config: ClusterConfig, store: Store, agents: AgentClient,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, operators: frozenset[int] = frozenset({0})) -> None:
         self.config = config
+        self.operators = operators  # uids with operator rights: root and the user psctld runs as (SlurmUser)
         self.store = store
         self.agents = agents
         self.clock = clock
@@ -65,13 +67,16 @@ class Controller(NodeLife, SchedulerPass):
 
     # -- clients ---------------------------------------------------------------------------
 
-    def submit(self, spec: JobSpec) -> int:
+    def submit(self, spec: JobSpec, requester: Identity) -> int:
         """Check the request and the limits, store it PENDING (every task of an array; committed before
-        we answer), wake the scheduler. Returns the job id (the array's id)."""
+        we answer), wake the scheduler. Returns the job id (the array's id). A job runs as the user it
+        names: only an operator may submit one for somebody else."""
+        if requester.uid not in self.operators:
+            _check_own(spec, requester)
         sched = self.sched
         admitted = admit(spec, self.config, enforce_part_limits=sched.enforce_part_limits,
                          groups=_group_names(spec.user, spec.gid))
-        if spec.nice < 0 and spec.uid != 0:
+        if spec.nice < 0 and requester.uid not in self.operators:
             raise SpecError("Invalid --nice value: only privileged users can set a negative nice")
         if abs(spec.nice) > 2147483645:
             raise SpecError("Invalid --nice value")
@@ -115,7 +120,7 @@ class Controller(NodeLife, SchedulerPass):
         ids = self.resolve(text)
         if not ids:
             return [f"Invalid job id specified: {text}"]
-        admin = requester_uid == 0
+        admin = requester_uid in self.operators
         errors = []
         for job in self.store.get_jobs(job_ids=ids, include_finished=True):
             if job.job_id not in ids:
@@ -191,7 +196,7 @@ class Controller(NodeLife, SchedulerPass):
             if job is None:
                 errors.append(f"Kill job error on job id {job_id}: Invalid job id specified")
                 continue
-            if requester_uid not in (0, job.spec.uid):
+            if requester_uid not in self.operators and requester_uid != job.spec.uid:
                 errors.append(f"Kill job error on job id {job_id}: Access/permission denied")
                 continue
             if job.state.is_final and job_id in quiet:
@@ -323,6 +328,21 @@ class Controller(NodeLife, SchedulerPass):
         self._wake.set()
         with self._changed:
             self._changed.notify_all()
+
+
+def _check_own(spec: JobSpec, requester: Identity) -> None:
+    """A user's job names the user's own uid, primary gid and (where this host knows the uid) name."""
+    import pwd
+
+    if (spec.uid, spec.gid) != (requester.uid, requester.gid):
+        raise PermissionDenied(f"Access/permission denied: the job is for uid {spec.uid} gid {spec.gid}, "
+                               f"the request comes from uid {requester.uid} gid {requester.gid}")
+    try:
+        name = pwd.getpwuid(spec.uid).pw_name
+    except KeyError:
+        return  # a uid this host does not know: its name is what the client says
+    if spec.user != name:
+        raise PermissionDenied(f"Access/permission denied: uid {spec.uid} is {name}, not {spec.user}")
 
 
 def _group_names(user: str, gid: int) -> list[str]:

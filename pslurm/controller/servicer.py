@@ -8,6 +8,9 @@ from typing import TypeVar
 
 import grpc
 
+from pslurm.auth.credential import AuthError, Identity
+from pslurm.auth.transport import Authenticator
+from pslurm.controller.nodes import PermissionDenied
 from pslurm.controller.service import Controller, NotFound
 from pslurm.core import convert
 from pslurm.core.jobspec import SpecError
@@ -16,30 +19,7 @@ from pslurm.proto import pslurm_pb2 as pb
 from pslurm.proto import pslurm_pb2_grpc as pb_grpc
 
 T = TypeVar("T")
-UID_KEY = "x-pslurm-uid"
-
-
-def caller_uid(context: grpc.ServicerContext) -> int:
-    """The uid the request carries (checked by the identity interceptor before we get here)."""
-    for key, value in context.invocation_metadata():
-        if key == UID_KEY:
-            return int(value)
-    return -1
-
-
-class IdentityInterceptor(grpc.ServerInterceptor):
-    """The one place where a request's identity is checked. Today it requires a numeric uid in the
-    metadata; a signed credential (munge-like) plugs in here."""
-
-    def intercept_service(self, continuation, handler_call_details):  # type: ignore[no-untyped-def]
-        meta = dict(handler_call_details.invocation_metadata or ())
-        if not str(meta.get(UID_KEY, "")).isdigit():
-            def deny(request, context):  # type: ignore[no-untyped-def]
-                context.abort(grpc.StatusCode.UNAUTHENTICATED, "request carries no identity")
-            return grpc.unary_unary_rpc_method_handler(deny)
-        return continuation(handler_call_details)
-
-
+NODE_MESSAGES_ONLY_FROM_AGENTS = "node messages come only from an agent (root or the SlurmUser)"
 def _guard(context: grpc.ServicerContext, fn: Callable[[], T]) -> T:
     try:
         return fn()
@@ -47,15 +27,31 @@ def _guard(context: grpc.ServicerContext, fn: Callable[[], T]) -> T:
         context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
     except NotFound as exc:
         context.abort(grpc.StatusCode.NOT_FOUND, str(exc))
+    except PermissionDenied as exc:
+        context.abort(grpc.StatusCode.PERMISSION_DENIED, str(exc))
     except InvalidTransition as exc:
         context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
     raise AssertionError("unreachable")
 
 
 class ControllerServicer(pb_grpc.ControllerServicer):
-    def __init__(self, controller: Controller, wait_slots: int = 24) -> None:
+    def __init__(self, controller: Controller, auth: Authenticator, wait_slots: int = 24) -> None:
         self.c = controller
+        self.auth = auth
         self._wait_slots = threading.BoundedSemaphore(wait_slots)  # WaitJob calls that may block at once
+
+    def _caller(self, context: grpc.ServicerContext) -> Identity:
+        """Who sent the request, from its credential (the interceptor has refused those without one)."""
+        try:
+            return self.auth.identity(context)
+        except AuthError as exc:
+            context.abort(grpc.StatusCode.UNAUTHENTICATED, f"authentication failed: {exc}")
+        raise AssertionError("unreachable")
+
+    def _operator(self, context: grpc.ServicerContext, what: str) -> None:
+        """Refuse unless the caller is root or the user psctld runs as (agents, operators)."""
+        if self._caller(context).uid not in self.c.operators:
+            context.abort(grpc.StatusCode.PERMISSION_DENIED, f"Access/permission denied: {what}")
 
     def _job_pb(self, job, targets: dict[str, str] | None = None) -> pb.Job:  # type: ignore[no-untyped-def]
         target = ""
@@ -69,7 +65,8 @@ class ControllerServicer(pb_grpc.ControllerServicer):
 
     def SubmitJob(self, request: pb.SubmitRequest, context: grpc.ServicerContext) -> pb.SubmitReply:
         spec = convert.spec_from_pb(request.spec)
-        return pb.SubmitReply(job_id=_guard(context, lambda: self.c.submit(spec)))
+        caller = self._caller(context)
+        return pb.SubmitReply(job_id=_guard(context, lambda: self.c.submit(spec, caller)))
 
     def GetJobs(self, request: pb.JobQuery, context: grpc.ServicerContext) -> pb.JobList:
         states = _guard(context, lambda: [JobState.parse(s) for s in request.states])
@@ -80,12 +77,13 @@ class ControllerServicer(pb_grpc.ControllerServicer):
         return pb.JobList(jobs=[convert.job_to_pb(j, specs=specs) for j in jobs])
 
     def CancelJobs(self, request: pb.CancelRequest, context: grpc.ServicerContext) -> pb.CancelReply:
-        errors = self.c.cancel(list(request.job_ids), caller_uid(context), request.signal, list(request.job_specs))
+        errors = self.c.cancel(list(request.job_ids), self._caller(context).uid, request.signal,
+                               list(request.job_specs))
         return pb.CancelReply(errors=errors)
 
     def UpdateJob(self, request: pb.UpdateJobRequest, context: grpc.ServicerContext) -> pb.UpdateJobReply:
         errors = _guard(context, lambda: self.c.update_job(
-            request.job, caller_uid(context), request.action.lower(),
+            request.job, self._caller(context).uid, request.action.lower(),
             request.priority if request.HasField("priority") else None,
             request.nice if request.HasField("nice") else None))
         return pb.UpdateJobReply(errors=errors)
@@ -132,8 +130,7 @@ class ControllerServicer(pb_grpc.ControllerServicer):
         )
 
     def UpdateNode(self, request: pb.UpdateNodeRequest, context: grpc.ServicerContext) -> pb.Node:
-        if caller_uid(context) != 0:
-            context.abort(grpc.StatusCode.PERMISSION_DENIED, "Access/permission denied")
+        self._operator(context, "only root or the SlurmUser may update nodes")
         _guard(context, lambda: self.c.update_node(request.name, request.state, request.reason))
         for n, used, word in self.c.nodes():
             if n.name == request.name:
@@ -158,6 +155,7 @@ class ControllerServicer(pb_grpc.ControllerServicer):
             self._wait_slots.release()
 
     def RegisterNode(self, request: pb.RegisterRequest, context: grpc.ServicerContext) -> pb.RegisterReply:
+        self._operator(context, NODE_MESSAGES_ONLY_FROM_AGENTS)
         gpus = [convert.gpu_from_pb(g) for g in request.gpus]
         kill = _guard(context, lambda: self.c.register(
             request.name, request.addr, request.port, gpus, list(request.running_job_ids),
@@ -165,11 +163,13 @@ class ControllerServicer(pb_grpc.ControllerServicer):
         return pb.RegisterReply(heartbeat_interval=self.c.heartbeat_interval, kill_job_ids=kill)
 
     def Heartbeat(self, request: pb.HeartbeatRequest, context: grpc.ServicerContext) -> pb.HeartbeatReply:
+        self._operator(context, NODE_MESSAGES_ONLY_FROM_AGENTS)
         again, kill = _guard(context, lambda: self.c.heartbeat(
             request.name, list(request.running_job_ids), request.health_reason))
         return pb.HeartbeatReply(reregister=again, kill_job_ids=kill)
 
     def JobEnded(self, request: pb.JobEndedRequest, context: grpc.ServicerContext) -> pb.Empty:
+        self._operator(context, NODE_MESSAGES_ONLY_FROM_AGENTS)
         usage = None
         if request.HasField("usage") and request.usage.gpu_count:
             # peak memory and utilisation only where measured (NVML); left NULL otherwise

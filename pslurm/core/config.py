@@ -78,6 +78,8 @@ class ClusterConfig:
     spool_dir: str = "/var/spool/pslurm/d"  # SlurmdSpoolDir=
     slurmd_timeout: int = 300  # SlurmdTimeout=, seconds without heartbeat before DOWN
     kill_wait: int = 30  # KillWait=, seconds between SIGTERM and SIGKILL
+    auth_key: str = ""  # AuthKey= (pslurm's own): the cluster key; "" -> pslurm.key beside this file
+    auth_socket: str = ""  # AuthSocket= (pslurm's own): the credential socket; "" -> pslurm.sock beside it
     nodes: dict[str, NodeConfig] = field(default_factory=dict)
     partitions: dict[str, PartitionConfig] = field(default_factory=dict)
     extra: dict[str, str] = field(default_factory=dict)  # keys pslurm does not use, kept as read
@@ -88,6 +90,16 @@ class ClusterConfig:
             if part.default:
                 return part
         return next(iter(self.partitions.values()), None)
+
+    @property
+    def auth_key_path(self) -> str:
+        """The cluster key (Slurm's slurm.key): every daemon needs it; users may not read it."""
+        return self.auth_key or os.path.join(os.path.dirname(os.path.abspath(self.path)), "pslurm.key")
+
+    @property
+    def auth_socket_path(self) -> str:
+        """The controller's credential socket, for users who cannot read the key."""
+        return self.auth_socket or os.path.join(os.path.dirname(os.path.abspath(self.path)), "pslurm.sock")
 
     @property
     def controller_target(self) -> str:

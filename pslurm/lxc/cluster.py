@@ -16,13 +16,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pslurm.auth.credential import create_key
 from pslurm.cluster.local import ClusterError, LocalCluster, wait_idle
 from pslurm.lxc import host
 from pslurm.lxc.plan import LxcPlan
 from pslurm.lxc.render import cluster_config, render_all, write_all
 
 MANIFEST = "lxc-cluster.json"
-GENERATED = ("lxc", "nodes", "dev", "run", "pslurm.conf")  # what down removes from the state dir
+GENERATED = ("lxc", "nodes", "dev", "run", "pslurm.conf", "pslurm.key")  # what down removes from the state dir
 
 
 @dataclass
@@ -83,6 +84,7 @@ def up(plan: LxcPlan, timeout: float = 60.0) -> None:
             man.nodes[node.container] = node.name
         man.save()
         write_all(render_all(plan))
+        _install_key(plan)
         _start_controller(plan)
         _start_containers(plan)
         config = cluster_config(plan)
@@ -90,6 +92,16 @@ def up(plan: LxcPlan, timeout: float = 60.0) -> None:
     except BaseException:
         down(plan.state_dir)
         raise
+
+
+def _install_key(plan: LxcPlan) -> None:
+    """A new cluster key beside the controller's pslurm.conf, and a copy beside each agent's (0600)."""
+    key = plan.state_dir / "pslurm.key"
+    create_key(str(key))
+    for node in plan.nodes:
+        copy = plan.node_dir(node) / "pslurm.key"
+        shutil.copyfile(key, copy)
+        copy.chmod(0o600)
 
 
 def _start_controller(plan: LxcPlan) -> None:
@@ -230,10 +242,10 @@ def status(state_dir: Path) -> list[dict[str, str]] | None:
 
 
 def _node_states(state_dir: Path) -> dict[str, str]:
-    import os
-
     import grpc
 
+    from pslurm.auth.credential import AuthError
+    from pslurm.auth.transport import Credentials
     from pslurm.core.config import ConfigError, load_cluster_config
     from pslurm.proto import pslurm_pb2 as pb
     from pslurm.proto import pslurm_pb2_grpc as pb_grpc
@@ -241,7 +253,7 @@ def _node_states(state_dir: Path) -> dict[str, str]:
     try:
         config = load_cluster_config(str(state_dir / "pslurm.conf"))
         stub = pb_grpc.ControllerStub(grpc.insecure_channel(config.controller_target))
-        info = stub.GetCluster(pb.Empty(), timeout=3, metadata=(("x-pslurm-uid", str(os.getuid())),))
-    except (ConfigError, grpc.RpcError):
+        info = stub.GetCluster(pb.Empty(), timeout=3, metadata=Credentials.for_cluster(config).metadata())
+    except (ConfigError, grpc.RpcError, AuthError):
         return {}
     return {n.name: n.display_state for n in info.nodes}

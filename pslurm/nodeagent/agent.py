@@ -6,13 +6,14 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import grpc
 
+from pslurm.auth.transport import Authenticator, Metadata
 from pslurm.core import convert
 from pslurm.core.config import CgroupConfig, ClusterConfig, NodeConfig
-from pslurm.core.jobspec import JobRecord
+from pslurm.core.jobspec import JobRecord, JobSpec
 from pslurm.core.states import JobState
 from pslurm.nodeagent.cgroups import CgroupError, DeviceCgroups, JobCgroup, affinity_for
 from pslurm.nodeagent.environment import job_environment
@@ -37,7 +38,7 @@ class Agent:
 
     def __init__(self, config: ClusterConfig, node: NodeConfig, devices: list[GpuDevice],
                  cgroup_conf: CgroupConfig, drain_reason: str | None = None,
-                 monitor: GpuMonitor | None = None) -> None:
+                 monitor: GpuMonitor | None = None, credentials: Callable[[], Metadata] = lambda: ()) -> None:
         self.config = config
         self.node = node
         self.devices = devices
@@ -64,7 +65,7 @@ class Agent:
         self.heartbeat_interval = 2.0
         channel = grpc.insecure_channel(config.controller_target)
         self.controller = pb_grpc.ControllerStub(channel)
-        self._meta = (("x-pslurm-uid", str(os.getuid())),)
+        self._credentials = credentials  # gRPC metadata with a fresh credential, for each call
 
     # -- controller side -------------------------------------------------------------------
 
@@ -78,7 +79,7 @@ class Agent:
                     real_memory=self.node.real_memory, gpus=[_gpu_pb(d) for d in self.devices],
                     running_job_ids=self.running_ids(), drain_reason=self.drain_reason,
                     isolation=self.isolation,
-                ), timeout=5, metadata=self._meta)
+                ), timeout=5, metadata=self._credentials())
             except grpc.RpcError as exc:
                 log.info("controller not reachable yet (%s), retrying",
                          exc.code() if isinstance(exc, grpc.Call) else exc)
@@ -101,7 +102,7 @@ class Agent:
         try:
             reply = self.controller.Heartbeat(pb.HeartbeatRequest(
                 name=self.node.name, running_job_ids=self.running_ids(), health_reason=health or ""),
-                timeout=5, metadata=self._meta)
+                timeout=5, metadata=self._credentials())
         except grpc.RpcError:
             return
         if health and self.monitor is not None:
@@ -156,7 +157,7 @@ class Agent:
                     job_id=running.job.job_id, node=self.node.name, state=end.state.value,
                     exit_code=end.exit_code, exit_signal=end.exit_signal, end_time=end.end_time,
                     usage=_usage_pb(running.usage),
-                ), timeout=5, metadata=self._meta)
+                ), timeout=5, metadata=self._credentials())
             except grpc.RpcError as exc:
                 log.warning("could not report end of job %d: %s; will retry", running.job.job_id, exc)
                 return
@@ -221,13 +222,16 @@ class Agent:
         else:
             self.launcher.signal(running, signum)
 
-    def output(self, job_id: int) -> Iterator[pb.OutputChunk]:
-        """psrun's stream: output as it comes, then the end."""
+    def output(self, job_id: int, may_read: Callable[[JobSpec], bool]) -> Iterator[pb.OutputChunk]:
+        """psrun's stream: output as it comes, then the end. PermissionError unless ``may_read``
+        the job (its owner, or an operator)."""
         with self._launched:
             self._launched.wait_for(lambda: self._started(job_id), timeout=30.0)
             running = self.jobs.get(job_id)
         if running is None or not running.job.spec.interactive:
             return
+        if not may_read(running.job.spec):
+            raise PermissionError(f"Access/permission denied: job {job_id} is not yours")
         sent = {"stdout": 0, "stderr": 0}
         while True:
             with running.changed:
@@ -291,20 +295,45 @@ def _gpu_pb(d: GpuDevice) -> pb.GpuInfo:
 
 
 class AgentServicer(pb_grpc.NodeAgentServicer):
-    def __init__(self, agent: Agent) -> None:
+    """Launches and signals come only from the controller (root or the user the daemons run as:
+    a root agent runs a job as whatever user it names); a job's output goes to its owner."""
+
+    def __init__(self, agent: Agent, auth: Authenticator) -> None:
         self.agent = agent
+        self.auth = auth
+        self.operators = frozenset({0, os.getuid()})
+
+    def _caller_uid(self, context: grpc.ServicerContext) -> int:
+        from pslurm.auth.credential import AuthError
+
+        try:
+            return self.auth.identity(context).uid
+        except AuthError as exc:
+            context.abort(grpc.StatusCode.UNAUTHENTICATED, f"authentication failed: {exc}")
+        raise AssertionError("unreachable")
+
+    def _from_controller(self, context: grpc.ServicerContext) -> None:
+        if self._caller_uid(context) not in self.operators:
+            context.abort(grpc.StatusCode.PERMISSION_DENIED,
+                          "Access/permission denied: launches and signals come only from the controller")
 
     def LaunchJob(self, request: pb.LaunchRequest, context: grpc.ServicerContext) -> pb.Empty:
+        self._from_controller(context)
         self.agent.launch(convert.job_from_pb(request.job))
         return pb.Empty()
 
     def SignalJob(self, request: pb.SignalRequest, context: grpc.ServicerContext) -> pb.Empty:
+        self._from_controller(context)
         self.agent.signal(request.job_id, request.signal)
         return pb.Empty()
 
     def StreamOutput(self, request: pb.OutputRequest,
                      context: grpc.ServicerContext) -> Iterator[pb.OutputChunk]:
-        yield from self.agent.output(request.job_id)
+        uid = self._caller_uid(context)
+        try:
+            yield from self.agent.output(request.job_id, lambda spec: uid in self.operators or uid == spec.uid)
+        except PermissionError as exc:
+            context.abort(grpc.StatusCode.PERMISSION_DENIED, str(exc))
 
 
 __all__ = ["Agent", "AgentServicer", "JobState"]

@@ -11,6 +11,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
+from pslurm.auth.credential import AuthError, load_key
 from pslurm.core.config import (
     CgroupConfig,
     ClusterConfig,
@@ -79,7 +80,11 @@ def main(argv: list[str] | None = None) -> None:
         from pslurm.nodeagent.gpumon import GpuMonitor
 
         monitor = GpuMonitor(devices)
-    serve(config, node, devices, cgroup_conf, drain, monitor=monitor)
+    try:
+        key = load_key(config.auth_key_path)
+    except AuthError as exc:
+        sys.exit(f"psd: error: {exc} (every node needs a copy of the controller's key)")
+    serve(config, node, devices, cgroup_conf, drain, key, monitor=monitor)
 
 
 def simulated_devices(node: NodeConfig) -> list[GpuDevice]:
@@ -89,19 +94,22 @@ def simulated_devices(node: NodeConfig) -> list[GpuDevice]:
 
 
 def serve(config: ClusterConfig, node: NodeConfig, devices: list[GpuDevice], cgroup_conf: CgroupConfig,
-          drain: str | None, stop: threading.Event | None = None, monitor: GpuMonitor | None = None) -> None:
+          drain: str | None, key: bytes, stop: threading.Event | None = None,
+          monitor: GpuMonitor | None = None) -> None:
     """Run the agent's gRPC server, registration, heartbeats (and usage sampling) until stopped."""
     import grpc
 
+    from pslurm.auth.transport import Authenticator, signed_metadata
     from pslurm.nodeagent.agent import Agent, AgentServicer
     from pslurm.proto import pslurm_pb2_grpc as pb_grpc
 
-    agent = Agent(config, node, devices, cgroup_conf, drain, monitor)
+    auth = Authenticator(key)
+    agent = Agent(config, node, devices, cgroup_conf, drain, monitor, credentials=lambda: signed_metadata(key))
     # A psrun job's output stream holds a thread while the job runs, and a node runs at most one job
     # per CPU: with a thread per CPU and some to spare, launches and signals always find one.
     server = grpc.server(ThreadPoolExecutor(max_workers=max(64, node.cpus + 16), thread_name_prefix="rpc"),
-                         options=[("grpc.so_reuseport", 0)])
-    pb_grpc.add_NodeAgentServicer_to_server(AgentServicer(agent), server)
+                         interceptors=[auth.interceptor()], options=[("grpc.so_reuseport", 0)])
+    pb_grpc.add_NodeAgentServicer_to_server(AgentServicer(agent, auth), server)
     try:
         server.add_insecure_port(f"{node.addr}:{node.port}")
     except RuntimeError as exc:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from pslurm.auth.credential import create_key
 from pslurm.cluster.local import free_ports
 from tests.conftest import cli, wait_for
 
@@ -31,6 +32,7 @@ NodeName=c000 NodeAddr=127.0.0.1 Port={ports[1]} CPUs=2 RealMemory=1000 Gres=gpu
 NodeName=c001 NodeAddr=127.0.0.1 Port={ports[2]} CPUs=2 RealMemory=1000 Gres=gpu:1
 PartitionName=gpu Nodes=c[000-001] Default=YES
 """)
+        create_key(str(tmp / "pslurm.key"))  # what an operator installs on every host (munge.key's place)
         self.env = {**os.environ, "PSLURM_CONF": str(self.conf)}
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
 
