@@ -70,11 +70,13 @@ PartitionName=gpu Nodes=c[000-001] Default=YES
 @pytest.fixture
 def procs(tmp_path):
     p = Procs(tmp_path)
-    for name in ("psctld", "c000", "c001"):
-        p.start(name)
-    wait_for(lambda: p.node_states().split() == ["c000", "idle", "c001", "idle"])
-    yield p
-    p.stop_all()
+    try:  # stopped also when they never came up: nothing outlives the test
+        for name in ("psctld", "c000", "c001"):
+            p.start(name)
+        wait_for(lambda: p.node_states().split() == ["c000", "idle", "c001", "idle"])
+        yield p
+    finally:
+        p.stop_all()
 
 
 def test_a_node_that_stops_heartbeating_goes_down_and_its_job_ends_node_fail(procs, tmp_path):

@@ -196,9 +196,10 @@ def test_existing_bridge_is_refused_and_kept(tmp_path: Path) -> None:
 def test_debian_rootfs_runs_the_agent_on_debians_python(tmp_path: Path) -> None:
     state, prefix = tmp_path / "state", "pd" + secrets.token_hex(3)
     before = host_snapshot(prefix, state)
-    cli("pslurm", "lxc", "up", "--nodes", "1", "--gpus-per-node", "1", "--fake-gpus", "--rootfs", "debian",
-        "--state-dir", str(state), "--prefix", prefix)
-    try:
+    try:  # up inside: an up killed by the timeout leaves what it made for the down below
+        # up may first reinstall pslurm into the cached root (when this pslurm differs from its copy)
+        cli("pslurm", "lxc", "up", "--nodes", "1", "--gpus-per-node", "1", "--fake-gpus", "--rootfs", "debian",
+            "--state-dir", str(state), "--prefix", prefix, timeout=300, check=True)
         env = {**os.environ, "PSLURM_CONF": str(state / "pslurm.conf")}
         out = cli("psrun", "--gres=gpu:1", "sh", "-c", "cat /etc/debian_version; readlink -f /proc/1/exe; "
                   "ls /dev/nvidia0", env=env).stdout.split()
