@@ -52,7 +52,7 @@ class NodeLife:
                  exit_signal: int, usage: dict[str, float | None] | None = None) -> None:
         raise NotImplementedError
 
-    def _notify(self, wake_scheduler: bool = True) -> None:
+    def _reschedule(self) -> None:
         raise NotImplementedError
 
     def usage(self) -> dict[str, NodeUsage]:
@@ -92,7 +92,7 @@ class NodeLife:
             self._fail_jobs_on(name, now, reason)
         else:
             raise SpecError(f"Invalid node state specified: {state}")
-        self._notify()
+        self._reschedule()
         return self._known_node(name)
 
     def register(self, name: str, addr: str, port: int, gpus: Sequence[GpuInfo], running: Sequence[int],
@@ -113,7 +113,7 @@ class NodeLife:
         for job_id in lost:  # the agent restarted and no longer runs them
             self._end_job(job_id, JobState.NODE_FAIL, now, "agent restarted without the job", 0, 0)
         log.info("node %s registered at %s:%d with %d GPUs", name, addr, port, len(gpus))
-        self._notify()
+        self._reschedule()
         return self._stale(name, running)
 
     def heartbeat(self, name: str, running: Sequence[int], health_reason: str) -> tuple[bool, list[int]]:
@@ -147,7 +147,7 @@ class NodeLife:
                 except InvalidTransition:
                     continue
                 self._fail_jobs_on(node.name, now, "node not responding")
-                self._notify()
+                self._reschedule()
 
     def _fail_jobs_on(self, node: str, now: float, why: str) -> None:
         for job_id in self.store.active_job_ids_on(node):

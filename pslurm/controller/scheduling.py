@@ -33,7 +33,7 @@ class SchedulerPass:
     _usage_mark: int
     _dep_cache: dict[str, object]
 
-    def _notify(self, wake_scheduler: bool = True) -> None:
+    def _reschedule(self) -> None:
         raise NotImplementedError
 
     # -- scheduling ------------------------------------------------------------------------
@@ -91,9 +91,7 @@ class SchedulerPass:
             value = (decided.reasons.get(q.job_id, q.reason), priorities[q.job_id], estimate)
             if value != (q.reason, q.priority, q.start_estimate):
                 changes[q.job_id] = value
-        self.store.update_pending(changes)
-        if started or changes:
-            self._notify(wake_scheduler=False)
+        self.store.update_pending(changes)  # waiters hear of these (and of the starts) from the store
         return len(started)
 
     # -- priority and fair share ----------------------------------------------------------
@@ -212,4 +210,4 @@ class SchedulerPass:
                 self.store.set_node_state(job.node, NodeState.DOWN, now, reason="Not responding")
             except InvalidTransition:
                 pass
-        self._notify()
+        self._reschedule()

@@ -10,8 +10,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections import Counter, defaultdict
+from collections.abc import Callable, Collection, Iterator, Sequence
 
 from pslurm.auth.credential import Identity
 from pslurm.controller.admission import admit
@@ -52,7 +52,9 @@ class Controller(NodeLife, SchedulerPass):
         # Agents beat a few times per SlurmdTimeout, and at least every 2 s on small local timeouts.
         self.heartbeat_interval = max(0.5, min(HEARTBEAT_INTERVAL * 15, config.slurmd_timeout / 4))
         self._changed = threading.Condition()
-        self._version = 0  # bumped on every job state change, for waiters
+        self._watched: Counter[int] = Counter()  # job id -> how many wait for it (WaitJob)
+        self._job_versions: Counter[int] = Counter()  # job id -> changes seen since waiting began
+        store.subscribe(self._jobs_changed)
         self._wake = threading.Event()
         # After a restart every node gets a full SlurmdTimeout to be heard from again.
         self._started = clock()
@@ -104,7 +106,7 @@ class Controller(NodeLife, SchedulerPass):
         requeue = spec.requeue if spec.requeue is not None else (sched.job_requeue and not spec.interactive)
         job_id = self.store.submit(spec, admitted.partition, admitted.time_limit, self.clock(), requeue=requeue,
                                    array_ids=array_ids, throttle=throttle)
-        self._notify()
+        self._reschedule()
         return job_id
 
     def resolve(self, text: str) -> list[int]:
@@ -165,7 +167,7 @@ class Controller(NodeLife, SchedulerPass):
                     errors.append(f"Job {name}: Access/permission denied (a negative nice needs an operator)")
                     continue
                 self.store.update_jobs([job.job_id], pending_only=True, nice=nice)
-        self._notify()
+        self._reschedule()
         return errors
 
     def jobs(self, job_ids: Sequence[int] = (), users: Sequence[str] = (),
@@ -215,13 +217,13 @@ class Controller(NodeLife, SchedulerPass):
         if job.state is JobState.PENDING and signal == 0:
             self.store.transition(job.job_id, JobState.CANCELLED, now, "cancelled while pending",
                                   end_time=now, exit_signal=15, reason="None")
-            self._notify()
+            self._reschedule()
             return
         if job.state is JobState.PENDING:
             return  # a signal to a pending job has nothing to reach
         if signal == 0 and job.state is JobState.RUNNING:
             self.store.transition(job.job_id, JobState.COMPLETING, now, detail, cancel_requested=True)
-            self._notify()
+            self._reschedule()
         node = self.store.get_node(job.node or "")
         if node is not None:
             try:
@@ -230,26 +232,37 @@ class Controller(NodeLife, SchedulerPass):
                 log.warning("cannot reach %s to signal job %d: %s", node.name, job.job_id, exc)
 
     def wait(self, job_id: int, timeout: float | None = None) -> Iterator[JobRecord]:
-        """The job now, then again each time it changes, until it reaches a final state."""
+        """The job now, then again each time it changes, until it reaches a final state. The job is
+        read again only when the store says it changed (and once a second, to be safe): waiters do
+        not all re-read their jobs on every change in the cluster."""
         last: tuple[JobState, str | None, str] | None = None
         deadline = None if timeout is None else self.clock() + timeout
-        while not self._stopping.is_set():
-            with self._changed:
-                version = self._version
-            job = self.store.get_job(job_id, light=True)
-            if job is None:
-                raise NotFound(f"Invalid job id specified: {job_id}")
-            if (job.state, job.node, job.reason) != last:
-                last = (job.state, job.node, job.reason)
-                yield job
-            if job.state.is_final or (deadline is not None and self.clock() > deadline):
-                return
-            self._wait_change(version)
-
-    def _wait_change(self, seen: int, timeout: float = 1.0) -> None:
-        """Block until a job state changes after version ``seen`` (or the timeout passes)."""
         with self._changed:
-            self._changed.wait_for(lambda: self._version != seen, timeout=timeout)
+            self._watched[job_id] += 1
+        try:
+            while not self._stopping.is_set():
+                with self._changed:
+                    seen = self._job_versions[job_id]
+                job = self.store.get_job(job_id, light=True)
+                if job is None:
+                    raise NotFound(f"Invalid job id specified: {job_id}")
+                if (job.state, job.node, job.reason) != last:
+                    last = (job.state, job.node, job.reason)
+                    yield job
+                if job.state.is_final or (deadline is not None and self.clock() > deadline):
+                    return
+                self._wait_for_change(job_id, seen)
+        finally:
+            with self._changed:
+                self._watched[job_id] -= 1
+                if self._watched[job_id] <= 0:
+                    del self._watched[job_id]
+                    self._job_versions.pop(job_id, None)
+
+    def _wait_for_change(self, job_id: int, seen: int, timeout: float = 1.0) -> None:
+        with self._changed:
+            self._changed.wait_for(lambda: self._job_versions[job_id] != seen or self._stopping.is_set(),
+                                   timeout=timeout)
 
     # -- job ends --------------------------------------------------------------------------
 
@@ -264,7 +277,7 @@ class Controller(NodeLife, SchedulerPass):
                 self.store.requeue(job_id, end_time, f"requeued (pscontrol requeue), ended on {node}")
             except InvalidTransition as exc:
                 log.info("job %d requeue not recorded: %s", job_id, exc)
-            self._notify()
+            self._reschedule()
             return
         if job.cancel_requested and state is not JobState.TIMEOUT:
             state = JobState.CANCELLED
@@ -277,7 +290,7 @@ class Controller(NodeLife, SchedulerPass):
             if job is not None and job.requeue and job.state.holds_resources:
                 try:  # the job keeps its id and runs again elsewhere; its events keep this run
                     self.store.requeue(job_id, now, f"requeued after node failure: {detail}"[:250])
-                    self._notify()
+                    self._reschedule()
                     return
                 except InvalidTransition:
                     pass
@@ -289,16 +302,22 @@ class Controller(NodeLife, SchedulerPass):
         except InvalidTransition as exc:
             log.info("job %d end not recorded: %s", job_id, exc)
             return
-        self._notify()
+        self._reschedule()
 
     # -- loop ------------------------------------------------------------------------------
 
-    def _notify(self, wake_scheduler: bool = True) -> None:
+    def _reschedule(self) -> None:
+        """Something changed (a submit, an end, a node): run a scheduling pass soon."""
+        self._wake.set()
+
+    def _jobs_changed(self, job_ids: Collection[int]) -> None:
+        """The store committed changes to these jobs: wake whoever waits for one of them."""
         with self._changed:
-            self._version += 1
-            self._changed.notify_all()
-        if wake_scheduler:
-            self._wake.set()
+            watched = [i for i in job_ids if i in self._watched]
+            for job_id in watched:
+                self._job_versions[job_id] += 1
+            if watched:
+                self._changed.notify_all()
 
     def run_loop(self, interval: float = 1.0, min_gap: float = MIN_PASS_GAP) -> None:
         """Schedule on every change and at least every ``interval`` seconds; watch heartbeats.

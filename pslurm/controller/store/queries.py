@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import pathlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -139,6 +139,17 @@ class Store:
         self.url = url
         self.engine: Engine = _make_engine(url)
         self._writer = GroupCommit(self.engine)  # every write: one writer, concurrent ones share a commit
+        self._listeners: list[Callable[[Collection[int]], None]] = []
+
+    def subscribe(self, listener: Callable[[Collection[int]], None]) -> None:
+        """Call ``listener(job_ids)`` after each committed write that may have changed those jobs
+        (state, node, reason, priority, hold...): how waiters learn of their job without polling."""
+        self._listeners.append(listener)
+
+    def _jobs_changed(self, job_ids: Collection[int]) -> None:
+        if job_ids:
+            for listener in self._listeners:
+                listener(job_ids)
 
     # -- schema ---------------------------------------------------------------------------
 
@@ -188,7 +199,7 @@ class Store:
                 for i in ids])
             return job_id
 
-        return self._writer.write(work)
+        return self._writer.write(work)  # new jobs: nobody waits for them yet
 
     def transition(self, job_id: int, to: JobState, now: float, detail: str = "",
                    **values: Any) -> JobState:
@@ -197,7 +208,9 @@ class Store:
         Raises InvalidTransition when the job does not exist or is in a state ``to`` may not
         follow (it lost a race, or the request was wrong).
         """
-        return self._writer.write(lambda conn: _transition(conn, job_id, to, now, detail, values))
+        old = self._writer.write(lambda conn: _transition(conn, job_id, to, now, detail, values))
+        self._jobs_changed((job_id,))
+        return old
 
     def requeue(self, job_id: int, now: float, detail: str) -> JobState:
         """RUNNING/COMPLETING -> PENDING, keeping the id: the run's node and times are cleared, the
@@ -224,7 +237,9 @@ class Store:
                 started.append(job_id)
             return started
 
-        return self._writer.write(work)
+        started = self._writer.write(work)
+        self._jobs_changed(started)
+        return started
 
     def set_reason(self, reasons: dict[int, str]) -> None:
         """Record why pending jobs wait (Resources, Priority, ...); not a state change, no event."""
@@ -236,6 +251,7 @@ class Store:
                                                 jobs.c.reason != reason).values(reason=reason))
 
         self._writer.write(work)
+        self._jobs_changed(list(reasons))
 
     def update_pending(self, changes: dict[int, tuple[str, int, float | None]]) -> None:
         """Record each pending job's (reason, priority, expected start) from a scheduling pass; no event."""
@@ -245,6 +261,7 @@ class Store:
                 .values(reason=bindparam("b_reason"), priority=bindparam("b_prio"), start_estimate=bindparam("b_est")))
         params = [{"b_id": k, "b_reason": r, "b_prio": p, "b_est": e} for k, (r, p, e) in changes.items()]
         self._writer.write(lambda conn: conn.execute(stmt, params))
+        self._jobs_changed(list(changes))
 
     def update_jobs(self, job_ids: Sequence[int], *, pending_only: bool = False, **values: Any) -> list[int]:
         """Set fields that are not the state (hold, nice, operator priority, requeue request) on these
@@ -260,7 +277,9 @@ class Store:
                 conn.execute(update(jobs).where(jobs.c.job_id.in_(ids)).values(**values))
             return ids
 
-        return self._writer.write(work)
+        changed = self._writer.write(work)
+        self._jobs_changed(changed)
+        return changed
 
     def resolve(self, job_id: int, tasks: Sequence[int] | None) -> list[int]:
         """Job ids named by ``14`` (the job, or every task of array 14) or ``14_[tasks]``."""
