@@ -11,7 +11,7 @@ import logging
 import threading
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Generator, Sequence
 
 from pslurm.auth.credential import Identity
 from pslurm.controller.admission import admit
@@ -231,7 +231,7 @@ class Controller(NodeLife, SchedulerPass):
             except AgentUnreachable as exc:
                 log.warning("cannot reach %s to signal job %d: %s", node.name, job.job_id, exc)
 
-    def wait(self, job_id: int, timeout: float | None = None) -> Iterator[JobRecord]:
+    def wait(self, job_id: int, timeout: float | None = None) -> Generator[JobRecord, None, None]:
         """The job now, then again each time it changes, until it reaches a final state. The job is
         read again only when the store says it changed (and once a second, to be safe): waiters do
         not all re-read their jobs on every change in the cluster."""

@@ -20,6 +20,8 @@ from pslurm.proto import pslurm_pb2_grpc as pb_grpc
 
 T = TypeVar("T")
 NODE_MESSAGES_ONLY_FROM_AGENTS = "node messages come only from an agent (root or the SlurmUser)"
+
+
 def _guard(context: grpc.ServicerContext, fn: Callable[[], T]) -> T:
     try:
         return fn()
@@ -143,7 +145,10 @@ class ControllerServicer(pb_grpc.ControllerServicer):
         now and no more: the caller (psrun) asks again shortly, and no thread is held meanwhile."""
         updates = self.c.wait(request.job_id)
         if not self._wait_slots.acquire(blocking=False):
-            yield self._job_pb(_guard(context, lambda: next(updates)))
+            try:
+                yield self._job_pb(_guard(context, lambda: next(updates)))
+            finally:
+                updates.close()
             return
         try:
             while context.is_active():
@@ -152,6 +157,7 @@ class ControllerServicer(pb_grpc.ControllerServicer):
                     return
                 yield self._job_pb(job)
         finally:
+            updates.close()  # the controller stops watching the job (the client may have gone)
             self._wait_slots.release()
 
     def RegisterNode(self, request: pb.RegisterRequest, context: grpc.ServicerContext) -> pb.RegisterReply:
