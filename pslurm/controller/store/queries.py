@@ -1,4 +1,5 @@
-"""Every query pslurm makes. The only module (with schema and migrations) that imports SQLAlchemy.
+"""Every query pslurm makes. The store package (this module, its records, writer, schema and
+migrations) is the only code that imports SQLAlchemy.
 
 State changes are compare-and-set: ``UPDATE jobs SET state=:to WHERE job_id=:id AND state IN
 (:allowed)``, with the allowed set taken from the one transition table in ``pslurm.core.states``.
@@ -10,123 +11,33 @@ from __future__ import annotations
 import json
 import pathlib
 from collections.abc import Callable, Collection, Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Connection, Engine, bindparam, create_engine, event, func, insert, or_, select, update
-from sqlalchemy.engine import Row
 
+from pslurm.controller.store.records import (
+    Allocation,
+    JobEvent,
+    QueuedJob,
+    RefRow,
+    UsageRecord,
+    gres_from_column,
+    gres_to_column,
+    indices_from_column,
+    indices_to_column,
+    job_from_row,
+    node_from_row,
+)
 from pslurm.controller.store.schema import job_events, jobs, nodes
 from pslurm.controller.store.writer import GroupCommit
 from pslurm.core.arrays import format_ranges
 from pslurm.core.gres import GresRequest
-from pslurm.core.jobspec import JobRecord, JobSpec, spec_from_dict, spec_to_dict
-from pslurm.core.node import GpuInfo, NodeRecord
+from pslurm.core.jobspec import JobRecord, JobSpec, spec_to_dict
+from pslurm.core.node import NodeRecord
 from pslurm.core.states import JOB_TRANSITIONS, NODE_TRANSITIONS, InvalidTransition, JobState, NodeState
 
 _ACTIVE = (JobState.RUNNING.value, JobState.COMPLETING.value)
 _FINAL = tuple(s.value for s in JobState if s.is_final)
-
-
-@dataclass(frozen=True)
-class Allocation:
-    """What one RUNNING or COMPLETING job holds on its node."""
-
-    job_id: int
-    node: str
-    cpus: int
-    mem_mb: int
-    gpu_indices: tuple[int, ...]
-    user: str = ""
-    account: str = ""
-    start_time: float | None = None
-    time_limit: int | None = None
-    array_job_id: int | None = None
-
-
-@dataclass(frozen=True)
-class QueuedJob:
-    """A pending job's resource request, for the scheduler's snapshot."""
-
-    job_id: int
-    partition: str
-    cpus: int
-    mem_mb: int
-    gres: tuple[GresRequest, ...]
-    reason: str
-    user: str = ""
-    name: str = ""
-    account: str = ""
-    nice: int = 0
-    submit_time: float = 0.0
-    time_limit: int | None = None
-    dependency: str = ""
-    kill_on_invalid_dep: bool = False
-    array_job_id: int | None = None
-    array_task_id: int | None = None
-    array_max_running: int | None = None
-    hold: str = ""
-    admin_priority: int | None = None
-    priority: int = 0
-    start_estimate: float | None = None
-
-
-@dataclass(frozen=True)
-class UsageRecord:
-    """A finished run, for fair share: who used what, for how long."""
-
-    job_id: int
-    user: str
-    account: str
-    cpus: int
-    mem_mb: int
-    gpus: int
-    start_time: float
-    end_time: float
-
-
-@dataclass(frozen=True)
-class RefRow:
-    """A job a dependency may name, as dependency evaluation needs it."""
-
-    job_id: int
-    state: JobState
-    started: bool
-    array_job_id: int | None
-    array_task_id: int | None
-    user: str
-    name: str
-
-
-@dataclass(frozen=True)
-class JobEvent:
-    """One row of a job's history."""
-
-    job_id: int
-    time: float
-    from_state: JobState | None
-    to_state: JobState
-    detail: str
-
-
-def _format_indices(indices: Iterable[int]) -> str:
-    return ",".join(str(i) for i in indices)
-
-
-def _parse_indices(text: str) -> tuple[int, ...]:
-    return tuple(int(i) for i in text.split(",")) if text else ()
-
-
-def _format_gres(gres: Sequence[GresRequest]) -> str:
-    return ",".join(str(g) for g in gres)
-
-
-def _parse_gres(text: str) -> tuple[GresRequest, ...]:
-    out = []
-    for item in filter(None, text.split(",")):
-        parts = item.split(":")
-        out.append(GresRequest(parts[0], parts[1] if len(parts) == 3 else None, int(parts[-1])))
-    return tuple(out)
 
 
 _IN_CHUNK = 1000  # ids per IN list: well under SQLite's and PostgreSQL's bound-parameter limits
@@ -176,7 +87,7 @@ class Store:
         values = dict(
             name=spec.name, user_name=spec.user, uid=spec.uid, partition=partition,
             state=JobState.PENDING.value, reason="None", submit_time=now, time_limit=time_limit,
-            cpus=spec.cpus, mem_mb=spec.mem_mb, gres=_format_gres(spec.gres), gpu_indices="",
+            cpus=spec.cpus, mem_mb=spec.mem_mb, gres=gres_to_column(spec.gres), gpu_indices="",
             exit_code=0, exit_signal=0, cancel_requested=False, spec=json.dumps(spec_to_dict(spec)),
             account=spec.account, nice=spec.nice, dependency=spec.dependency,
             kill_on_invalid_dep=spec.kill_on_invalid_dep, hold="user" if spec.hold else "", requeue=requeue,
@@ -231,7 +142,7 @@ class Store:
             for job_id, node, gpu_indices in placements:
                 try:
                     _transition(conn, job_id, JobState.RUNNING, now, f"start on {node}", dict(
-                        node=node, gpu_indices=_format_indices(gpu_indices), start_time=now, reason="None"))
+                        node=node, gpu_indices=indices_to_column(gpu_indices), start_time=now, reason="None"))
                 except InvalidTransition:
                     continue
                 started.append(job_id)
@@ -343,8 +254,8 @@ class Store:
                  .order_by(e.event_id))
         with self.engine.connect() as conn:
             rows = conn.execute(query).all()
-        records = [UsageRecord(r.job_id, r.user_name, r.account, r.cpus, r.mem_mb, len(_parse_indices(r.gpu_indices)),
-                               r.start_time, r.end_time) for r in rows]
+        records = [UsageRecord(r.job_id, r.user_name, r.account, r.cpus, r.mem_mb,
+                               len(indices_from_column(r.gpu_indices)), r.start_time, r.end_time) for r in rows]
         return records, rows[-1].event_id if rows else after_event
 
     def get_job(self, job_id: int, light: bool = False) -> JobRecord | None:
@@ -352,7 +263,7 @@ class Store:
         columns = [c for c in jobs.c if c.name != "spec"] if light else [jobs]
         with self.engine.connect() as conn:
             row = conn.execute(select(*columns).where(jobs.c.job_id == job_id)).first()
-        return _job_from_row(row, None, light) if row is not None else None
+        return job_from_row(row, None, light) if row is not None else None
 
     def get_jobs(self, job_ids: Sequence[int] = (), users: Sequence[str] = (),
                  states: Sequence[JobState] = (), include_finished: bool = False,
@@ -375,14 +286,14 @@ class Store:
         with self.engine.connect() as conn:
             if not collapse_arrays:
                 query = select(*columns).where(*where).order_by(c.job_id)
-                return [_job_from_row(row, specs, light) for row in conn.execute(query)]
+                return [job_from_row(row, specs, light) for row in conn.execute(query)]
             pending_task = (c.state == "PENDING") & c.array_job_id.is_not(None)
             groups = self._pending_task_groups(conn, where, pending_task)  # first task's job id -> its tasks
             rows = list(conn.execute(select(*columns).where(*where, ~pending_task)))
             firsts = list(groups)
             for i in range(0, len(firsts), _IN_CHUNK):
                 rows.extend(conn.execute(select(*columns).where(c.job_id.in_(firsts[i:i + _IN_CHUNK]))))
-        found = sorted((_job_from_row(row, specs, light) for row in rows), key=lambda job: job.job_id)
+        found = sorted((job_from_row(row, specs, light) for row in rows), key=lambda job: job.job_id)
         for job in found:
             job.collapsed_tasks = groups.get(job.job_id, "")
         return found
@@ -449,7 +360,7 @@ class Store:
             for r in conn.execute(query):
                 gres = gres_cache.get(r.gres)
                 if gres is None:
-                    gres = gres_cache[r.gres] = _parse_gres(r.gres)
+                    gres = gres_cache[r.gres] = gres_from_column(r.gres)
                 out.append(QueuedJob(r.job_id, r.partition, r.cpus, r.mem_mb, gres, r.reason, r.user_name, r.name,
                                      r.account, r.nice, r.submit_time, r.time_limit, r.dependency,
                                      bool(r.kill_on_invalid_dep), r.array_job_id, r.array_task_id,
@@ -462,7 +373,7 @@ class Store:
         query = select(c.job_id, c.node, c.cpus, c.mem_mb, c.gpu_indices, c.user_name, c.account, c.start_time,
                        c.time_limit, c.array_job_id).where(c.state.in_(_ACTIVE))
         with self.engine.connect() as conn:
-            return [Allocation(r.job_id, r.node, r.cpus, r.mem_mb, _parse_indices(r.gpu_indices), r.user_name,
+            return [Allocation(r.job_id, r.node, r.cpus, r.mem_mb, indices_from_column(r.gpu_indices), r.user_name,
                                r.account, r.start_time, r.time_limit, r.array_job_id)
                     for r in conn.execute(query)]
 
@@ -491,7 +402,7 @@ class Store:
             known = {r.name for r in conn.execute(select(nodes.c.name))}
             for node in configured:
                 values = dict(addr=node.addr, port=node.port, cpus=node.cpus, real_memory=node.real_memory,
-                              gres=_format_gres(node.gres))
+                              gres=gres_to_column(node.gres))
                 if node.name in known:
                     conn.execute(update(nodes).where(nodes.c.name == node.name).values(**values))
                 else:
@@ -503,12 +414,12 @@ class Store:
 
     def get_nodes(self) -> list[NodeRecord]:
         with self.engine.connect() as conn:
-            return [_node_from_row(r) for r in conn.execute(select(nodes).order_by(nodes.c.name))]
+            return [node_from_row(r) for r in conn.execute(select(nodes).order_by(nodes.c.name))]
 
     def get_node(self, name: str) -> NodeRecord | None:
         with self.engine.connect() as conn:
             row = conn.execute(select(nodes).where(nodes.c.name == name)).first()
-        return _node_from_row(row) if row else None
+        return node_from_row(row) if row else None
 
     def set_node_state(self, name: str, to: NodeState, now: float, **values: Any) -> NodeState:
         """Compare-and-set a node's base state; returns the old one. Raises InvalidTransition."""
@@ -548,49 +459,6 @@ def _set_node_state(conn: Connection, name: str, to: NodeState, allowed: list[st
     if result.rowcount != 1:
         raise InvalidTransition(f"node {name} is {old}, it cannot become {to.value}")
     return NodeState(old)
-
-
-def _job_from_row(row: Row[Any], specs: dict[Any, JobSpec] | None = None, light: bool = False) -> JobRecord:
-    key = _light_key(row) if light else row.spec
-    spec = specs.get(key) if specs is not None else None
-    if spec is None:
-        spec = _light_spec(row) if light else spec_from_dict(json.loads(row.spec))
-        if specs is not None:
-            specs[key] = spec
-    return JobRecord(
-        job_id=row.job_id, spec=spec, state=JobState(row.state),
-        reason=row.reason, submit_time=row.submit_time, start_time=row.start_time, end_time=row.end_time,
-        node=row.node, gpu_indices=_parse_indices(row.gpu_indices), exit_code=row.exit_code,
-        exit_signal=row.exit_signal, cancel_requested=bool(row.cancel_requested), partition=row.partition,
-        time_limit=row.time_limit, gpu_seconds=row.gpu_seconds, peak_gpu_memory_mb=row.peak_gpu_memory_mb,
-        mean_gpu_util=row.mean_gpu_util, array_job_id=row.array_job_id, array_task_id=row.array_task_id,
-        priority=row.admin_priority if row.admin_priority is not None else row.priority, hold=row.hold,
-        restarts=row.restarts, start_estimate=row.start_estimate, requeue=bool(row.requeue),
-        requeue_requested=bool(row.requeue_requested),
-    )
-
-
-def _light_key(row: Row[Any]) -> tuple[Any, ...]:
-    return (row.name, row.user_name, row.uid, row.partition, row.time_limit, row.cpus, row.mem_mb, row.gres,
-            row.account, row.nice, row.dependency, row.array_max_running)
-
-
-def _light_spec(row: Row[Any]) -> JobSpec:
-    """A listing's spec, from the job's own columns (see Store.get_jobs(light=True)). Of an array's
-    expression only the throttle is kept (``%2``): that is what a listing shows of it."""
-    return JobSpec(name=row.name, user=row.user_name, uid=row.uid, gid=0, workdir="", partition=row.partition,
-                   time_limit=row.time_limit, cpus_per_task=row.cpus, mem_mb=row.mem_mb, gres=_parse_gres(row.gres),
-                   account=row.account or "", nice=row.nice or 0, dependency=row.dependency or "",
-                   array=f"%{row.array_max_running}" if row.array_max_running else "")
-
-
-def _node_from_row(row: Row[Any]) -> NodeRecord:
-    gpus = tuple(GpuInfo(**{**g, "cores": tuple(g.get("cores") or ())}) for g in json.loads(row.gpus))
-    return NodeRecord(
-        name=row.name, addr=row.addr, port=row.port, cpus=row.cpus, real_memory=row.real_memory,
-        gres=_parse_gres(row.gres), state=NodeState(row.state), drain=bool(row.drain), reason=row.reason,
-        last_heartbeat=row.last_heartbeat, gpus=gpus, isolation=row.isolation,
-    )
 
 
 def _make_engine(url: str) -> Engine:

@@ -1,0 +1,165 @@
+"""The store's records and the codecs between rows and domain objects.
+
+The records are what the controller reads for a pass (a pending job, an allocation, a finished run)
+without decoding a job's whole request; the codecs turn the jobs' and nodes' columns into
+``JobRecord`` and ``NodeRecord`` and back (GRES and GPU indices are kept as short strings).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy.engine import Row
+
+from pslurm.core.gres import GresRequest
+from pslurm.core.jobspec import JobRecord, JobSpec, spec_from_dict
+from pslurm.core.node import GpuInfo, NodeRecord
+from pslurm.core.states import JobState, NodeState
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """What one RUNNING or COMPLETING job holds on its node."""
+
+    job_id: int
+    node: str
+    cpus: int
+    mem_mb: int
+    gpu_indices: tuple[int, ...]
+    user: str = ""
+    account: str = ""
+    start_time: float | None = None
+    time_limit: int | None = None
+    array_job_id: int | None = None
+
+
+@dataclass(frozen=True)
+class QueuedJob:
+    """A pending job's resource request, for the scheduler's snapshot."""
+
+    job_id: int
+    partition: str
+    cpus: int
+    mem_mb: int
+    gres: tuple[GresRequest, ...]
+    reason: str
+    user: str = ""
+    name: str = ""
+    account: str = ""
+    nice: int = 0
+    submit_time: float = 0.0
+    time_limit: int | None = None
+    dependency: str = ""
+    kill_on_invalid_dep: bool = False
+    array_job_id: int | None = None
+    array_task_id: int | None = None
+    array_max_running: int | None = None
+    hold: str = ""
+    admin_priority: int | None = None
+    priority: int = 0
+    start_estimate: float | None = None
+
+
+@dataclass(frozen=True)
+class UsageRecord:
+    """A finished run, for fair share: who used what, for how long."""
+
+    job_id: int
+    user: str
+    account: str
+    cpus: int
+    mem_mb: int
+    gpus: int
+    start_time: float
+    end_time: float
+
+
+@dataclass(frozen=True)
+class RefRow:
+    """A job a dependency may name, as dependency evaluation needs it."""
+
+    job_id: int
+    state: JobState
+    started: bool
+    array_job_id: int | None
+    array_task_id: int | None
+    user: str
+    name: str
+
+
+@dataclass(frozen=True)
+class JobEvent:
+    """One row of a job's history."""
+
+    job_id: int
+    time: float
+    from_state: JobState | None
+    to_state: JobState
+    detail: str
+
+
+def indices_to_column(indices: Iterable[int]) -> str:
+    return ",".join(str(i) for i in indices)
+
+
+def indices_from_column(text: str) -> tuple[int, ...]:
+    return tuple(int(i) for i in text.split(",")) if text else ()
+
+
+def gres_to_column(gres: Sequence[GresRequest]) -> str:
+    return ",".join(str(g) for g in gres)
+
+
+def gres_from_column(text: str) -> tuple[GresRequest, ...]:
+    out = []
+    for item in filter(None, text.split(",")):
+        parts = item.split(":")
+        out.append(GresRequest(parts[0], parts[1] if len(parts) == 3 else None, int(parts[-1])))
+    return tuple(out)
+
+
+def job_from_row(row: Row[Any], specs: dict[Any, JobSpec] | None = None, light: bool = False) -> JobRecord:
+    key = _light_key(row) if light else row.spec
+    spec = specs.get(key) if specs is not None else None
+    if spec is None:
+        spec = _light_spec(row) if light else spec_from_dict(json.loads(row.spec))
+        if specs is not None:
+            specs[key] = spec
+    return JobRecord(
+        job_id=row.job_id, spec=spec, state=JobState(row.state),
+        reason=row.reason, submit_time=row.submit_time, start_time=row.start_time, end_time=row.end_time,
+        node=row.node, gpu_indices=indices_from_column(row.gpu_indices), exit_code=row.exit_code,
+        exit_signal=row.exit_signal, cancel_requested=bool(row.cancel_requested), partition=row.partition,
+        time_limit=row.time_limit, gpu_seconds=row.gpu_seconds, peak_gpu_memory_mb=row.peak_gpu_memory_mb,
+        mean_gpu_util=row.mean_gpu_util, array_job_id=row.array_job_id, array_task_id=row.array_task_id,
+        priority=row.admin_priority if row.admin_priority is not None else row.priority, hold=row.hold,
+        restarts=row.restarts, start_estimate=row.start_estimate, requeue=bool(row.requeue),
+        requeue_requested=bool(row.requeue_requested),
+    )
+
+
+def _light_key(row: Row[Any]) -> tuple[Any, ...]:
+    return (row.name, row.user_name, row.uid, row.partition, row.time_limit, row.cpus, row.mem_mb, row.gres,
+            row.account, row.nice, row.dependency, row.array_max_running)
+
+
+def _light_spec(row: Row[Any]) -> JobSpec:
+    """A listing's spec, from the job's own columns (see Store.get_jobs(light=True)). Of an array's
+    expression only the throttle is kept (``%2``): that is what a listing shows of it."""
+    return JobSpec(name=row.name, user=row.user_name, uid=row.uid, gid=0, workdir="", partition=row.partition,
+                   time_limit=row.time_limit, cpus_per_task=row.cpus, mem_mb=row.mem_mb,
+                   gres=gres_from_column(row.gres),
+                   account=row.account or "", nice=row.nice or 0, dependency=row.dependency or "",
+                   array=f"%{row.array_max_running}" if row.array_max_running else "")
+
+
+def node_from_row(row: Row[Any]) -> NodeRecord:
+    gpus = tuple(GpuInfo(**{**g, "cores": tuple(g.get("cores") or ())}) for g in json.loads(row.gpus))
+    return NodeRecord(
+        name=row.name, addr=row.addr, port=row.port, cpus=row.cpus, real_memory=row.real_memory,
+        gres=gres_from_column(row.gres), state=NodeState(row.state), drain=bool(row.drain), reason=row.reason,
+        last_heartbeat=row.last_heartbeat, gpus=gpus, isolation=row.isolation,
+    )
