@@ -59,6 +59,7 @@ class Agent:
                                  os.path.join(config.spool_dir, node.name), config.kill_wait, self._ended)
         self.jobs: dict[int, RunningJob] = {}
         self._unreported: dict[int, RunningJob] = {}
+        self._reporting = False  # a thread is sending the unreported ends
         self._lock = threading.Lock()
         self._launched = threading.Condition(self._lock)  # psrun may ask for output before the launch
         self._stop = threading.Event()
@@ -147,22 +148,45 @@ class Agent:
         self._report_ends()
 
     def _report_ends(self) -> None:
+        """Report every unreported end, one thread at a time: a job that ends while another thread
+        reports is sent by that thread (before, each ending thread sent every pending end, so ends
+        that came together were reported several times over)."""
         with self._lock:
-            pending = list(self._unreported.values())
-        for running in pending:
-            end = running.end
-            assert end is not None
-            try:
-                self.controller.JobEnded(pb.JobEndedRequest(
-                    job_id=running.job.job_id, node=self.node.name, state=end.state.value,
-                    exit_code=end.exit_code, exit_signal=end.exit_signal, end_time=end.end_time,
-                    usage=_usage_pb(running.usage),
-                ), timeout=5, metadata=self._credentials())
-            except grpc.RpcError as exc:
-                log.warning("could not report end of job %d: %s; will retry", running.job.job_id, exc)
+            if self._reporting:
                 return
-            with self._lock:
-                self._unreported.pop(running.job.job_id, None)
+            self._reporting = True
+        released = False
+        try:
+            while True:
+                with self._lock:
+                    pending = list(self._unreported.values())
+                    if not pending:
+                        released = True
+                        self._reporting = False  # under the lock: a later end finds no reporter and reports
+                        return
+                if not all(self._report_end(running) for running in pending):  # stops at the first failure
+                    return  # the controller is unreachable: the heartbeat loop tries again
+        finally:
+            if not released:
+                with self._lock:
+                    self._reporting = False
+
+    def _report_end(self, running: RunningJob) -> bool:
+        """Send one end; True (and no longer unreported) once the controller has it."""
+        end = running.end
+        assert end is not None
+        try:
+            self.controller.JobEnded(pb.JobEndedRequest(
+                job_id=running.job.job_id, node=self.node.name, state=end.state.value,
+                exit_code=end.exit_code, exit_signal=end.exit_signal, end_time=end.end_time,
+                usage=_usage_pb(running.usage),
+            ), timeout=5, metadata=self._credentials())
+        except grpc.RpcError as exc:
+            log.warning("could not report end of job %d: %s; will retry", running.job.job_id, exc)
+            return False
+        with self._lock:
+            self._unreported.pop(running.job.job_id, None)
+        return True
 
     def _forget_old(self) -> None:
         now = time.time()
