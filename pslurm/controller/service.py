@@ -271,6 +271,9 @@ class Controller(NodeLife, SchedulerPass):
         """The agent saw the job's processes end. Idempotent: a repeated report is ignored."""
         job = self.store.get_job(job_id, light=True)  # its state and flags; not its request
         if job is None or job.state.is_final or job.node != node:
+            # an agent repeats a report whose answer it did not get; one that repeats for no reason wastes work
+            log.info("job %d: end reported again by %s, ignored (job is %s)", job_id, node,
+                     job.state.value if job else "unknown")
             return
         if job.requeue_requested:
             try:

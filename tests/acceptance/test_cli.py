@@ -92,6 +92,15 @@ def test_more_waiting_psruns_than_controller_threads_all_finish(cluster, tmp_pat
     assert "down" not in cluster.run("psinfo", "-N", "-h", "-o", "%t", check=True).stdout
 
 
+def test_ends_that_come_together_are_each_reported_once(cluster, tmp_path):
+    log = cluster.state_dir / "log" / "psctld.log"
+    before = log.read_text().count("end reported again")
+    array = submit(cluster, "--array=0-15", "-o", "/dev/null", "--wrap", "sleep 1", cwd=tmp_path)
+    wait_for(lambda: cluster.run("psqueue", "-h", "-t", "all", "-r", "-j", array, "-o", "%T").stdout.split()
+             == ["COMPLETED"] * 16)
+    assert log.read_text().count("end reported again") == before  # each agent sent each end once
+
+
 def test_job_environment_is_slurms(cluster, tmp_path):
     out = cluster.run("psrun", "-J", "envcheck", "--gres=gpu:2", "env", cwd=tmp_path, check=True).stdout
     env = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
