@@ -147,8 +147,12 @@ class Controller(NodeLife, SchedulerPass):
                 if job.state is JobState.PENDING:
                     errors.append(f"Job {name}: Job is pending execution")
                     continue
-                if not job.state.holds_resources:
-                    errors.append(f"Job {name}: Job/step already completing or completed")
+                if job.spec.interactive:
+                    errors.append(f"Job {name}: Only batch jobs are accepted or processed")
+                    continue
+                if job.state.is_final:  # as scontrol requeue: a finished batch job runs again
+                    self.store.requeue(job.job_id, self.clock(), f"requeued (pscontrol requeue) after {job.state}")
+                    self._reschedule()
                     continue
                 self.store.update_jobs([job.job_id], requeue_requested=True)
                 try:

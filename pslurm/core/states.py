@@ -59,9 +59,10 @@ FINAL_STATES = frozenset(
 # to_state -> the states it may be entered from. The store applies a transition as
 # ``UPDATE ... WHERE state IN (JOB_TRANSITIONS[to])`` and fails loudly when no row matched.
 JOB_TRANSITIONS: dict[JobState, frozenset[JobState]] = {
-    # requeue: launch failed, node lost (with --requeue), or pscontrol requeue of a running job (once
-    # its end is seen, from COMPLETING); the job keeps its id and its events keep every run
-    JobState.PENDING: frozenset({JobState.RUNNING, JobState.COMPLETING}),
+    # requeue: launch failed, node lost (with --requeue), pscontrol requeue of a running job (once its
+    # end is seen, from COMPLETING) or of a finished batch job (as scontrol requeue); the job keeps
+    # its id and its events keep every run. A final state is left only this way.
+    JobState.PENDING: frozenset({JobState.RUNNING, JobState.COMPLETING} | FINAL_STATES),
     JobState.RUNNING: frozenset({JobState.PENDING}),
     JobState.COMPLETING: frozenset({JobState.RUNNING}),  # cancel or node drain asked, end not seen yet
     JobState.COMPLETED: frozenset({JobState.RUNNING, JobState.COMPLETING}),

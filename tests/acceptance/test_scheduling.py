@@ -195,6 +195,23 @@ def test_pscontrol_requeue_keeps_the_id_and_reruns(sched, tmp_path):
     wait_for(lambda: state(sched, job)[0] == "CANCELLED")
 
 
+def test_a_finished_batch_job_is_requeued_and_an_interactive_one_is_not(sched, tmp_path):
+    log = tmp_path / "runs"
+    job = submit(sched, "--wrap", f"echo run $SLURM_RESTART_COUNT >> {log}; exit 3", cwd=tmp_path)
+    wait_for(lambda: state(sched, job)[0] == "FAILED")
+    sched.run("pscontrol", "requeue", job, check=True)  # as scontrol requeue: it runs again, same id
+    wait_for(lambda: log.exists() and len(log.read_text().splitlines()) == 2, timeout=30)
+    wait_for(lambda: state(sched, job)[0] == "FAILED")
+    assert log.read_text().splitlines() == ["run 0", "run 1"]
+    assert "Restarts=1" in sched.run("pscontrol", "show", "job", job, check=True).stdout
+    sched.run("psrun", "-J", "interactive-once", "true", cwd=tmp_path, check=True)
+    listing = sched.run("psqueue", "-h", "-t", "all", "-o", "%i %j", check=True).stdout.split("\n")
+    interactive = next(line.split()[0] for line in listing if line.endswith(" interactive-once"))
+    refused = sched.run("pscontrol", "requeue", interactive)
+    assert refused.returncode == 1
+    assert refused.stderr.strip() == f"pscontrol: error: Job {interactive}: Only batch jobs are accepted or processed"
+
+
 @pytest.fixture(scope="module")
 def limited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     conf = ("ClusterName=limited\nSlurmdTimeout=10\nKillWait=2\nMaxSubmitJobsPerUser=3\nMaxTRESPerUser=gres/gpu=1\n"

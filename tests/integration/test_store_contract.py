@@ -79,14 +79,19 @@ def test_forbidden_transition_fails_loudly_and_changes_nothing(store):
     assert len(store.events(job_id)) == 1
 
 
-def test_final_states_are_final(store):
+def test_final_states_are_left_only_by_a_requeue(store):
     job_id = store.submit(spec(), "gpu", None, 1.0)
     store.start_job(job_id, "c000", (0,), 2.0)
-    store.transition(job_id, JobState.COMPLETED, 3.0, end_time=3.0)
-    for to in (JobState.CANCELLED, JobState.FAILED, JobState.RUNNING, JobState.PENDING):
+    store.transition(job_id, JobState.COMPLETED, 3.0, end_time=3.0, exit_code=0, gpu_seconds=1.0)
+    for to in (JobState.CANCELLED, JobState.FAILED, JobState.RUNNING):
         with pytest.raises(InvalidTransition):
             store.transition(job_id, to, 4.0)
     assert store.allocations() == []
+    assert store.requeue(job_id, 5.0, "requeued") is JobState.COMPLETED
+    job = store.get_job(job_id)
+    assert (job.state, job.restarts, job.end_time, job.start_time, job.gpu_seconds) == (
+        JobState.PENDING, 1, None, None, None)
+    assert [e.to_state for e in store.events(job_id)][-2:] == [JobState.COMPLETED, JobState.PENDING]
 
 
 def test_unknown_job(store):

@@ -10,9 +10,10 @@ from pslurm.core.states import (
 )
 
 
-def test_final_states_are_never_left():
+def test_final_states_are_left_only_by_a_requeue():
     for to, allowed in JOB_TRANSITIONS.items():
-        assert not (allowed & FINAL_STATES), f"{to} may follow a final state"
+        assert not (allowed & FINAL_STATES) or to is JobState.PENDING, f"{to} may follow a final state"
+    assert FINAL_STATES <= JOB_TRANSITIONS[JobState.PENDING]
 
 
 def test_pending_only_starts_or_is_cancelled():

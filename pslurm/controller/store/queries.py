@@ -124,11 +124,13 @@ class Store:
         return old
 
     def requeue(self, job_id: int, now: float, detail: str) -> JobState:
-        """RUNNING/COMPLETING -> PENDING, keeping the id: the run's node and times are cleared, the
-        restart counted; the events keep every run. Raises InvalidTransition."""
+        """RUNNING/COMPLETING (or a final state) -> PENDING, keeping the id: the run's node, times,
+        exit status and usage are cleared, the restart counted; the events keep every run. Raises
+        InvalidTransition."""
         return self.transition(job_id, JobState.PENDING, now, detail, node=None, gpu_indices="", start_time=None,
                                end_time=None, reason="None", restarts=jobs.c.restarts + 1, requeue_requested=False,
-                               cancel_requested=False, start_estimate=None)
+                               cancel_requested=False, start_estimate=None, exit_code=0, exit_signal=0,
+                               gpu_seconds=None, peak_gpu_memory_mb=None, mean_gpu_util=None)
 
     def start_job(self, job_id: int, node: str, gpu_indices: Sequence[int], now: float) -> bool:
         """PENDING -> RUNNING on ``node`` with those GPUs; False when the job is no longer PENDING."""
