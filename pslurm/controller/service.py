@@ -8,6 +8,7 @@ Every state change goes through the store's compare-and-set and wakes whoever wa
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections import Counter, defaultdict
@@ -30,6 +31,7 @@ log = logging.getLogger("psctld")
 
 HEARTBEAT_INTERVAL = 2.0
 MIN_PASS_GAP = 0.01  # seconds between scheduler passes at the most busy
+IDLE_REPLAN = 10  # with nothing new, re-plan after at most this many passes' worth of time
 SUBMIT_LIMIT = "Job violates accounting/QOS policy (job submit limit, user's size and/or time limits)"
 
 
@@ -327,22 +329,28 @@ class Controller(NodeLife, SchedulerPass):
                 self._changed.notify_all()
 
     def run_loop(self, interval: float = 1.0, min_gap: float = MIN_PASS_GAP) -> None:
-        """Schedule on every change and at least every ``interval`` seconds; watch heartbeats.
+        """Schedule on every change, and on a timer; watch heartbeats every ``interval`` seconds.
 
         Passes are at least ``min_gap`` apart, and as far again as the last pass took: a
         burst of submits or job ends is taken in one pass (Slurm's batch_sched_delay), and a long
-        queue cannot keep the controller from answering RPCs.
+        queue cannot keep the controller from answering RPCs. With nothing new, the timer re-plans
+        (ages, start estimates) every ``interval`` seconds or IDLE_REPLAN passes' worth of time,
+        whichever is longer: on a 100,000-job queue a pass costs a second, and an idle controller
+        should not spend a third of a core re-planning what did not change.
         """
         last_check = 0.0
         next_pass = 0.0
+        last_pass, cost = -math.inf, 0.0
         while not self._stopping.is_set():
-            self._wake.wait(interval)
+            woken = self._wake.wait(interval)
             self._stopping.wait(max(0.0, next_pass - time.monotonic()))
             self._wake.clear()
             started = time.monotonic()
             try:
-                self.schedule()
-                next_pass = started + max(min_gap, 2 * (time.monotonic() - started))
+                if woken or started - last_pass >= max(interval, IDLE_REPLAN * cost):
+                    self.schedule()
+                    last_pass, cost = started, time.monotonic() - started
+                    next_pass = started + max(min_gap, 2 * cost)
                 if self.clock() - last_check >= 1.0:
                     last_check = self.clock()
                     self.check_heartbeats()
