@@ -32,6 +32,8 @@ Requeue = Annotated[Optional[bool], typer.Option("--requeue/--no-requeue", help=
 Hold = Annotated[Optional[bool], typer.Option("-H", "--hold", help="submit held (release: pscontrol release)")]
 KillOnInvalidDep = Annotated[Optional[str], typer.Option(
     "--kill-on-invalid-dep", help="yes: cancel the job when its dependency can never be met")]
+Nodelist = Annotated[Optional[str], typer.Option("-w", "--nodelist", help="run on this node (a hostlist)")]
+Exclude = Annotated[Optional[str], typer.Option("-x", "--exclude", help="never run on these nodes (a hostlist)")]
 Json = Annotated[bool, typer.Option("--json", help="print JSON for programs")]
 # The read commands' shared filters (psqueue, psacct, psprio, psinfo).
 Jobs = Annotated[Optional[str], typer.Option("-j", "--jobs", help="comma-separated job ids")]

@@ -27,7 +27,7 @@ def make_app() -> typer.Typer:
         mem: o.Mem = None, gres: o.Gres = None, gpus: o.Gpus = None, gpus_per_node: o.GpusPerNode = None,
         chdir: o.Chdir = None, export: o.Export = None, account: o.Account = None, nice: o.Nice = None,
         dependency: o.Dependency = None, array: o.Array = None, requeue: o.Requeue = None, hold: o.Hold = None,
-        kill_on_invalid_dep: o.KillOnInvalidDep = None,
+        kill_on_invalid_dep: o.KillOnInvalidDep = None, nodelist: o.Nodelist = None, exclude: o.Exclude = None,
         wrap: Annotated[Optional[str], typer.Option("--wrap", help="run this command as the script")] = None,
         parsable: Annotated[bool, typer.Option("--parsable", help="print only the job id")] = False,
     ) -> None:

@@ -48,6 +48,7 @@ def show_job(job: Any) -> str:
         f"SubmitTime={format_timestamp(job.submit_time)} StartTime={format_timestamp(expected)} "
         f"EndTime={format_timestamp(end)}",
         f"Partition={spec.partition} NodeList={job.node or '(null)'}",
+        f"ReqNodeList={spec.nodelist or '(null)'} ExcNodeList={spec.exclude or '(null)'}",
         f"NumNodes={spec.num_nodes or 1} NumCPUs={cpus} NumTasks={spec.ntasks or 1} "
         f"CPUs/Task={spec.cpus_per_task or 1}",
         f"TRES={tres}",

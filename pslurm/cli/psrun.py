@@ -29,6 +29,7 @@ def make_app() -> typer.Typer:
         mem: o.Mem = None, gres: o.Gres = None, gpus: o.Gpus = None, gpus_per_node: o.GpusPerNode = None,
         chdir: o.Chdir = None, export: o.Export = None, account: o.Account = None, nice: o.Nice = None,
         dependency: o.Dependency = None, hold: o.Hold = None, kill_on_invalid_dep: o.KillOnInvalidDep = None,
+        nodelist: o.Nodelist = None, exclude: o.Exclude = None,
     ) -> None:
         """Submit COMMAND, stream its output, exit with its exit code; Ctrl-C cancels it."""
         raise SystemExit(run_job(o.job_options(locals()), tuple(command)))

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from pslurm.core.config import ClusterConfig, NodeConfig, PartitionConfig
 from pslurm.core.jobspec import JobSpec, SpecError
+from pslurm.core.request import hostlist_option
 
 UNAVAILABLE = "Requested node configuration is not available"
 
@@ -58,9 +59,30 @@ def admit(spec: JobSpec, config: ClusterConfig, *, enforce_part_limits: bool = T
         time_limit = partition.default_time if partition.default_time is not None else partition.max_time
     elif partition.max_time is not None and time_limit > partition.max_time and enforce_part_limits:
         raise SpecError("Requested time limit is invalid (missing or exceeds some limit)")
-    if not any(could_ever_run(spec, config.nodes[name]) for name in partition.nodes if name in config.nodes):
+    candidates = [name for name in partition.nodes if name in config.nodes]
+    if spec.nodelist or spec.exclude:
+        candidates = _requested_nodes(spec, config, candidates)
+    if not any(could_ever_run(spec, config.nodes[name]) for name in candidates):
         raise SpecError(UNAVAILABLE)
     return Admitted(partition.name, time_limit)
+
+
+def _requested_nodes(spec: JobSpec, config: ClusterConfig, candidates: list[str]) -> list[str]:
+    """The partition's nodes the job may use by its -w (the node it must run on) and -x."""
+    required = hostlist_option("--nodelist", spec.nodelist)
+    excluded = set(hostlist_option("--exclude", spec.exclude))
+    unknown = [name for name in [*required, *excluded] if name not in config.nodes]
+    if unknown:
+        raise SpecError(f"Invalid node name specified: {unknown[0]}")
+    if len(required) > 1:
+        raise SpecError(f"Node count specification invalid: -w names {len(required)} nodes, "
+                        f"and pslurm runs single-node jobs (-N 1) for now")
+    if not required:
+        return [name for name in candidates if name not in excluded]
+    if required[0] in excluded or required[0] not in candidates:  # excluded, or not in the job's partition
+        raise SpecError(UNAVAILABLE)
+    return required
+
 
 
 def _partition_for(spec: JobSpec, config: ClusterConfig) -> PartitionConfig:

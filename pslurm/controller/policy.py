@@ -61,6 +61,7 @@ class PendingJob:
     array_max_running: int | None = None  # the array's %N throttle
     dependency: str = "satisfied"  # satisfied, waiting, never (pslurm.core.dependency.DepStatus)
     hold: str = ""  # "", "user", "admin"
+    allowed_nodes: frozenset[str] | None = None  # -w / -x: the only nodes it may run on; None: any
 
 
 @dataclass(frozen=True)
@@ -274,6 +275,7 @@ def plan(snapshot: Snapshot) -> Plan:
             heaps[key] = heap
         return heap
 
+    available = {n.name for n in nodes if n.view.available}
     limits = snapshot.limits
     placements: list[Placement] = []
     reasons: dict[int, str] = {}
@@ -292,6 +294,8 @@ def plan(snapshot: Snapshot) -> Plan:
             reason = "QOSMaxGRESPerUser"
         if reason is None and limits.max_cpus_per_user and user_cpus[job.user] + job.cpus > limits.max_cpus_per_user:
             reason = "QOSMaxCpuPerUserLimit"
+        if reason is None and job.allowed_nodes is not None and not job.allowed_nodes & available:
+            reason = "ReqNodeNotAvail"  # every node it may run on is down or drained
         if reason is not None:
             reasons[job.job_id] = reason
             continue
@@ -302,8 +306,10 @@ def plan(snapshot: Snapshot) -> Plan:
         tried = 0
         for level in range(gpus, len(levels)):
             for i in levels[level]:
-                tried += 1
                 node = nodes[i]
+                if job.allowed_nodes is not None and node.name not in job.allowed_nodes:
+                    continue  # -w / -x: not counted as tried, so a named node is always reached
+                tried += 1
                 if node.cpus < job.cpus or node.mem < job.mem_mb:
                     continue
                 chosen = pick_gpus(node.free, job.gres)
@@ -397,7 +403,7 @@ def _earliest(job: PendingJob, gpus: int, duration: float, heap: list[tuple[floa
                 heapq.heappush(heap, (tighter, i))
             continue
         held.append((bound, i))
-        if job.partition not in node.parts:
+        if job.partition not in node.parts or (job.allowed_nodes is not None and node.name not in job.allowed_nodes):
             continue
         need = node.need(job)
         if need is None:

@@ -13,6 +13,7 @@ from pslurm.controller.policy import UNLIMITED, Limits, PendingJob, RunningJob, 
 from pslurm.controller.store import Allocation, QueuedJob, Store
 from pslurm.core.config import ClusterConfig, SchedulerConfig
 from pslurm.core.dependency import DepStatus, Ref, RefJob, evaluate, parse_dependency
+from pslurm.core.hostlists import expand
 from pslurm.core.jobspec import JobRecord, SpecError
 from pslurm.core.states import InvalidTransition, JobState, NodeState
 
@@ -32,6 +33,7 @@ class SchedulerPass:
     _usage_at: float | None
     _usage_mark: int
     _dep_cache: dict[str, object]
+    _allowed_cache: dict[tuple[str, str], frozenset[str]]
 
     def _reschedule(self) -> None:
         raise NotImplementedError
@@ -62,7 +64,8 @@ class SchedulerPass:
         snapshot = Snapshot(
             pending=[PendingJob(q.job_id, q.partition, q.cpus, q.mem_mb, q.gres, priorities[q.job_id], q.time_limit,
                                 q.user, q.array_job_id, q.array_max_running,
-                                deps.get(q.job_id, DepStatus.SATISFIED).value, q.hold) for q in pending],
+                                deps.get(q.job_id, DepStatus.SATISFIED).value, q.hold,
+                                self._allowed_nodes(q.req_nodes, q.exc_nodes)) for q in pending],
             nodes=[node_view(n, usage.get(n.name, NodeUsage()), self._partitions_of[n.name]) for n in nodes],
             now=now,
             running=[RunningJob(a.job_id, a.node, a.cpus, a.mem_mb, a.gpu_indices,
@@ -93,6 +96,17 @@ class SchedulerPass:
                 changes[q.job_id] = value
         self.store.update_pending(changes)  # waiters hear of these (and of the starts) from the store
         return len(started)
+
+    def _allowed_nodes(self, required: str, excluded: str) -> frozenset[str] | None:
+        """The nodes a job may run on by its -w and -x (None: any), from a cache of both expressions."""
+        if not required and not excluded:
+            return None
+        key = (required, excluded)
+        found = self._allowed_cache.get(key)
+        if found is None:
+            names = set(expand(required)) if required else set(self.config.nodes)
+            found = self._allowed_cache[key] = frozenset(names - set(expand(excluded) if excluded else ()))
+        return found
 
     # -- priority and fair share ----------------------------------------------------------
 

@@ -51,6 +51,7 @@ class Controller(NodeLife, SchedulerPass):
         self._usage_at: float | None = None
         self._usage_mark = 0  # the last job event whose end is counted
         self._dep_cache: dict[str, object] = {}
+        self._allowed_cache: dict[tuple[str, str], frozenset[str]] = {}
         # Agents beat a few times per SlurmdTimeout, and at least every 2 s on small local timeouts.
         self.heartbeat_interval = max(0.5, min(HEARTBEAT_INTERVAL * 15, config.slurmd_timeout / 4))
         self._changed = threading.Condition()

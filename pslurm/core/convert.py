@@ -27,6 +27,7 @@ def spec_to_pb(spec: JobSpec) -> pb.JobSpec:
         num_nodes=spec.num_nodes, ntasks=spec.ntasks, cpus_per_task=spec.cpus_per_task, mem_mb=spec.mem_mb,
         gres=gres_to_pb(spec.gres), interactive=spec.interactive, account=spec.account, nice=spec.nice,
         dependency=spec.dependency, hold=spec.hold, array=spec.array, kill_on_invalid_dep=spec.kill_on_invalid_dep,
+        nodelist=spec.nodelist, exclude=spec.exclude,
     )
     _set_present(msg, spec, _SPEC_OPTIONAL)
     return msg
@@ -43,7 +44,8 @@ def spec_from_pb(msg: pb.JobSpec) -> JobSpec:
         num_nodes=msg.num_nodes or 1, ntasks=msg.ntasks or 1, cpus_per_task=msg.cpus_per_task or 1,
         mem_mb=msg.mem_mb, gres=gres_from_pb(msg.gres), interactive=msg.interactive, account=msg.account,
         nice=msg.nice, dependency=msg.dependency, requeue=msg.requeue if msg.HasField("requeue") else None,
-        hold=msg.hold, array=msg.array, kill_on_invalid_dep=msg.kill_on_invalid_dep,
+        hold=msg.hold, array=msg.array, kill_on_invalid_dep=msg.kill_on_invalid_dep, nodelist=msg.nodelist,
+        exclude=msg.exclude,
     )
 
 

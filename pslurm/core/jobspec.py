@@ -41,6 +41,8 @@ class JobSpec:
     hold: bool = False  # -H/--hold: submitted held (JobHeldUser) until released
     array: str = ""  # -a/--array, e.g. 0-99%5 or 1,3,5-7 or 0-15:4
     kill_on_invalid_dep: bool = False  # --kill-on-invalid-dep=yes: cancel when a dependency can never be met
+    nodelist: str = ""  # -w/--nodelist: the node(s) the job must run on, a hostlist (Slurm's ReqNodeList)
+    exclude: str = ""  # -x/--exclude: nodes it must not run on, a hostlist (ExcNodeList)
 
     @property
     def cpus(self) -> int:

@@ -44,6 +44,8 @@ class JobOptions:
     requeue: bool | None = None
     hold: bool | None = None
     kill_on_invalid_dep: str | None = None
+    nodelist: str | None = None
+    exclude: str | None = None
 
     def over(self, base: JobOptions) -> JobOptions:
         """These options where given, ``base`` (e.g. the script's directives) elsewhere."""
@@ -122,6 +124,8 @@ def build_spec(opts: JobOptions, *, user: str, uid: int, gid: int, cwd: str, env
         from pslurm.core.arrays import parse_array
 
         parse_array(opts.array, max_array_size=2**31)  # the controller checks MaxArraySize
+    hostlist_option("--nodelist", opts.nodelist or "")
+    hostlist_option("--exclude", opts.exclude or "")
     kill = (opts.kill_on_invalid_dep or "no").lower()
     if kill not in ("yes", "no"):
         raise SpecError(f"Invalid --kill-on-invalid-dep value: {opts.kill_on_invalid_dep} (yes or no)")
@@ -134,4 +138,15 @@ def build_spec(opts: JobOptions, *, user: str, uid: int, gid: int, cwd: str, env
         mem_mb=parse_mem(opts.mem) if opts.mem else 0, gres=gres, interactive=interactive,
         account=opts.account or "", nice=nice, dependency=opts.dependency or "", requeue=opts.requeue,
         hold=bool(opts.hold), array=opts.array or "", kill_on_invalid_dep=kill == "yes",
+        nodelist=opts.nodelist or "", exclude=opts.exclude or "",
     )
+
+
+def hostlist_option(flag: str, text: str) -> list[str]:
+    """The node names of a -w/--nodelist or -x/--exclude hostlist ([] for ""); SpecError when malformed."""
+    from pslurm.core.hostlists import expand
+
+    try:
+        return expand(text) if text else []
+    except ValueError as exc:
+        raise SpecError(f"Invalid {flag} specification: {exc}") from None

@@ -212,6 +212,26 @@ def test_a_finished_batch_job_is_requeued_and_an_interactive_one_is_not(sched, t
     assert refused.stderr.strip() == f"pscontrol: error: Job {interactive}: Only batch jobs are accepted or processed"
 
 
+def test_nodelist_and_exclude_steer_jobs_as_in_slurm(sched, tmp_path):
+    script = tmp_path / "pinned.sh"
+    script.write_text("#!/bin/sh\n#SBATCH -w c001\necho $SLURMD_NODENAME\n")
+    pinned = submit(sched, "-o", "pinned.out", str(script), cwd=tmp_path)  # a directive
+    avoided = submit(sched, "-x", "c001", "-o", "avoided.out", "--wrap", "echo $SLURMD_NODENAME", cwd=tmp_path)
+    wait_for(lambda: state(sched, pinned)[0] == state(sched, avoided)[0] == "COMPLETED")
+    assert (tmp_path / "pinned.out").read_text() == "c001\n" and (tmp_path / "avoided.out").read_text() == "c000\n"
+    shown = sched.run("pscontrol", "show", "job", pinned, check=True).stdout
+    assert "ReqNodeList=c001 ExcNodeList=(null)" in shown
+    ran = sched.run("psrun", "-w", "c000", "sh", "-c", "echo $SLURMD_NODENAME", cwd=tmp_path, check=True)
+    assert ran.stdout == "c000\n"
+    before = sched.run("psqueue", "-h", "-t", "all", "-o", "%i").stdout
+    for args, message in ((["-w", "c007"], "Invalid node name specified: c007"),
+                          (["-w", "c[000-001]"], "-w names 2 nodes"),
+                          (["-p", "short", "-w", "c000"], "Requested node configuration is not available")):
+        refused = sched.run("psbatch", *args, "--wrap", "true", cwd=tmp_path)
+        assert refused.returncode == 1 and message in refused.stderr and refused.stderr.count("\n") == 1
+    assert sched.run("psqueue", "-h", "-t", "all", "-o", "%i").stdout == before  # nothing stored
+
+
 @pytest.fixture(scope="module")
 def limited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     conf = ("ClusterName=limited\nSlurmdTimeout=10\nKillWait=2\nMaxSubmitJobsPerUser=3\nMaxTRESPerUser=gres/gpu=1\n"

@@ -55,3 +55,22 @@ def test_too_many_cpus_or_memory(config):
         admit(spec(cpus_per_task=9), config)
     with pytest.raises(SpecError, match=UNAVAILABLE):
         admit(spec(mem_mb=2000), config)
+
+
+def test_nodelist_and_exclude_choose_the_nodes_a_job_may_use(config):
+    assert admit(spec(nodelist="c001"), config).partition == "gpu"
+    assert admit(spec(exclude="c[000-001]", gres=(GresRequest("gpu", "v100", 1),)), config).partition == "gpu"
+    with pytest.raises(SpecError, match="^Invalid node name specified: c009$"):
+        admit(spec(nodelist="c009"), config)
+    with pytest.raises(SpecError, match="^Invalid node name specified: zz$"):
+        admit(spec(exclude="zz"), config)
+    with pytest.raises(SpecError, match="-w names 2 nodes"):
+        admit(spec(nodelist="c[000-001]"), config)
+    with pytest.raises(SpecError, match=f"^{UNAVAILABLE}$"):  # the only v100 node is excluded
+        admit(spec(exclude="c002", gres=(GresRequest("gpu", "v100", 1),)), config)
+    with pytest.raises(SpecError, match=f"^{UNAVAILABLE}$"):  # c000 is not in partition small
+        admit(spec(partition="small", nodelist="c000"), config)
+    with pytest.raises(SpecError, match=f"^{UNAVAILABLE}$"):  # required and excluded
+        admit(spec(nodelist="c001", exclude="c001"), config)
+    with pytest.raises(SpecError, match=r"^Invalid --nodelist specification: Invalid hostlist: c\[0-: "):
+        admit(spec(nodelist="c[0-"), config)

@@ -1,5 +1,7 @@
 """The scheduling policy on synthetic snapshots."""
 
+from dataclasses import replace
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -146,7 +148,9 @@ nodes_st = st.lists(st.tuples(gpu_lists, st.integers(1, 8), st.booleans(), st.li
 jobs_st = st.lists(st.tuples(st.integers(0, 3), st.sampled_from(TYPES), st.integers(1, 4),
                              st.sampled_from(["gpu", "cpu"]), st.integers(0, 5), st.integers(1, 60),
                              st.sampled_from(["satisfied", "satisfied", "waiting", "never"]),
-                             st.sampled_from([None, (1, 1), (2, 2)])), max_size=20)
+                             st.sampled_from([None, (1, 1), (2, 2)]),
+                             st.sampled_from([None, None, frozenset({"c000"}), frozenset({"c001", "c002"})])),
+                   max_size=20)
 
 
 @settings(max_examples=300, deadline=None)
@@ -163,8 +167,8 @@ def test_invariants(node_specs, job_specs):
             rid += 1
         nodes.append(node(f"c{i:03d}", inventory[len(busy):], cpus=cpus + len(busy), parts=parts,
                           all_gpus=inventory))
-    jobs = [job(i + 1, g, t, c, part=p, prio=pr, limit=lim, dep=d, array=a)
-            for i, (g, t, c, p, pr, lim, d, a) in enumerate(job_specs)]
+    jobs = [replace(job(i + 1, g, t, c, part=p, prio=pr, limit=lim, dep=d, array=a), allowed_nodes=only)
+            for i, (g, t, c, p, pr, lim, d, a, only) in enumerate(job_specs)]
     result = plan(Snapshot(jobs, nodes, now=0, running=runs))
     by_node = {n.name: n for n in nodes}
     by_job = {j.job_id: j for j in jobs}
@@ -182,6 +186,7 @@ def test_invariants(node_specs, job_specs):
         if j.gres and j.gres[0].type:
             assert all(types[i] == j.gres[0].type for i in p.gpu_indices)
         assert j.partition in n.partitions
+        assert j.allowed_nodes is None or n.name in j.allowed_nodes  # -w / -x hold
         cpus_used[p.node] = cpus_used.get(p.node, 0) + j.cpus
         assert cpus_used[p.node] <= n.free_cpus
         # a dependency never starts early
@@ -219,3 +224,19 @@ def test_an_untyped_job_does_not_backfill_onto_a_typed_gpu_a_reservation_needs()
     result = plan(Snapshot(jobs, nodes, now=0))
     assert [(p.job_id, p.gpu_indices) for p in result.placements] == [(4, (0, 1))]
     assert result.estimates[5] == 1.0 and result.reasons[3] == "Priority"
+
+
+def test_nodelist_places_only_on_the_named_node_and_says_when_it_is_unavailable():
+    nodes = [node("c000", [(0, None)]), node("c001", [(0, None)]), node("c002", [(0, None)], available=False)]
+    jobs = [replace(job(i, 1), allowed_nodes=frozenset({name}))
+            for i, name in ((1, "c001"), (2, "c001"), (3, "c002"), (4, "c000"))]
+    result = plan(Snapshot(jobs, nodes, now=0))
+    assert sorted((p.job_id, p.node) for p in result.placements) == [(1, "c001"), (4, "c000")]
+    assert result.reasons[2] in ("Resources", "Priority") and result.reasons[3] == "ReqNodeNotAvail"
+
+
+def test_a_named_node_is_found_beyond_the_scan_limit():
+    nodes = [node(f"c{i:04d}", [(0, None)], cpus=0) for i in range(600)]  # busy CPUs: none fits
+    nodes.append(node("c9999", [(0, None)]))
+    result = plan(Snapshot([replace(job(1, 1), allowed_nodes=frozenset({"c9999"}))], nodes, now=0))
+    assert [(p.job_id, p.node) for p in result.placements] == [(1, "c9999")]

@@ -50,3 +50,11 @@ def test_export():
 def test_spec_round_trips_through_json_dict():
     spec = build_spec(JobOptions(gres="gpu:a100:2,gpu:1", time="5"), argv=("a", "b"), **IDENT)
     assert spec_from_dict(spec_to_dict(spec)) == spec
+
+
+def test_nodelist_and_exclude_are_hostlists():
+    built = build_spec(JobOptions(nodelist="c001", exclude="c[002-003]"), user="u", uid=1, gid=1, cwd="/tmp",
+                       environ={}, script="#!/bin/sh\n")
+    assert (built.nodelist, built.exclude) == ("c001", "c[002-003]")
+    with pytest.raises(SpecError, match=r"^Invalid --exclude specification: Invalid hostlist: c\[2-1\]"):
+        build_spec(JobOptions(exclude="c[2-1]"), user="u", uid=1, gid=1, cwd="/tmp", environ={}, script="x")

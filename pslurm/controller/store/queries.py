@@ -93,6 +93,7 @@ class Store:
             kill_on_invalid_dep=spec.kill_on_invalid_dep, hold="user" if spec.hold else "", requeue=requeue,
             requeue_requested=False, restarts=0, priority=0, array_max_running=throttle,
             array_job_id=None, array_task_id=array_ids[0] if array_ids else None,
+            req_nodes=spec.nodelist, exc_nodes=spec.exclude,
         )
 
         def work(conn: Connection) -> int:
@@ -352,7 +353,7 @@ class Store:
         query = (select(c.job_id, c.partition, c.cpus, c.mem_mb, c.gres, c.reason, c.user_name, c.name, c.account,
                         c.nice, c.submit_time, c.time_limit, c.dependency, c.kill_on_invalid_dep, c.array_job_id,
                         c.array_task_id, c.array_max_running, c.hold, c.admin_priority, c.priority,
-                        c.start_estimate)
+                        c.start_estimate, c.req_nodes, c.exc_nodes)
                  .where(c.state == "PENDING").order_by(c.job_id))
         if limit is not None:
             query = query.limit(limit)
@@ -366,7 +367,8 @@ class Store:
                 out.append(QueuedJob(r.job_id, r.partition, r.cpus, r.mem_mb, gres, r.reason, r.user_name, r.name,
                                      r.account, r.nice, r.submit_time, r.time_limit, r.dependency,
                                      bool(r.kill_on_invalid_dep), r.array_job_id, r.array_task_id,
-                                     r.array_max_running, r.hold, r.admin_priority, r.priority, r.start_estimate))
+                                     r.array_max_running, r.hold, r.admin_priority, r.priority, r.start_estimate,
+                                     r.req_nodes, r.exc_nodes))
         return out
 
     def allocations(self) -> list[Allocation]:

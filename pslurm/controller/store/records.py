@@ -61,6 +61,8 @@ class QueuedJob:
     admin_priority: int | None = None
     priority: int = 0
     start_estimate: float | None = None
+    req_nodes: str = ""  # -w, a hostlist ("" any)
+    exc_nodes: str = ""  # -x, a hostlist
 
 
 @dataclass(frozen=True)

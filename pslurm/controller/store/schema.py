@@ -47,6 +47,9 @@ jobs = Table(
     Column("priority", BigInteger, nullable=False, default=0),  # computed by the last pass
     Column("admin_priority", BigInteger),  # pscontrol update Priority=: fixed by an operator
     Column("start_estimate", Float),  # backfill's expected start for a pending job
+    # requested and excluded nodes, hostlist expressions (migration 0003)
+    Column("req_nodes", String(1024), nullable=False, default=""),
+    Column("exc_nodes", String(1024), nullable=False, default=""),
 )
 
 job_events = Table(
