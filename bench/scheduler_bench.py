@@ -99,7 +99,7 @@ def bench_plan(pending: int, nodes: int, repeat: int) -> None:
     shares = prio.fairshare_factors(usage, usage.keys())
     ctx = prio.PriorityContext(cfg, snap.now, shares, nodes * 8.0 + nodes * 128, {"gpu": 1.0, "all": 1.0})
     for j in snap.pending:
-        f = prio.factors(ctx, submit_time=snap.now - 100, account="", user=j.user, partition=j.partition,
+        f = prio.factors(ctx, eligible_time=snap.now - 100, account="", user=j.user, partition=j.partition,
                          cpus=j.cpus, mem_mb=0, gpus=j.gres[0].count, nice=0)
         prio.priority(f, cfg)
     print(f"priority of {pending} pending jobs (multifactor, fair share of 50 users): "

@@ -45,8 +45,9 @@ def show_job(job: Any) -> str:
         f"ExitCode={job.exit_code}:{job.exit_signal}",
         f"RunTime={format_duration(run_time)} TimeLimit="
         f"{format_duration(job.time_limit if job.HasField('time_limit') else None)}",
-        f"SubmitTime={format_timestamp(job.submit_time)} StartTime={format_timestamp(expected)} "
-        f"EndTime={format_timestamp(end)}",
+        f"SubmitTime={format_timestamp(job.submit_time)} "
+        f"EligibleTime={format_timestamp(job.eligible_time if job.HasField('eligible_time') else None)}",
+        f"StartTime={format_timestamp(expected)} EndTime={format_timestamp(end)}",
         f"Partition={spec.partition} NodeList={job.node or '(null)'}",
         f"ReqNodeList={spec.nodelist or '(null)'} ExcNodeList={spec.exclude or '(null)'}",
         f"NumNodes={spec.num_nodes or 1} NumCPUs={cpus} NumTasks={spec.ntasks or 1} "

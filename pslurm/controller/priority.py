@@ -105,12 +105,14 @@ class PriorityContext:
     partition_factor: Mapping[str, float]  # normalised PriorityJobFactor
 
 
-def factors(ctx: PriorityContext, *, submit_time: float, account: str, user: str, partition: str,
+def factors(ctx: PriorityContext, *, eligible_time: float | None, account: str, user: str, partition: str,
             cpus: int, mem_mb: int, gpus: int, nice: int) -> Factors:
+    """A pending job's factors. Age counts from when it became eligible (Slurm's EligibleTime: not
+    held, dependencies met), not from its submit: a job held for a week does not jump the queue."""
     cfg = ctx.config
     age = 0.0
-    if cfg.max_age > 0:
-        age = min(max(ctx.now - submit_time, 0.0), cfg.max_age) / cfg.max_age
+    if cfg.max_age > 0 and eligible_time is not None:
+        age = min(max(ctx.now - eligible_time, 0.0), cfg.max_age) / cfg.max_age
     size = 0.0
     if ctx.cluster_billing > 0:
         size = min(1.0, billing_rate(cfg.billing_weights, cpus, mem_mb, gpus) / ctx.cluster_billing)

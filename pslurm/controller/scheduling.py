@@ -91,8 +91,11 @@ class SchedulerPass:
             estimate = decided.estimates.get(q.job_id)
             if estimate is not None:
                 estimate = None if estimate - now > UNLIMITED / 2 else float(round(estimate))
-            value = (decided.reasons.get(q.job_id, q.reason), priorities[q.job_id], estimate)
-            if value != (q.reason, q.priority, q.start_estimate):
+            # eligible: may start but for resources (not held, dependencies met); age counts from then
+            eligible = not q.hold and deps.get(q.job_id, DepStatus.SATISFIED) is DepStatus.SATISFIED
+            since = (q.eligible_time or now) if eligible else None
+            value = (decided.reasons.get(q.job_id, q.reason), priorities[q.job_id], estimate, since)
+            if value != (q.reason, q.priority, q.start_estimate, q.eligible_time):
                 changes[q.job_id] = value
         self.store.update_pending(changes)  # waiters hear of these (and of the starts) from the store
         return len(started)
@@ -130,8 +133,8 @@ class SchedulerPass:
         out = []
         for q in pending:
             gpus = sum(g.count for g in q.gres if g.name == "gpu")
-            f = prio.factors(ctx, submit_time=q.submit_time, account=q.account, user=q.user, partition=q.partition,
-                             cpus=q.cpus, mem_mb=q.mem_mb, gpus=gpus, nice=q.nice)
+            f = prio.factors(ctx, eligible_time=q.eligible_time, account=q.account, user=q.user,
+                             partition=q.partition, cpus=q.cpus, mem_mb=q.mem_mb, gpus=gpus, nice=q.nice)
             out.append((q, f, q.admin_priority if q.admin_priority is not None else prio.priority(f, sched)))
         return out
 

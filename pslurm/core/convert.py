@@ -72,7 +72,7 @@ def job_to_pb(job: JobRecord, node_target: str = "", specs: dict[int, pb.JobSpec
 
 # Job fields that are unset on the wire when the record has None (times not reached, usage not measured).
 _JOB_OPTIONAL = ("start_estimate", "start_time", "end_time", "time_limit", "gpu_seconds", "peak_gpu_memory_mb",
-                 "mean_gpu_util")
+                 "mean_gpu_util", "eligible_time")
 _SPEC_OPTIONAL = ("requeue", "script", "stdout", "stderr", "time_limit")
 
 

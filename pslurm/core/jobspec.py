@@ -81,6 +81,7 @@ class JobRecord:
     hold: str = ""  # "", "user" or "admin"
     restarts: int = 0  # times the job was requeued
     start_estimate: float | None = None  # expected start of a pending job, where backfill reserved one
+    eligible_time: float | None = None  # when it became eligible to start (Slurm's EligibleTime)
     requeue: bool = False  # may be requeued (node failure, pscontrol requeue)
     requeue_requested: bool = False  # pscontrol requeue asked: back to PENDING once its end is seen
     collapsed_tasks: str = ""  # in a collapsed listing: this record stands for these pending tasks (``0-999``)

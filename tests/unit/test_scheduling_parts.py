@@ -96,10 +96,13 @@ def test_multifactor_priority():
     cfg = SchedulerConfig(weight_age=1000, weight_fairshare=2000, weight_jobsize=100, weight_partition=500,
                           max_age=100)
     ctx = prio.PriorityContext(cfg, 1000.0, {("(null)", "u"): 0.5}, 100.0, {"p": 1.0})
-    f = prio.factors(ctx, submit_time=950.0, account="", user="u", partition="p", cpus=10, mem_mb=0, gpus=0,
+    f = prio.factors(ctx, eligible_time=950.0, account="", user="u", partition="p", cpus=10, mem_mb=0, gpus=0,
                      nice=10)
     assert (f.age, f.fairshare, f.jobsize, f.partition) == (0.5, 0.5, 0.1, 1.0)
     assert prio.priority(f, cfg) == 500 + 1000 + 10 + 500 - 10
+    not_yet = prio.factors(ctx, eligible_time=None, account="", user="u", partition="p", cpus=10, mem_mb=0, gpus=0,
+                           nice=0)
+    assert not_yet.age == 0.0  # held, or waiting on a dependency: its age has not begun
 
 
 def test_scheduler_keys():

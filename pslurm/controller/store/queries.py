@@ -130,7 +130,8 @@ class Store:
         InvalidTransition."""
         return self.transition(job_id, JobState.PENDING, now, detail, node=None, gpu_indices="", start_time=None,
                                end_time=None, reason="None", restarts=jobs.c.restarts + 1, requeue_requested=False,
-                               cancel_requested=False, start_estimate=None, exit_code=0, exit_signal=0,
+                               cancel_requested=False, start_estimate=None, eligible_time=None, exit_code=0,
+                               exit_signal=0,
                                gpu_seconds=None, peak_gpu_memory_mb=None, mean_gpu_util=None)
 
     def start_job(self, job_id: int, node: str, gpu_indices: Sequence[int], now: float) -> bool:
@@ -167,13 +168,16 @@ class Store:
         self._writer.write(work)
         self._jobs_changed(list(reasons))
 
-    def update_pending(self, changes: dict[int, tuple[str, int, float | None]]) -> None:
-        """Record each pending job's (reason, priority, expected start) from a scheduling pass; no event."""
+    def update_pending(self, changes: dict[int, tuple[str, int, float | None, float | None]]) -> None:
+        """Record each pending job's (reason, priority, expected start, eligible time) from a scheduling
+        pass; no event."""
         if not changes:
             return
         stmt = (update(jobs).where(jobs.c.job_id == bindparam("b_id"), jobs.c.state == "PENDING")
-                .values(reason=bindparam("b_reason"), priority=bindparam("b_prio"), start_estimate=bindparam("b_est")))
-        params = [{"b_id": k, "b_reason": r, "b_prio": p, "b_est": e} for k, (r, p, e) in changes.items()]
+                .values(reason=bindparam("b_reason"), priority=bindparam("b_prio"), start_estimate=bindparam("b_est"),
+                        eligible_time=bindparam("b_eligible")))
+        params = [{"b_id": k, "b_reason": r, "b_prio": p, "b_est": e, "b_eligible": t}
+                  for k, (r, p, e, t) in changes.items()]
         self._writer.write(lambda conn: conn.execute(stmt, params))
         self._jobs_changed(list(changes))
 
@@ -353,7 +357,7 @@ class Store:
         query = (select(c.job_id, c.partition, c.cpus, c.mem_mb, c.gres, c.reason, c.user_name, c.name, c.account,
                         c.nice, c.submit_time, c.time_limit, c.dependency, c.kill_on_invalid_dep, c.array_job_id,
                         c.array_task_id, c.array_max_running, c.hold, c.admin_priority, c.priority,
-                        c.start_estimate, c.req_nodes, c.exc_nodes)
+                        c.start_estimate, c.req_nodes, c.exc_nodes, c.eligible_time)
                  .where(c.state == "PENDING").order_by(c.job_id))
         if limit is not None:
             query = query.limit(limit)
@@ -368,7 +372,7 @@ class Store:
                                      r.account, r.nice, r.submit_time, r.time_limit, r.dependency,
                                      bool(r.kill_on_invalid_dep), r.array_job_id, r.array_task_id,
                                      r.array_max_running, r.hold, r.admin_priority, r.priority, r.start_estimate,
-                                     r.req_nodes, r.exc_nodes))
+                                     r.req_nodes, r.exc_nodes, r.eligible_time))
         return out
 
     def allocations(self) -> list[Allocation]:

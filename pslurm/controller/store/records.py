@@ -63,6 +63,7 @@ class QueuedJob:
     start_estimate: float | None = None
     req_nodes: str = ""  # -w, a hostlist ("" any)
     exc_nodes: str = ""  # -x, a hostlist
+    eligible_time: float | None = None  # since when it may start (not held, dependencies met); age counts from it
 
 
 @dataclass(frozen=True)
@@ -138,7 +139,8 @@ def job_from_row(row: Row[Any], specs: dict[Any, JobSpec] | None = None, light: 
         time_limit=row.time_limit, gpu_seconds=row.gpu_seconds, peak_gpu_memory_mb=row.peak_gpu_memory_mb,
         mean_gpu_util=row.mean_gpu_util, array_job_id=row.array_job_id, array_task_id=row.array_task_id,
         priority=row.admin_priority if row.admin_priority is not None else row.priority, hold=row.hold,
-        restarts=row.restarts, start_estimate=row.start_estimate, requeue=bool(row.requeue),
+        restarts=row.restarts, start_estimate=row.start_estimate, eligible_time=row.eligible_time,
+        requeue=bool(row.requeue),
         requeue_requested=bool(row.requeue_requested),
     )
 

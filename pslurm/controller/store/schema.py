@@ -50,6 +50,7 @@ jobs = Table(
     # requested and excluded nodes, hostlist expressions (migration 0003)
     Column("req_nodes", String(1024), nullable=False, default=""),
     Column("exc_nodes", String(1024), nullable=False, default=""),
+    Column("eligible_time", Float),  # when the pending job became eligible (not held, dependencies met)
 )
 
 job_events = Table(

@@ -1,4 +1,5 @@
-"""Requested and excluded nodes (-w/--nodelist, -x/--exclude), as hostlist expressions.
+"""Requested and excluded nodes (-w/--nodelist, -x/--exclude), as hostlist expressions; and when a
+pending job became eligible to start (not held, dependencies met), which its age counts from.
 
 Revision ID: 0003
 Revises: 0002
@@ -15,6 +16,7 @@ depends_on = None
 _COLUMNS: list[sa.Column] = [  # type: ignore[type-arg]
     sa.Column("req_nodes", sa.String(1024), nullable=False, server_default=""),
     sa.Column("exc_nodes", sa.String(1024), nullable=False, server_default=""),
+    sa.Column("eligible_time", sa.Float),
 ]
 
 
