@@ -85,10 +85,11 @@ def ask_credential_as(uid: int, gid: int, socket_path: str) -> str:
 
 
 def cli(*args: str, env: dict[str, str] | None = None, cwd: Path | str | None = None,
-        timeout: float = 60, check: bool = False) -> subprocess.CompletedProcess[str]:
-    """Run one of pslurm's commands as a subprocess (the real console script)."""
+        timeout: float = 60, check: bool = False, input: str | None = None) -> subprocess.CompletedProcess[str]:
+    """Run one of pslurm's commands as a subprocess (the real console script); its stdin is ``input``,
+    or empty (never the test runner's own: psrun forwards stdin to its job)."""
     proc = subprocess.run([str(BIN / args[0]), *args[1:]], env=env, cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout)
+                          timeout=timeout, input=input if input is not None else "")
     if check and proc.returncode != 0:
         raise AssertionError(f"{args} failed ({proc.returncode}): {proc.stdout}{proc.stderr}")
     return proc

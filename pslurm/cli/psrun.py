@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+import queue
 import signal
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Annotated, Any
 
 import typer
@@ -30,14 +32,17 @@ def make_app() -> typer.Typer:
         chdir: o.Chdir = None, export: o.Export = None, account: o.Account = None, nice: o.Nice = None,
         dependency: o.Dependency = None, hold: o.Hold = None, kill_on_invalid_dep: o.KillOnInvalidDep = None,
         nodelist: o.Nodelist = None, exclude: o.Exclude = None,
+        input_: Annotated[str, typer.Option("-i", "--input", help="stdin to the job: all (default) or none")] = "all",
     ) -> None:
-        """Submit COMMAND, stream its output, exit with its exit code; Ctrl-C cancels it."""
-        raise SystemExit(run_job(o.job_options(locals()), tuple(command)))
+        """Submit COMMAND, stream its output (and its stdin), exit with its exit code; Ctrl-C cancels it."""
+        if input_.lower() not in ("all", "0", "none"):
+            fail(PROG, f"Invalid --input specification: {input_} (all or none)")
+        raise SystemExit(run_job(o.job_options(locals()), tuple(command), forward_stdin=input_.lower() != "none"))
 
     return app
 
 
-def run_job(opts: o.JobOptions, argv: tuple[str, ...]) -> int:
+def run_job(opts: o.JobOptions, argv: tuple[str, ...], forward_stdin: bool = True) -> int:
     from pslurm.core.convert import spec_to_pb
     from pslurm.core.jobspec import SpecError
     from pslurm.core.request import build_spec
@@ -53,15 +58,16 @@ def run_job(opts: o.JobOptions, argv: tuple[str, ...]) -> int:
     job_id = client.call("SubmitJob", pb.SubmitRequest(spec=spec_to_pb(spec)),
                          "Unable to allocate resources: ").job_id
     try:
-        return _follow(client, job_id)
+        return _follow(client, job_id, forward_stdin)
     except KeyboardInterrupt:
         client.call("CancelJobs", pb.CancelRequest(job_ids=[job_id]))
         print(f"{PROG}: Job step aborted: job {job_id} cancelled", file=sys.stderr)
         return 128 + signal.SIGINT
 
 
-def _follow(client: Client, job_id: int) -> int:
-    """Wait for the job to start, stream its output from its node, return its exit status."""
+def _follow(client: Client, job_id: int, forward_stdin: bool = True) -> int:
+    """Wait for the job to start, stream its output from (and our stdin to) its node, return its
+    exit status."""
     import grpc
 
     from pslurm.proto import pslurm_pb2 as pb
@@ -81,6 +87,7 @@ def _follow(client: Client, job_id: int) -> int:
         from pslurm.proto import pslurm_pb2_grpc as pb_grpc
 
         agent = pb_grpc.NodeAgentStub(grpc.insecure_channel(job.node_target))
+        stdin = _StdinForwarder(agent, job_id, client.metadata, forward_stdin)
         try:
             for chunk in agent.StreamOutput(pb.OutputRequest(job_id=job_id), metadata=client.metadata):
                 if chunk.stdout:
@@ -93,8 +100,53 @@ def _follow(client: Client, job_id: int) -> int:
                     break
         except grpc.RpcError:
             pass  # the node went away: the controller's record below says how the job ended
+        finally:
+            stdin.close()
     # the agent reports the end to the controller just after the stream ends
     return _exit_status(_wait_until(client, job_id, lambda j: j.state not in ("PENDING", "RUNNING", "COMPLETING")))
+
+
+class _StdinForwarder:
+    """Our stdin to the job as it comes (srun's default); its end, or -i none, is the job's EOF.
+
+    A daemon thread reads stdin (it may never end: a terminal) into a queue that the SendInput
+    call's request stream drains; :meth:`close` ends that stream once the job is over, so psrun
+    never exits with a call still in flight."""
+
+    def __init__(self, agent: Any, job_id: int, metadata: Any, forward: bool) -> None:
+        self._queue: queue.Queue[bytes | None] = queue.Queue()
+        self._call = agent.SendInput.future(self._chunks(job_id), metadata=metadata)
+        if forward:
+            threading.Thread(target=self._read, daemon=True, name="stdin").start()
+        else:
+            self._queue.put(None)
+
+    def _read(self) -> None:
+        while True:
+            try:
+                data = os.read(0, 65536)
+            except OSError:  # no stdin at all
+                data = b""
+            self._queue.put(data or None)
+            if not data:
+                return
+
+    def _chunks(self, job_id: int) -> Iterator[Any]:
+        from pslurm.proto import pslurm_pb2 as pb
+
+        yield pb.InputChunk(job_id=job_id)  # names the job, also when there is nothing to send
+        while (data := self._queue.get()) is not None:
+            yield pb.InputChunk(job_id=job_id, data=data)
+
+    def close(self) -> None:
+        """The job has ended: end the stream (what stdin still holds has nowhere to go)."""
+        import grpc
+
+        self._queue.put(None)
+        try:
+            self._call.result(timeout=5)
+        except (grpc.RpcError, grpc.FutureTimeoutError):
+            self._call.cancel()  # the node went away: nothing more to say to it
 
 
 def _wait_until(client: Client, job_id: int, done: Callable[[Any], bool],

@@ -19,7 +19,7 @@ from pslurm.nodeagent.cgroups import CgroupError, DeviceCgroups, JobCgroup, affi
 from pslurm.nodeagent.environment import job_environment
 from pslurm.nodeagent.gpumon import GpuMonitor, JobGpuUsage, UsageTracker
 from pslurm.nodeagent.gpus import GpuDevice
-from pslurm.nodeagent.launcher import JobEnd, Launcher, RunningJob
+from pslurm.nodeagent.launcher import JobEnd, Launcher, RunningJob, close_input
 from pslurm.proto import pslurm_pb2 as pb
 from pslurm.proto import pslurm_pb2_grpc as pb_grpc
 
@@ -246,16 +246,41 @@ class Agent:
         else:
             self.launcher.signal(running, signum)
 
-    def output(self, job_id: int, may_read: Callable[[JobSpec], bool]) -> Iterator[pb.OutputChunk]:
-        """psrun's stream: output as it comes, then the end. PermissionError unless ``may_read``
-        the job (its owner, or an operator)."""
+    def _interactive(self, job_id: int, allowed: Callable[[JobSpec], bool]) -> RunningJob | None:
+        """The started psrun job ``job_id`` (waiting for its launch), None if there is none;
+        PermissionError unless ``allowed`` (its owner, or an operator)."""
         with self._launched:
             self._launched.wait_for(lambda: self._started(job_id), timeout=30.0)
             running = self.jobs.get(job_id)
         if running is None or not running.job.spec.interactive:
-            return
-        if not may_read(running.job.spec):
+            return None
+        if not allowed(running.job.spec):
             raise PermissionError(f"Access/permission denied: job {job_id} is not yours")
+        return running
+
+    def input(self, job_id: int, chunks: Iterator[bytes], may_write: Callable[[JobSpec], bool]) -> None:
+        """psrun's stdin for the job: write the chunks to its stdin, then end it (EOF)."""
+        running = self._interactive(job_id, may_write)
+        if running is None:
+            return
+        try:
+            for data in chunks:
+                pipe = running.stdin
+                if pipe is None:
+                    return  # the job ended: the rest of psrun's input has nowhere to go
+                pipe.write(data)
+                pipe.flush()
+        except (OSError, ValueError):
+            return  # the job closed its stdin or exited
+        finally:
+            close_input(running)
+
+    def output(self, job_id: int, may_read: Callable[[JobSpec], bool]) -> Iterator[pb.OutputChunk]:
+        """psrun's stream: output as it comes, then the end. PermissionError unless ``may_read``
+        the job (its owner, or an operator)."""
+        running = self._interactive(job_id, may_read)
+        if running is None:
+            return
         sent = {"stdout": 0, "stderr": 0}
         while True:
             with running.changed:
@@ -358,6 +383,24 @@ class AgentServicer(pb_grpc.NodeAgentServicer):
             yield from self.agent.output(request.job_id, lambda spec: uid in self.operators or uid == spec.uid)
         except PermissionError as exc:
             context.abort(grpc.StatusCode.PERMISSION_DENIED, str(exc))
+
+    def SendInput(self, request_iterator: Iterator[pb.InputChunk], context: grpc.ServicerContext) -> pb.Empty:
+        """psrun's stdin: the first chunk names the job; the end of the stream is the job's EOF."""
+        uid = self._caller_uid(context)
+        first = next(request_iterator, None)
+        if first is None:
+            return pb.Empty()
+
+        def chunks() -> Iterator[bytes]:
+            yield first.data
+            for chunk in request_iterator:
+                yield chunk.data
+
+        try:
+            self.agent.input(first.job_id, chunks(), lambda spec: uid in self.operators or uid == spec.uid)
+        except PermissionError as exc:
+            context.abort(grpc.StatusCode.PERMISSION_DENIED, str(exc))
+        return pb.Empty()
 
 
 __all__ = ["Agent", "AgentServicer", "JobState"]

@@ -105,9 +105,9 @@ def serve(config: ClusterConfig, node: NodeConfig, devices: list[GpuDevice], cgr
 
     auth = Authenticator(key)
     agent = Agent(config, node, devices, cgroup_conf, drain, monitor, credentials=lambda: signed_metadata(key))
-    # A psrun job's output stream holds a thread while the job runs, and a node runs at most one job
-    # per CPU: with a thread per CPU and some to spare, launches and signals always find one.
-    server = grpc.server(ThreadPoolExecutor(max_workers=max(64, node.cpus + 16), thread_name_prefix="rpc"),
+    # A psrun job's output and input streams each hold a thread while the job runs, and a node runs at
+    # most one job per CPU: with two threads per CPU and some to spare, launches and signals always find one.
+    server = grpc.server(ThreadPoolExecutor(max_workers=max(64, 2 * node.cpus + 16), thread_name_prefix="rpc"),
                          interceptors=[auth.interceptor()], options=[("grpc.so_reuseport", 0)])
     pb_grpc.add_NodeAgentServicer_to_server(AgentServicer(agent, auth), server)
     try:

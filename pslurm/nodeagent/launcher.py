@@ -54,8 +54,20 @@ class RunningJob:
     timed_out: bool = False
     end: JobEnd | None = None
     outputs: dict[str, OutputBuffer] = field(default_factory=dict)  # interactive jobs only
+    stdin: Any = None  # interactive jobs: the write end of the job's stdin, fed by psrun (SendInput)
     changed: threading.Condition = field(default_factory=threading.Condition)
     usage: Any = None  # the agent's JobGpuUsage, set when the job ends (None: no GPUs)
+
+
+def close_input(running: RunningJob) -> None:
+    """End the job's stdin (EOF for the job; idempotent)."""
+    with running.changed:
+        pipe, running.stdin = running.stdin, None
+    if pipe is not None:
+        try:
+            pipe.close()
+        except OSError:
+            pass  # the job is gone: nothing more to tell it
 
 
 class Launcher:
@@ -120,9 +132,10 @@ class Launcher:
         with ChildSetup(cgroup, cpus) as setup:
             preexec = setup if (cgroup is not None or cpus) else None
             if spec.interactive:
-                proc = subprocess.Popen(argv, cwd=spec.workdir, env=env, stdin=subprocess.DEVNULL,
+                proc = subprocess.Popen(argv, cwd=spec.workdir, env=env, stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                         start_new_session=True, preexec_fn=preexec, **user_kw)  # type: ignore[call-overload]
+                running.stdin = proc.stdin  # psrun's stdin goes here (srun forwards it to the task)
                 running.outputs = {"stdout": OutputBuffer(), "stderr": OutputBuffer()}
                 for name, pipe in (("stdout", proc.stdout), ("stderr", proc.stderr)):
                     threading.Thread(target=self._pump, args=(running, name, pipe), daemon=True).start()
@@ -205,6 +218,7 @@ class Launcher:
     def _finish(self, running: RunningJob) -> None:
         with running.changed:
             running.changed.notify_all()
+        close_input(running)
         if running.cgroup is not None:
             running.cgroup.remove()
         job_dir = os.path.join(self.spool_dir, f"job{running.job.job_id:05d}")

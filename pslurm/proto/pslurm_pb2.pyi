@@ -473,6 +473,14 @@ class OutputRequest(_message.Message):
     job_id: int
     def __init__(self, job_id: _Optional[int] = ...) -> None: ...
 
+class InputChunk(_message.Message):
+    __slots__ = ("job_id", "data")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    job_id: int
+    data: bytes
+    def __init__(self, job_id: _Optional[int] = ..., data: _Optional[bytes] = ...) -> None: ...
+
 class OutputChunk(_message.Message):
     __slots__ = ("stdout", "stderr", "done", "state", "exit_code", "exit_signal")
     STDOUT_FIELD_NUMBER: _ClassVar[int]

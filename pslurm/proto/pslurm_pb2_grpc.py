@@ -556,6 +556,11 @@ class NodeAgentStub:
                 request_serializer=pslurm__pb2.OutputRequest.SerializeToString,
                 response_deserializer=pslurm__pb2.OutputChunk.FromString,
                 _registered_method=True)
+        self.SendInput = channel.stream_unary(
+                '/pslurm.NodeAgent/SendInput',
+                request_serializer=pslurm__pb2.InputChunk.SerializeToString,
+                response_deserializer=pslurm__pb2.Empty.FromString,
+                _registered_method=True)
 
 
 class NodeAgentServicer:
@@ -579,6 +584,13 @@ class NodeAgentServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SendInput(self, request_iterator, context):
+        """psrun forwards its stdin to the job (as srun)
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_NodeAgentServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -596,6 +608,11 @@ def add_NodeAgentServicer_to_server(servicer, server):
                     servicer.StreamOutput,
                     request_deserializer=pslurm__pb2.OutputRequest.FromString,
                     response_serializer=pslurm__pb2.OutputChunk.SerializeToString,
+            ),
+            'SendInput': grpc.stream_unary_rpc_method_handler(
+                    servicer.SendInput,
+                    request_deserializer=pslurm__pb2.InputChunk.FromString,
+                    response_serializer=pslurm__pb2.Empty.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -679,6 +696,33 @@ class NodeAgent:
             '/pslurm.NodeAgent/StreamOutput',
             pslurm__pb2.OutputRequest.SerializeToString,
             pslurm__pb2.OutputChunk.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SendInput(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_unary(
+            request_iterator,
+            target,
+            '/pslurm.NodeAgent/SendInput',
+            pslurm__pb2.InputChunk.SerializeToString,
+            pslurm__pb2.Empty.FromString,
             options,
             channel_credentials,
             insecure,

@@ -84,12 +84,30 @@ def test_more_waiting_psruns_than_controller_threads_all_finish(cluster, tmp_pat
     # answered at once and asked again, so heartbeats and job ends still get a thread: no node is
     # declared down and every job completes (before, the waits took every thread: NODE_FAIL).
     procs = [subprocess.Popen([str(BIN / "psrun"), "sh", "-c", "sleep 2; echo done $SLURM_JOB_ID"],
-                              env=cluster.env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True) for _ in range(48)]
+                              env=cluster.env, cwd=tmp_path, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(48)]
     outs = [p.communicate(timeout=120) for p in procs]
     assert [p.returncode for p in procs] == [0] * 48, [err for _, err in outs if "error" in err][:3]
     assert len({out for out, _ in outs if out.startswith("done ")}) == 48
     assert "down" not in cluster.run("psinfo", "-N", "-h", "-o", "%t", check=True).stdout
+
+
+def test_psrun_forwards_its_stdin_to_the_job_as_srun_does(cluster, tmp_path):
+    counted = cluster.run("psrun", "sh", "-c", "wc -l", input="a\nb\nc\n", cwd=tmp_path, check=True)
+    assert counted.stdout.strip() == "3"
+    ignored = cluster.run("psrun", "-i", "none", "sh", "-c", "cat; echo done", input="not for the job\n",
+                          cwd=tmp_path, check=True)
+    assert ignored.stdout == "done\n"
+    # a job that never reads stdin ends, and psrun with it, though psrun's stdin stays open
+    open_stdin = subprocess.Popen([str(BIN / "psrun"), "true"], env=cluster.env, cwd=tmp_path, stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert open_stdin.wait(timeout=30) == 0
+    finally:
+        open_stdin.kill()
+        open_stdin.communicate()
+    bad = cluster.run("psrun", "-i", "3", "true", cwd=tmp_path)
+    assert (bad.returncode, bad.stderr) == (1, "psrun: error: Invalid --input specification: 3 (all or none)\n")
 
 
 def test_ends_that_come_together_are_each_reported_once(cluster, tmp_path):
