@@ -82,6 +82,15 @@ class Client:
         fail(self.prog, f"{prefix}{details}")
 
 
+def print_listing(prog: str, render: Callable[[], list[str]]) -> None:
+    """Print a listing's lines; a bad -o/--format (ValueError from rendering) is a one-line error."""
+    try:
+        lines = render()
+    except ValueError as exc:
+        fail(prog, str(exc))
+    sys.stdout.write("".join(line + "\n" for line in lines))
+
+
 def user_identity() -> tuple[str, int, int]:
     import pwd
 

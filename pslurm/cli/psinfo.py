@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import sys
 from typing import Annotated, Any, Optional
 
 import typer
 
 from pslurm.cli import options as o
-from pslurm.cli.common import Client, fail, run, typer_app
+from pslurm.cli.common import Client, print_listing, run, typer_app
 
 PROG = "psinfo"
 PARTITION_FORMAT = "%9P %.5a %.10l %.6D %.6t %N"
@@ -107,12 +106,8 @@ def make_app() -> typer.Typer:
             print(json.dumps(cluster_json(info), indent=2))
             return
         rows = node_rows(info, partition.split(",") if partition else None)
-        try:
-            lines = render_rows(fmt or (NODE_FORMAT if node_oriented else PARTITION_FORMAT), rows,
-                                node_oriented, not noheader)
-        except ValueError as exc:
-            fail(PROG, str(exc))
-        sys.stdout.write("".join(line + "\n" for line in lines))
+        print_listing(PROG, lambda: render_rows(fmt or (NODE_FORMAT if node_oriented else PARTITION_FORMAT), rows,
+                                                node_oriented, not noheader))
 
     return app
 

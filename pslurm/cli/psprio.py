@@ -9,7 +9,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from pslurm.cli import options as o
-from pslurm.cli.common import Client, fail, run, typer_app
+from pslurm.cli.common import Client, fail, print_listing, run, typer_app
 
 PROG = "psprio"
 DEFAULT_FORMAT = "%.15i %9r %.10Y %.10A %.10F %.10J %.10P %.10Q %.6N"
@@ -82,11 +82,7 @@ def make_app() -> typer.Typer:
         chosen = fmt or (LONG_FORMAT if long else DEFAULT_FORMAT)
         if norm and not fmt:
             chosen = "%.15i %9r %.10Y %.10a %.10f %.10j %.10p %.6N"
-        try:
-            lines = render(chosen, list(reply.jobs), prio_fields(w), not noheader, PROG)
-        except ValueError as exc:
-            fail(PROG, str(exc))
-        sys.stdout.write("".join(line + "\n" for line in lines))
+        print_listing(PROG, lambda: render(chosen, list(reply.jobs), prio_fields(w), not noheader, PROG))
 
     return app
 

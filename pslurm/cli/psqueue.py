@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import sys
 import time
 from typing import Annotated, Any, Optional
 
 import typer
 
 from pslurm.cli import options as o
-from pslurm.cli.common import Client, fail, run, typer_app
+from pslurm.cli.common import Client, fail, print_listing, run, typer_app
 
 PROG = "psqueue"
 DEFAULT_FORMAT = "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R"
@@ -158,11 +157,8 @@ def make_app() -> typer.Typer:
         if as_json:
             print(json.dumps({"jobs": [job_json(j) for j in found]}, indent=2))
             return
-        try:
-            lines = render_queue(fmt or (START_FORMAT if start else DEFAULT_FORMAT), found, not noheader)
-        except ValueError as exc:
-            fail(PROG, str(exc))
-        sys.stdout.write("".join(line + "\n" for line in lines))
+        print_listing(PROG, lambda: render_queue(fmt or (START_FORMAT if start else DEFAULT_FORMAT), found,
+                                                 not noheader))
 
     return app
 
