@@ -445,13 +445,7 @@ def _transition(conn: Connection, job_id: int, to: JobState, now: float, detail:
                 values: dict[str, Any]) -> JobState:
     """The compare-and-set and its event row, inside the caller's transaction."""
     allowed = [s.value for s in JOB_TRANSITIONS[to]]
-    old = conn.execute(select(jobs.c.state).where(jobs.c.job_id == job_id)).scalar()
-    if old is None:
-        raise InvalidTransition(f"job {job_id} does not exist")
-    result = conn.execute(update(jobs).where(jobs.c.job_id == job_id, jobs.c.state.in_(allowed))
-                          .values(state=to.value, **values))
-    if result.rowcount != 1:
-        raise InvalidTransition(f"job {job_id} is {old}, it cannot become {to.value}")
+    old = _compare_and_set(conn, jobs.c.job_id, job_id, f"job {job_id}", to.value, allowed, values)
     conn.execute(insert(job_events), dict(job_id=job_id, time=now, from_state=old, to_state=to.value,
                                           detail=detail))
     return JobState(old)
@@ -459,14 +453,21 @@ def _transition(conn: Connection, job_id: int, to: JobState, now: float, detail:
 
 def _set_node_state(conn: Connection, name: str, to: NodeState, allowed: list[str],
                     values: dict[str, Any]) -> NodeState:
-    old = conn.execute(select(nodes.c.state).where(nodes.c.name == name)).scalar()
+    return NodeState(_compare_and_set(conn, nodes.c.name, name, f"node {name}", to.value, allowed, values))
+
+
+def _compare_and_set(conn: Connection, key: Any, ident: Any, what: str, to: str, allowed: list[str],
+                     values: dict[str, Any]) -> str:
+    """``UPDATE <key's table> SET state=:to WHERE key=:ident AND state IN (:allowed)``; the old state.
+    InvalidTransition, with nothing written, when the row is missing or ``to`` may not follow its state."""
+    table = key.table
+    old = conn.execute(select(table.c.state).where(key == ident)).scalar()
     if old is None:
-        raise InvalidTransition(f"node {name} does not exist")
-    result = conn.execute(update(nodes).where(nodes.c.name == name, nodes.c.state.in_(allowed))
-                          .values(state=to.value, **values))
+        raise InvalidTransition(f"{what} does not exist")
+    result = conn.execute(update(table).where(key == ident, table.c.state.in_(allowed)).values(state=to, **values))
     if result.rowcount != 1:
-        raise InvalidTransition(f"node {name} is {old}, it cannot become {to.value}")
-    return NodeState(old)
+        raise InvalidTransition(f"{what} is {old}, it cannot become {to}")
+    return str(old)
 
 
 def _make_engine(url: str) -> Engine:
