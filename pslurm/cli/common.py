@@ -137,6 +137,12 @@ def typer_app(help_text: str, **settings: Any) -> typer.Typer:
                        context_settings=context, help=help_text)
 
 
+def typer_group(help_text: str) -> typer.Typer:
+    """A Typer app of subcommands (``pslurm up|down``), with the same plain errors."""
+    return typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False,
+                       no_args_is_help=True, help=help_text)
+
+
 def entry(make: Callable[[], typer.Typer], prog: str) -> Callable[[], None]:
     def main() -> None:
         run(make(), prog)

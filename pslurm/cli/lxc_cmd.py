@@ -11,14 +11,13 @@ from typing import Annotated, Optional
 
 import typer
 
-from pslurm.cli.common import fail
+from pslurm.cli.common import fail, typer_group
 
 PROG = "pslurm lxc"
 
 
 def make_app() -> typer.Typer:
-    app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False,
-                      no_args_is_help=True, help="A virtual GPU cluster of LXC containers on this machine.")
+    app = typer_group("A virtual GPU cluster of LXC containers on this machine.")
 
     @app.command()
     def up(

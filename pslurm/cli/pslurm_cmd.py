@@ -8,14 +8,13 @@ from typing import Annotated, Optional
 
 import typer
 
-from pslurm.cli.common import fail, run
+from pslurm.cli.common import fail, run, typer_group
 
 PROG = "pslurm"
 
 
 def make_app() -> typer.Typer:
-    app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False,
-                      no_args_is_help=True, help="Run a pslurm cluster on this machine.")
+    app = typer_group("Run a pslurm cluster on this machine.")
 
     @app.command()
     def up(
