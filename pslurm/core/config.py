@@ -78,6 +78,9 @@ class ClusterConfig:
     spool_dir: str = "/var/spool/pslurm/d"  # SlurmdSpoolDir=
     slurmd_timeout: int = 300  # SlurmdTimeout=, seconds without heartbeat before DOWN
     kill_wait: int = 30  # KillWait=, seconds between SIGTERM and SIGKILL
+    # BatchStartTimeout=: seconds a started job may go unseen in its agent's heartbeats (its launch on
+    # the way) before the controller takes it as lost
+    batch_start_timeout: int = 10
     auth_key: str = ""  # AuthKey= (pslurm's own): the cluster key; "" -> pslurm.key beside this file
     auth_socket: str = ""  # AuthSocket= (pslurm's own): the credential socket; "" -> pslurm.sock beside it
     nodes: dict[str, NodeConfig] = field(default_factory=dict)

@@ -87,7 +87,8 @@ def _time(path: str, lineno: int, key: str, value: str) -> int | None:
 _GLOBAL_STR = {"clustername": "cluster_name", "databaseurl": "database_url",
                "statesavelocation": "state_dir", "slurmdspooldir": "spool_dir",
                "authkey": "auth_key", "authsocket": "auth_socket"}  # fmt: skip
-_GLOBAL_INT = {"slurmctldport": "controller_port", "slurmdtimeout": "slurmd_timeout", "killwait": "kill_wait"}
+_GLOBAL_INT = {"slurmctldport": "controller_port", "slurmdtimeout": "slurmd_timeout", "killwait": "kill_wait",
+               "batchstarttimeout": "batch_start_timeout"}
 _CTLD_HOST = re.compile(r"([^()\s]+)(?:\(([^()\s]+)\))?")
 _PART_STATES = ("UP", "DOWN", "DRAIN", "INACTIVE")
 
@@ -149,8 +150,8 @@ def parse_slurm_conf(text: str, path: str = "<string>") -> ClusterConfig:
     Keys are case-insensitive. Globals: ClusterName, SlurmctldHost (``name`` or ``name(addr)``;
     without an address, ``localhost`` is reached on 127.0.0.1 and any other name on itself),
     SlurmctldPort, DatabaseURL, AuthKey and AuthSocket (pslurm's own), StateSaveLocation, SlurmdSpoolDir,
-    SlurmdTimeout, KillWait; other global keys are kept in ``extra``. ``NodeName=c[000-003]`` lines take NodeAddr
-    (one address for all nodes, or a hostlist with one per node), Port, CPUs, RealMemory, Gres.
+    SlurmdTimeout, KillWait, BatchStartTimeout; other global keys are kept in ``extra``. ``NodeName=c[000-003]``
+    lines take NodeAddr (one address for all nodes, or a hostlist with one per node), Port, CPUs, RealMemory, Gres.
     When nodes of one line share an address, ``Port`` is a base: node i gets Port+i, so several
     agents can run on one host. ``PartitionName=`` lines take Nodes (a hostlist or ALL), Default,
     MaxTime, DefaultTime, State, MaxNodes, PriorityJobFactor, AllowGroups. Scheduling keys are read
@@ -302,6 +303,7 @@ def render_slurm_conf(cfg: ClusterConfig) -> str:
         f"SlurmdSpoolDir={q(cfg.spool_dir)}",
         f"SlurmdTimeout={cfg.slurmd_timeout}",
         f"KillWait={cfg.kill_wait}",
+        f"BatchStartTimeout={cfg.batch_start_timeout}",
     ]
     lines += [f"{key}={q(value)}" for key, value in (("AuthKey", cfg.auth_key), ("AuthSocket", cfg.auth_socket))
               if value]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pslurm.core.gres import GresRequest
-from pslurm.core.states import JobState
+from pslurm.core.states import JobReason, JobState
 
 
 class SpecError(ValueError):
@@ -61,7 +61,7 @@ class JobRecord:
     job_id: int
     spec: JobSpec
     state: JobState
-    reason: str = "None"
+    reason: JobReason = JobReason.NONE
     submit_time: float = 0.0
     start_time: float | None = None
     end_time: float | None = None
@@ -85,11 +85,18 @@ class JobRecord:
     requeue: bool = False  # may be requeued (node failure, pscontrol requeue)
     requeue_requested: bool = False  # pscontrol requeue asked: back to PENDING once its end is seen
     collapsed_tasks: str = ""  # in a collapsed listing: this record stands for these pending tasks (``0-999``)
+    system_comment: str = ""  # why the system ended or requeued it (a launch failure, a lost node): SystemComment=
 
     @property
     def display_id(self) -> str:
         """``A_i`` for an array task, the job id otherwise."""
-        return str(self.job_id) if self.array_job_id is None else f"{self.array_job_id}_{self.array_task_id}"
+        return display_id(self.job_id, self.array_job_id, self.array_task_id)
+
+
+def display_id(job_id: int, array_job_id: int | None = None, array_task_id: int | None = None) -> str:
+    """How Slurm names a job: ``A_i`` for task i of array A, the job id otherwise. The one place
+    this is computed (records, listings, priorities)."""
+    return str(job_id) if array_job_id is None else f"{array_job_id}_{array_task_id}"
 
 
 def spec_to_dict(spec: JobSpec) -> dict[str, object]:

@@ -1,4 +1,5 @@
-"""Job and node states, with the one transition table every component goes through."""
+"""Job and node states and the reasons jobs wait or end; the operations between them are in
+``pslurm.core.lifecycle``."""
 
 from __future__ import annotations
 
@@ -56,30 +57,43 @@ FINAL_STATES = frozenset(
     {JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED, JobState.TIMEOUT, JobState.NODE_FAIL}
 )
 
-# to_state -> the states it may be entered from. The store applies a transition as
-# ``UPDATE ... WHERE state IN (JOB_TRANSITIONS[to])`` and fails loudly when no row matched.
-JOB_TRANSITIONS: dict[JobState, frozenset[JobState]] = {
-    # requeue: launch failed, node lost (with --requeue), pscontrol requeue of a running job (once its
-    # end is seen, from COMPLETING) or of a finished batch job (as scontrol requeue); the job keeps
-    # its id and its events keep every run. A final state is left only this way.
-    JobState.PENDING: frozenset({JobState.RUNNING, JobState.COMPLETING} | FINAL_STATES),
-    JobState.RUNNING: frozenset({JobState.PENDING}),
-    JobState.COMPLETING: frozenset({JobState.RUNNING}),  # cancel or node drain asked, end not seen yet
-    JobState.COMPLETED: frozenset({JobState.RUNNING, JobState.COMPLETING}),
-    JobState.FAILED: frozenset({JobState.RUNNING, JobState.COMPLETING}),
-    JobState.CANCELLED: frozenset({JobState.PENDING, JobState.RUNNING, JobState.COMPLETING}),
-    JobState.TIMEOUT: frozenset({JobState.RUNNING, JobState.COMPLETING}),
-    JobState.NODE_FAIL: frozenset({JobState.RUNNING, JobState.COMPLETING}),
-}
-
-
-def can_transition(from_state: JobState, to_state: JobState) -> bool:
-    """True when the table allows ``from_state -> to_state``."""
-    return from_state in JOB_TRANSITIONS[to_state]
-
 
 class InvalidTransition(Exception):
-    """A state change the table forbids, or one that lost a race (the row had moved on)."""
+    """A state change the lifecycle forbids (``pslurm.core.lifecycle``), or one that lost a race
+    (the row had moved on)."""
+
+
+class JobReason(enum.StrEnum):
+    """Why a job waits, or why it ended, in Slurm's words (squeue %r, scontrol's Reason=)."""
+
+    NONE = "None"
+    PRIORITY = "Priority"
+    RESOURCES = "Resources"
+    DEPENDENCY = "Dependency"
+    DEPENDENCY_NEVER_SATISFIED = "DependencyNeverSatisfied"
+    JOB_HELD_USER = "JobHeldUser"
+    JOB_HELD_ADMIN = "JobHeldAdmin"
+    PARTITION_DOWN = "PartitionDown"
+    PARTITION_INACTIVE = "PartitionInactive"
+    PARTITION_TIME_LIMIT = "PartitionTimeLimit"
+    JOB_ARRAY_TASK_LIMIT = "JobArrayTaskLimit"
+    QOS_MAX_JOBS_PER_USER_LIMIT = "QOSMaxJobsPerUserLimit"
+    QOS_MAX_GRES_PER_USER = "QOSMaxGRESPerUser"
+    QOS_MAX_CPU_PER_USER_LIMIT = "QOSMaxCpuPerUserLimit"
+    REQ_NODE_NOT_AVAIL = "ReqNodeNotAvail"
+    BEGIN_TIME = "BeginTime"
+    NON_ZERO_EXIT_CODE = "NonZeroExitCode"
+    TIME_LIMIT = "TimeLimit"
+    NODE_DOWN = "NodeDown"
+    JOB_LAUNCH_FAILURE = "JobLaunchFailure"
+
+    @classmethod
+    def parse(cls, text: str | None) -> JobReason:
+        """The reason a stored or received word names; an unknown or empty one is NONE."""
+        try:
+            return cls(text or "None")
+        except ValueError:
+            return cls.NONE
 
 
 class NodeState(enum.StrEnum):

@@ -21,6 +21,11 @@ def store(db_url):
     s.close()
 
 
+def start(store, job_id, node, gpus, now):
+    """The scheduler's start operation for one placement: True when the job started."""
+    return store.start_jobs([(job_id, node, gpus)], now) == [job_id]
+
+
 def spec(name="j", user="alice", gpus=1):
     return JobSpec(name=name, user=user, uid=1000, gid=1000, workdir="/tmp", script="#!/bin/sh\ntrue\n",
                    environment={"A": "b"}, gres=(GresRequest("gpu", "a100", gpus),) if gpus else ())
@@ -46,8 +51,8 @@ def test_ids_increase(store):
 
 def test_start_is_compare_and_set(store):
     job_id = store.submit(spec(), "gpu", None, 1.0)
-    assert store.start_job(job_id, "c000", (1,), now=2.0)
-    assert not store.start_job(job_id, "c001", (0,), now=3.0)  # already RUNNING: the second start loses
+    assert start(store, job_id, "c000", (1,), now=2.0)
+    assert not start(store, job_id, "c001", (0,), now=3.0)  # already RUNNING: the second start loses
     job = store.get_job(job_id)
     assert (job.state, job.node, job.gpu_indices, job.start_time) == (JobState.RUNNING, "c000", (1,), 2.0)
     assert store.allocations()[0].gpu_indices == (1,)
@@ -60,7 +65,7 @@ def test_concurrent_starts_have_exactly_one_winner(store):
 
     def race(i):
         barrier.wait()
-        wins.append(store.start_job(job_id, f"c{i:03d}", (0,), now=2.0))
+        wins.append(start(store, job_id, f"c{i:03d}", (0,), now=2.0))
 
     threads = [threading.Thread(target=race, args=(i,)) for i in range(8)]
     for t in threads:
@@ -74,20 +79,22 @@ def test_concurrent_starts_have_exactly_one_winner(store):
 def test_forbidden_transition_fails_loudly_and_changes_nothing(store):
     job_id = store.submit(spec(), "gpu", None, 1.0)
     with pytest.raises(InvalidTransition, match="PENDING"):
-        store.transition(job_id, JobState.COMPLETED, 2.0)
+        store.finish(job_id, "c000", 0, JobState.COMPLETED, 0, 0, 2.0)
     assert store.get_job(job_id).state is JobState.PENDING
     assert len(store.events(job_id)) == 1
 
 
 def test_final_states_are_left_only_by_a_requeue(store):
     job_id = store.submit(spec(), "gpu", None, 1.0)
-    store.start_job(job_id, "c000", (0,), 2.0)
-    store.transition(job_id, JobState.COMPLETED, 3.0, end_time=3.0, exit_code=0, gpu_seconds=1.0)
-    for to in (JobState.CANCELLED, JobState.FAILED, JobState.RUNNING):
-        with pytest.raises(InvalidTransition):
-            store.transition(job_id, to, 4.0)
+    start(store, job_id, "c000", (0,), 2.0)
+    store.finish(job_id, "c000", 0, JobState.COMPLETED, 0, 0, 3.0, {"gpu_seconds": 1.0})
+    for op in (lambda: store.cancel(job_id, 4.0), lambda: store.finish(job_id, "c000", 0, JobState.FAILED, 1, 0, 4.0),
+               lambda: store.start_jobs([(job_id, "c000", (0,))], 4.0) or store.start_jobs([(-1, "", ())], 4.0)[0],
+               lambda: store.node_lost(job_id, "c000", 4.0, "gone"), lambda: store.hold(job_id, 4.0, True)):
+        with pytest.raises((InvalidTransition, IndexError)):
+            op()
     assert store.allocations() == []
-    assert store.requeue(job_id, 5.0, "requeued") is JobState.COMPLETED
+    assert store.requeue(job_id, 5.0, "requeued").from_state is JobState.COMPLETED
     job = store.get_job(job_id)
     assert (job.state, job.restarts, job.end_time, job.start_time, job.gpu_seconds) == (
         JobState.PENDING, 1, None, None, None)
@@ -97,23 +104,24 @@ def test_final_states_are_left_only_by_a_requeue(store):
 def test_unknown_job(store):
     assert store.get_job(99) is None
     with pytest.raises(InvalidTransition, match="does not exist"):
-        store.transition(99, JobState.CANCELLED, 1.0)
+        store.cancel(99, 1.0)
 
 
 def test_history_records_every_transition(store):
     job_id = store.submit(spec(), "gpu", None, 1.0)
-    store.start_job(job_id, "c000", (0,), 2.0)
-    store.transition(job_id, JobState.COMPLETING, 3.0, cancel_requested=True)
-    store.transition(job_id, JobState.CANCELLED, 4.0, end_time=4.0)
-    assert [e.to_state for e in store.events(job_id)] == [
-        JobState.PENDING, JobState.RUNNING, JobState.COMPLETING, JobState.CANCELLED]
+    start(store, job_id, "c000", (0,), 2.0)
+    assert store.cancel(job_id, 3.0).to is JobState.COMPLETING
+    store.finish(job_id, "c000", 0, JobState.FAILED, 0, 15, 4.0)  # the agent saw it end on SIGTERM
+    assert [(e.op, e.to_state) for e in store.events(job_id)] == [
+        ("submit", JobState.PENDING), ("start", JobState.RUNNING), ("cancel", JobState.COMPLETING),
+        ("finish", JobState.CANCELLED)]
     assert store.get_job(job_id).cancel_requested
 
 
 def test_queries_filter_by_user_state_and_activity(store):
     a = store.submit(spec(user="alice"), "gpu", None, 1.0)
     b = store.submit(spec(user="bob"), "gpu", None, 1.0)
-    store.transition(b, JobState.CANCELLED, 2.0, end_time=2.0)
+    store.cancel(b, 2.0)
     assert [j.job_id for j in store.get_jobs()] == [a]
     assert [j.job_id for j in store.get_jobs(include_finished=True)] == [a, b]
     assert [j.job_id for j in store.get_jobs(users=["bob"], include_finished=True)] == [b]
@@ -126,9 +134,9 @@ def test_collapsed_listing_groups_an_arrays_pending_tasks_by_reason(store):
     a = store.submit(spec(), "gpu", None, 1.0, array_ids=range(10), throttle=2)  # tasks 0-9: jobs a..a+9
     single = store.submit(spec(user="bob"), "gpu", None, 1.0)
     b = store.submit(spec(), "gpu", None, 1.0, array_ids=[1, 3, 5, 6, 7])
-    store.start_job(a, "c000", (0,), 2.0)  # task 0 runs: its own row
-    store.set_reason({a + 9: "Dependency"})  # task 9 waits for something else: a row of its own
-    store.transition(b + 1, JobState.CANCELLED, 3.0, end_time=3.0)  # b's task 3 is gone: 1,5-7 left
+    start(store, a, "c000", (0,), 2.0)  # task 0 runs: its own row
+    store.update_pending({a + 9: ("Dependency", 0, None, None)})  # task 9 waits for something else: its own row
+    store.cancel(b + 1, 3.0)  # b's task 3 is gone: 1,5-7 left
     rows = store.get_jobs(light=True, collapse_arrays=True)
     assert [(j.job_id, j.state, j.collapsed_tasks) for j in rows] == [
         (a, JobState.RUNNING, ""), (a + 1, JobState.PENDING, "1-8"), (a + 9, JobState.PENDING, ""),
@@ -142,7 +150,7 @@ def test_collapsed_listing_groups_an_arrays_pending_tasks_by_reason(store):
 
 def test_reason_is_kept_without_an_event(store):
     job_id = store.submit(spec(), "gpu", None, 1.0)
-    store.set_reason({job_id: "Resources"})
+    store.update_pending({job_id: ("Resources", 0, None, None)})
     assert store.get_job(job_id).reason == "Resources"
     assert len(store.events(job_id)) == 1
 
@@ -181,7 +189,7 @@ def test_acknowledged_job_survives_reopening_the_store(db_url):
 
 def test_concurrent_writes_share_one_commit_and_keep_their_own_outcome(store):
     ids = [store.submit(spec(), "gpu", None, 1.0) for _ in range(6)]
-    store.transition(ids[5], JobState.CANCELLED, 1.5, end_time=1.5)
+    store.cancel(ids[5], 1.5)
     writer = store._writer  # the store's group commit: hold it so that the writes below queue up
     holding, release = threading.Event(), threading.Event()
     leader = threading.Thread(target=writer.write, args=(lambda conn: (holding.set(), release.wait(10)),))
@@ -192,7 +200,7 @@ def test_concurrent_writes_share_one_commit_and_keep_their_own_outcome(store):
 
     def end(job_id):
         try:
-            outcomes[job_id] = store.transition(job_id, JobState.CANCELLED, 2.0, end_time=2.0)
+            outcomes[job_id] = store.cancel(job_id, 2.0).from_state
         except InvalidTransition as exc:
             outcomes[job_id] = str(exc)
 
@@ -205,21 +213,23 @@ def test_concurrent_writes_share_one_commit_and_keep_their_own_outcome(store):
     for t in [leader, *threads]:
         t.join(10)
     assert writer.commits - before == 2  # the held transaction, then all six in one
-    assert outcomes == {**{i: JobState.PENDING for i in ids[:5]}, ids[5]: f"job {ids[5]} is CANCELLED, it cannot "
-                                                                       "become CANCELLED"}
+    assert outcomes == {**{i: JobState.PENDING for i in ids[:5]}, ids[5]: f"job {ids[5]} is CANCELLED: it cannot "
+                                                                       "cancel"}
     assert {j.state for j in store.get_jobs(job_ids=ids[:5])} == {JobState.CANCELLED}
 
 
 def test_a_failed_group_commit_stores_none_of_its_writes(store):
-    from pslurm.controller.store.queries import _transition
+    from pslurm.controller.store import StoreError
+    from pslurm.controller.store.queries import _apply
+    from pslurm.core import lifecycle
 
     job_id = store.submit(spec(), "gpu", None, 1.0)
 
     def work(conn):
-        _transition(conn, job_id, JobState.CANCELLED, 3.0, "test", {"end_time": 3.0})
+        _apply(conn, job_id, 3.0, lambda job: lifecycle.cancel(job, 3.0))
         raise RuntimeError("disk on fire")
 
-    with pytest.raises(RuntimeError, match="disk on fire"):
+    with pytest.raises(StoreError):
         store._writer.write(work)
     assert store.get_job(job_id).state is JobState.PENDING and len(store.events(job_id)) == 1
 
@@ -227,13 +237,81 @@ def test_a_failed_group_commit_stores_none_of_its_writes(store):
 def test_finished_usage_is_read_incrementally_by_event(store):
     a, b, never_ran = (store.submit(spec(user=u), "gpu", None, 1.0) for u in ("alice", "bob", "carol"))
     for job_id in (a, b):
-        store.start_job(job_id, "c000", (0,), 2.0)
-    store.transition(a, JobState.COMPLETED, 5.0, end_time=5.0)
-    store.transition(never_ran, JobState.CANCELLED, 5.0, end_time=5.0)  # never started: no usage
+        start(store, job_id, "c000", (0,), 2.0)
+    store.finish(a, "c000", 0, JobState.COMPLETED, 0, 0, 5.0)
+    store.cancel(never_ran, 5.0)  # never started: no usage
     first, mark = store.finished_usage(since=0.0)
     assert [(r.job_id, r.user, r.gpus, r.start_time, r.end_time) for r in first] == [(a, "alice", 1, 2.0, 5.0)]
     assert store.finished_usage(since=0.0, after_event=mark) == ([], mark)  # nothing new: nothing read
-    store.transition(b, JobState.FAILED, 9.0, end_time=9.0)
+    store.finish(b, "c000", 0, JobState.FAILED, 1, 0, 9.0)
     later, newer = store.finished_usage(since=0.0, after_event=mark)
     assert [r.job_id for r in later] == [b] and newer > mark
     assert store.finished_usage(since=6.0)[0] == later  # ``since`` drops runs that ended before it
+
+
+def test_a_held_job_does_not_start_and_only_an_operator_releases_an_operators_hold(store):
+    from pslurm.core.lifecycle import NotPermitted
+
+    job_id = store.submit(spec(), "gpu", None, 1.0)
+    store.hold(job_id, 2.0, by_operator=True)
+    assert not start(store, job_id, "c000", (0,), 3.0)  # held after the pass's snapshot: the start loses
+    with pytest.raises(NotPermitted):
+        store.release(job_id, 4.0, by_operator=False)
+    store.release(job_id, 5.0, by_operator=True)
+    with pytest.raises(InvalidTransition, match="not held"):
+        store.release(job_id, 6.0, by_operator=True)
+    assert start(store, job_id, "c000", (0,), 7.0)
+    assert [e.op for e in store.events(job_id)] == ["submit", "hold", "release", "start"]
+
+
+def test_an_earlier_runs_end_does_not_end_the_requeued_run(store):
+    job_id = store.submit(spec(), "gpu", None, 1.0, requeue=True)
+    start(store, job_id, "c000", (0,), 2.0)
+    assert store.node_lost(job_id, "c000", 3.0, "node not responding").to is JobState.PENDING  # may requeue
+    start(store, job_id, "c001", (0,), 4.0)
+    with pytest.raises(InvalidTransition, match="run 0"):  # the first run's end, reported late
+        store.finish(job_id, "c000", 0, JobState.COMPLETED, 0, 0, 5.0)
+    with pytest.raises(InvalidTransition):  # the first node is no longer the job's
+        store.node_lost(job_id, "c000", 5.0, "gone again")
+    job = store.get_job(job_id)
+    assert (job.state, job.node, job.restarts) == (JobState.RUNNING, "c001", 1)
+    store.finish(job_id, "c001", 1, JobState.COMPLETED, 0, 0, 6.0)
+    assert store.get_job(job_id).state is JobState.COMPLETED
+
+
+def test_a_lost_node_fails_a_job_that_may_not_requeue_and_says_why(store):
+    job_id = store.submit(spec(), "gpu", None, 1.0, requeue=False)
+    start(store, job_id, "c000", (0,), 2.0)
+    store.node_lost(job_id, "c000", 3.0, "the agent on c000 does not run it")
+    job = store.get_job(job_id)
+    assert (job.state, job.reason, job.system_comment) == (
+        JobState.NODE_FAIL, "NodeDown", "the agent on c000 does not run it")
+
+
+def test_a_launch_failure_ends_the_job_failed_with_its_reason(store):
+    job_id = store.submit(spec(), "gpu", None, 1.0)
+    start(store, job_id, "c000", (0,), 2.0)
+    store.launch_failed(job_id, "c000", 0, "chdir(/nope): No such file or directory", 3.0)
+    job = store.get_job(job_id)
+    assert (job.state, job.reason, job.exit_code) == (JobState.FAILED, "JobLaunchFailure", 2)
+    assert job.system_comment == "launch failed on c000: chdir(/nope): No such file or directory"
+    assert store.events(job_id)[-1].op == "launch_failed"
+
+
+def test_a_requeue_asked_of_a_running_job_waits_for_its_end(store):
+    job_id = store.submit(spec(), "gpu", None, 1.0)
+    start(store, job_id, "c000", (0,), 2.0)
+    assert store.request_requeue(job_id, 3.0).to is JobState.COMPLETING
+    assert store.allocations()[0].job_id == job_id  # still holds its GPU until the end is seen
+    assert store.finish(job_id, "c000", 0, JobState.CANCELLED, 0, 15, 4.0).to is JobState.PENDING
+    job = store.get_job(job_id)
+    assert (job.state, job.restarts, job.requeue_requested, job.cancel_requested) == (JobState.PENDING, 1, False, False)
+
+
+def test_an_operators_settings_show_in_every_read_and_touch_no_state(store):
+    job_id = store.submit(spec(), "gpu", None, 1.0)
+    assert store.set_pending_fields([job_id], nice=5, admin_priority=7, priority=7) == [job_id]
+    assert store.get_job(job_id).spec.nice == 5 and store.get_job(job_id, light=True).spec.nice == 5
+    assert store.get_job(job_id).priority == 7 and len(store.events(job_id)) == 1
+    with pytest.raises(ValueError):
+        store.set_pending_fields([job_id], hold="user")  # the lifecycle's, not a setting

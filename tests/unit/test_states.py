@@ -1,13 +1,7 @@
 import pytest
 
-from pslurm.core.states import (
-    FINAL_STATES,
-    JOB_TRANSITIONS,
-    JobState,
-    NodeState,
-    can_transition,
-    node_display_state,
-)
+from pslurm.core.lifecycle import JOB_TRANSITIONS, can_transition
+from pslurm.core.states import FINAL_STATES, JobState, NodeState, node_display_state
 
 
 def test_final_states_are_left_only_by_a_requeue():

@@ -1,13 +1,15 @@
 """Every query pslurm makes. The store package (this module, its records, writer, schema and
 migrations) is the only code that imports SQLAlchemy.
 
-State changes are compare-and-set: ``UPDATE jobs SET state=:to WHERE job_id=:id AND state IN
-(:allowed)``, with the allowed set taken from the one transition table in ``pslurm.core.states``.
-Each one writes a ``job_events`` row in the same transaction.
+A job's state changes only through the lifecycle's operations (``pslurm.core.lifecycle``): the
+store reads the job's flags, the lifecycle decides the change, and the store writes it as a
+compare-and-set (``UPDATE jobs ... WHERE job_id=:id AND state=:read``) with a ``job_events`` row
+naming the operation, in one transaction. Node states are compare-and-set on their own table.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import pathlib
 from collections.abc import Callable, Collection, Iterable, Sequence
@@ -16,6 +18,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, bindparam, create_engine, event, func, insert, or_, select, update
 
 from pslurm.controller.store.records import (
+    ActiveRun,
     Allocation,
     JobEvent,
     QueuedJob,
@@ -30,11 +33,13 @@ from pslurm.controller.store.records import (
 )
 from pslurm.controller.store.schema import job_events, jobs, nodes
 from pslurm.controller.store.writer import GroupCommit
+from pslurm.core import lifecycle
 from pslurm.core.arrays import format_ranges
 from pslurm.core.gres import GresRequest
 from pslurm.core.jobspec import JobRecord, JobSpec, spec_to_dict
+from pslurm.core.lifecycle import Change, JobFlags
 from pslurm.core.node import NodeRecord
-from pslurm.core.states import JOB_TRANSITIONS, NODE_TRANSITIONS, InvalidTransition, JobState, NodeState
+from pslurm.core.states import NODE_TRANSITIONS, InvalidTransition, JobReason, JobState, NodeState
 
 _ACTIVE = (JobState.RUNNING.value, JobState.COMPLETING.value)
 _FINAL = tuple(s.value for s in JobState if s.is_final)
@@ -86,7 +91,8 @@ class Store:
         job id) and its submit events in one transaction; return its id (the array's id)."""
         values = dict(
             name=spec.name, user_name=spec.user, uid=spec.uid, partition=partition,
-            state=JobState.PENDING.value, reason="None", submit_time=now, time_limit=time_limit,
+            state=JobState.PENDING.value, reason=JobReason.JOB_HELD_USER if spec.hold else JobReason.NONE,
+            submit_time=now, time_limit=time_limit,
             cpus=spec.cpus, mem_mb=spec.mem_mb, gres=gres_to_column(spec.gres), gpu_indices="",
             exit_code=0, exit_signal=0, cancel_requested=False, spec=json.dumps(spec_to_dict(spec)),
             account=spec.account, nice=spec.nice, dependency=spec.dependency,
@@ -107,46 +113,24 @@ class Store:
                     rows = conn.execute(insert(jobs).returning(jobs.c.job_id, sort_by_parameter_order=True), rest)
                     ids.extend(int(r[0]) for r in rows)
             conn.execute(insert(job_events), [
-                dict(job_id=i, time=now, from_state=None, to_state=JobState.PENDING.value, detail="submit")
+                dict(job_id=i, time=now, from_state=None, to_state=JobState.PENDING.value, detail="submit", op="submit")
                 for i in ids])
             return job_id
 
         return self._writer.write(work)  # new jobs: nobody waits for them yet
 
-    def transition(self, job_id: int, to: JobState, now: float, detail: str = "",
-                   **values: Any) -> JobState:
-        """Move a job to ``to`` if the table allows it from its current state; return the old state.
-
-        Raises InvalidTransition when the job does not exist or is in a state ``to`` may not
-        follow (it lost a race, or the request was wrong).
-        """
-        old = self._writer.write(lambda conn: _transition(conn, job_id, to, now, detail, values))
-        self._jobs_changed((job_id,))
-        return old
-
-    def requeue(self, job_id: int, now: float, detail: str) -> JobState:
-        """RUNNING/COMPLETING (or a final state) -> PENDING, keeping the id: the run's node, times,
-        exit status and usage are cleared, the restart counted; the events keep every run. Raises
-        InvalidTransition."""
-        return self.transition(job_id, JobState.PENDING, now, detail, node=None, gpu_indices="", start_time=None,
-                               end_time=None, reason="None", restarts=jobs.c.restarts + 1, requeue_requested=False,
-                               cancel_requested=False, start_estimate=None, eligible_time=None, exit_code=0,
-                               exit_signal=0,
-                               gpu_seconds=None, peak_gpu_memory_mb=None, mean_gpu_util=None)
-
-    def start_job(self, job_id: int, node: str, gpu_indices: Sequence[int], now: float) -> bool:
-        """PENDING -> RUNNING on ``node`` with those GPUs; False when the job is no longer PENDING."""
-        return bool(self.start_jobs([(job_id, node, gpu_indices)], now))
+    # -- the lifecycle's operations (pslurm.core.lifecycle): each one compare-and-set plus an
+    # event row named after it. Nothing else writes a job's state, hold, or cancel/requeue flags.
 
     def start_jobs(self, placements: Sequence[tuple[int, str, Sequence[int]]], now: float) -> list[int]:
-        """Start a pass's placements in one transaction, each still a compare-and-set from PENDING;
-        returns the ids that started (a job cancelled meanwhile is skipped)."""
+        """``start`` a pass's placements in one transaction; returns the ids that started (a job
+        cancelled or held meanwhile is skipped)."""
         def work(conn: Connection) -> list[int]:
             started = []
             for job_id, node, gpu_indices in placements:
                 try:
-                    _transition(conn, job_id, JobState.RUNNING, now, f"start on {node}", dict(
-                        node=node, gpu_indices=indices_to_column(gpu_indices), start_time=now, reason="None"))
+                    _apply(conn, job_id, now, functools.partial(lifecycle.start, node=node,
+                                                                gpu_indices=tuple(gpu_indices), now=now))
                 except InvalidTransition:
                     continue
                 started.append(job_id)
@@ -156,17 +140,41 @@ class Store:
         self._jobs_changed(started)
         return started
 
-    def set_reason(self, reasons: dict[int, str]) -> None:
-        """Record why pending jobs wait (Resources, Priority, ...); not a state change, no event."""
-        if not reasons:
-            return
-        def work(conn: Connection) -> None:
-            for job_id, reason in reasons.items():
-                conn.execute(update(jobs).where(jobs.c.job_id == job_id, jobs.c.state == "PENDING",
-                                                jobs.c.reason != reason).values(reason=reason))
+    def launch_failed(self, job_id: int, node: str, restarts: int, why: str, now: float) -> Change:
+        return self._apply(job_id, now, lambda job: lifecycle.launch_failed(job, node, restarts, why, now))
 
-        self._writer.write(work)
-        self._jobs_changed(list(reasons))
+    def finish(self, job_id: int, node: str, restarts: int, reported: JobState, exit_code: int, exit_signal: int,
+               now: float, usage: dict[str, float | None] | None = None) -> Change:
+        return self._apply(job_id, now, lambda job: lifecycle.finish(job, node, restarts, reported, exit_code,
+                                                                      exit_signal, now, usage))
+
+    def cancel(self, job_id: int, now: float, detail: str = "cancelled",
+               reason: JobReason = JobReason.NONE) -> Change:
+        return self._apply(job_id, now, lambda job: lifecycle.cancel(job, now, detail, reason))
+
+    def request_requeue(self, job_id: int, now: float) -> Change:
+        return self._apply(job_id, now, lambda job: lifecycle.request_requeue(job, now))
+
+    def requeue(self, job_id: int, now: float, detail: str) -> Change:
+        return self._apply(job_id, now, lambda job: lifecycle.requeue(job, now, detail))
+
+    def hold(self, job_id: int, now: float, by_operator: bool) -> Change:
+        return self._apply(job_id, now, lambda job: lifecycle.hold(job, by_operator))
+
+    def release(self, job_id: int, now: float, by_operator: bool) -> Change:
+        return self._apply(job_id, now, lambda job: lifecycle.release(job, by_operator))
+
+    def node_lost(self, job_id: int, node: str, now: float, why: str) -> Change:
+        return self._apply(job_id, now, lambda job: lifecycle.node_lost(job, node, now, why))
+
+    def _apply(self, job_id: int, now: float, decide: Callable[[JobFlags], Change]) -> Change:
+        """Read the job's flags, let the lifecycle decide, write the change and its event, in one
+        transaction. Raises InvalidTransition (nothing written) when the lifecycle refuses."""
+        change = self._writer.write(lambda conn: _apply(conn, job_id, now, decide))
+        self._jobs_changed((job_id,))
+        return change
+
+    # -- what is not the lifecycle: a pass's notes on pending jobs, operators' settings ---------
 
     def update_pending(self, changes: dict[int, tuple[str, int, float | None, float | None]]) -> None:
         """Record each pending job's (reason, priority, expected start, eligible time) from a scheduling
@@ -181,14 +189,15 @@ class Store:
         self._writer.write(lambda conn: conn.execute(stmt, params))
         self._jobs_changed(list(changes))
 
-    def update_jobs(self, job_ids: Sequence[int], *, pending_only: bool = False, **values: Any) -> list[int]:
-        """Set fields that are not the state (hold, nice, operator priority, requeue request) on these
-        jobs (only pending ones with ``pending_only``); returns the ids that changed."""
+    def set_pending_fields(self, job_ids: Sequence[int], **values: Any) -> list[int]:
+        """Set a pending job's nice or operator priority (not its state, hold or flags: those are
+        the lifecycle's); returns the ids that changed (those still pending)."""
         if not job_ids:
             return []
-        query = select(jobs.c.job_id).where(jobs.c.job_id.in_(list(job_ids)))
-        if pending_only:
-            query = query.where(jobs.c.state == "PENDING")
+        if not values.keys() <= {"nice", "admin_priority", "priority"}:
+            raise ValueError(f"not a pending job's setting: {sorted(values)}")
+        query = select(jobs.c.job_id).where(jobs.c.job_id.in_(list(job_ids)), jobs.c.state == "PENDING")
+
         def work(conn: Connection) -> list[int]:
             ids = [r.job_id for r in conn.execute(query)]
             if ids:
@@ -385,17 +394,19 @@ class Store:
                                r.account, r.start_time, r.time_limit, r.array_job_id)
                     for r in conn.execute(query)]
 
-    def active_job_ids_on(self, node: str) -> list[int]:
-        query = select(jobs.c.job_id).where(jobs.c.node == node, jobs.c.state.in_(_ACTIVE))
+    def runs_on(self, node: str) -> list[ActiveRun]:
+        """The runs the controller holds RUNNING or COMPLETING on ``node``: what its agent should have."""
+        c = jobs.c
+        query = select(c.job_id, c.restarts, c.start_time).where(c.node == node, c.state.in_(_ACTIVE))
         with self.engine.connect() as conn:
-            return [r.job_id for r in conn.execute(query)]
+            return [ActiveRun(r.job_id, r.restarts, r.start_time or 0.0) for r in conn.execute(query)]
 
     def events(self, job_id: int) -> list[JobEvent]:
         """A job's history, oldest first."""
         query = select(job_events).where(job_events.c.job_id == job_id).order_by(job_events.c.event_id)
         with self.engine.connect() as conn:
             return [JobEvent(r.job_id, r.time, JobState(r.from_state) if r.from_state else None,
-                             JobState(r.to_state), r.detail) for r in conn.execute(query)]
+                             JobState(r.to_state), r.detail, r.op) for r in conn.execute(query)]
 
     def count_jobs(self) -> int:
         with self.engine.connect() as conn:
@@ -441,14 +452,26 @@ class Store:
         self._writer.write(lambda conn: conn.execute(update(nodes).where(nodes.c.name == name).values(**values)))
 
 
-def _transition(conn: Connection, job_id: int, to: JobState, now: float, detail: str,
-                values: dict[str, Any]) -> JobState:
-    """The compare-and-set and its event row, inside the caller's transaction."""
-    allowed = [s.value for s in JOB_TRANSITIONS[to]]
-    old = _compare_and_set(conn, jobs.c.job_id, job_id, f"job {job_id}", to.value, allowed, values)
-    conn.execute(insert(job_events), dict(job_id=job_id, time=now, from_state=old, to_state=to.value,
-                                          detail=detail))
-    return JobState(old)
+_FLAG_COLUMNS = (jobs.c.state, jobs.c.hold, jobs.c.cancel_requested, jobs.c.requeue_requested, jobs.c.requeue,
+                 jobs.c.restarts, jobs.c.node)
+
+
+def _apply(conn: Connection, job_id: int, now: float, decide: Callable[[JobFlags], Change]) -> Change:
+    """One lifecycle operation inside the caller's transaction: read, decide, compare-and-set, event."""
+    row = conn.execute(select(*_FLAG_COLUMNS).where(jobs.c.job_id == job_id)).first()
+    if row is None:
+        raise InvalidTransition(f"job {job_id} does not exist")
+    change = decide(JobFlags(job_id, JobState(row.state), row.hold, bool(row.cancel_requested),
+                             bool(row.requeue_requested), bool(row.requeue), row.restarts, row.node))
+    values = {k: indices_to_column(v) if k == "gpu_indices" else v for k, v in change.values.items()}
+    result = conn.execute(update(jobs).where(jobs.c.job_id == job_id, jobs.c.state == row.state,
+                                             jobs.c.restarts == row.restarts)
+                          .values(state=change.to.value, **values))
+    if result.rowcount != 1:  # cannot happen with one writer; a second one would lose here
+        raise InvalidTransition(f"job {job_id} changed meanwhile")
+    conn.execute(insert(job_events), dict(job_id=job_id, time=now, from_state=change.from_state.value,
+                                          to_state=change.to.value, detail=change.detail, op=change.op))
+    return change
 
 
 def _set_node_state(conn: Connection, name: str, to: NodeState, allowed: list[str],

@@ -7,6 +7,7 @@ without decoding a job's whole request; the codecs turn the jobs' and nodes' col
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from sqlalchemy.engine import Row
 from pslurm.core.gres import GresRequest
 from pslurm.core.jobspec import JobRecord, JobSpec, spec_from_dict
 from pslurm.core.node import GpuInfo, NodeRecord
-from pslurm.core.states import JobState, NodeState
+from pslurm.core.states import JobReason, JobState, NodeState
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,16 @@ class Allocation:
     start_time: float | None = None
     time_limit: int | None = None
     array_job_id: int | None = None
+
+
+@dataclass(frozen=True)
+class ActiveRun:
+    """A run the controller holds RUNNING or COMPLETING on a node: what reconciliation compares
+    with what the node's agent says it runs."""
+
+    job_id: int
+    restarts: int
+    start_time: float
 
 
 @dataclass(frozen=True)
@@ -95,13 +106,14 @@ class RefRow:
 
 @dataclass(frozen=True)
 class JobEvent:
-    """One row of a job's history."""
+    """One row of a job's history: the lifecycle operation that wrote it, and its state change."""
 
     job_id: int
     time: float
     from_state: JobState | None
     to_state: JobState
     detail: str
+    op: str = ""
 
 
 def indices_to_column(indices: Iterable[int]) -> str:
@@ -131,9 +143,12 @@ def job_from_row(row: Row[Any], specs: dict[Any, JobSpec] | None = None, light: 
         spec = _light_spec(row) if light else spec_from_dict(json.loads(row.spec))
         if specs is not None:
             specs[key] = spec
+    if spec.nice != row.nice:  # changed since submit (pscontrol update Nice=): the column is the truth
+        spec = dataclasses.replace(spec, nice=row.nice)
     return JobRecord(
         job_id=row.job_id, spec=spec, state=JobState(row.state),
-        reason=row.reason, submit_time=row.submit_time, start_time=row.start_time, end_time=row.end_time,
+        reason=JobReason.parse(row.reason), submit_time=row.submit_time, start_time=row.start_time,
+        end_time=row.end_time,
         node=row.node, gpu_indices=indices_from_column(row.gpu_indices), exit_code=row.exit_code,
         exit_signal=row.exit_signal, cancel_requested=bool(row.cancel_requested), partition=row.partition,
         time_limit=row.time_limit, gpu_seconds=row.gpu_seconds, peak_gpu_memory_mb=row.peak_gpu_memory_mb,
@@ -141,7 +156,7 @@ def job_from_row(row: Row[Any], specs: dict[Any, JobSpec] | None = None, light: 
         priority=row.admin_priority if row.admin_priority is not None else row.priority, hold=row.hold,
         restarts=row.restarts, start_estimate=row.start_estimate, eligible_time=row.eligible_time,
         requeue=bool(row.requeue),
-        requeue_requested=bool(row.requeue_requested),
+        requeue_requested=bool(row.requeue_requested), system_comment=row.system_comment or "",
     )
 
 

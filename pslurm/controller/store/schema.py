@@ -51,6 +51,7 @@ jobs = Table(
     Column("req_nodes", String(1024), nullable=False, default=""),
     Column("exc_nodes", String(1024), nullable=False, default=""),
     Column("eligible_time", Float),  # when the pending job became eligible (not held, dependencies met)
+    Column("system_comment", String(1024), nullable=False, default=""),  # why the system ended it (0004)
 )
 
 job_events = Table(
@@ -62,6 +63,7 @@ job_events = Table(
     Column("from_state", String(16)),  # NULL for the submit
     Column("to_state", String(16), nullable=False),
     Column("detail", String(256), nullable=False, default=""),
+    Column("op", String(32), nullable=False, default=""),  # the lifecycle operation that wrote it (0004)
 )
 
 nodes = Table(

@@ -1,4 +1,4 @@
-"""Group commit: concurrent writes share one transaction, and so one fsync.
+"""Group commit: concurrent writes share one transaction, and so one fsync; one bad write fails alone.
 
 Every write of the store goes through :meth:`GroupCommit.write`. There is one writer at a time
 (SQLite has one anyway, and serialising in-process avoids busy retries). A caller queues its work
@@ -8,22 +8,52 @@ behind a commit are served by the next one, so the cost of a durable commit is s
 caller commits its own work at once, as before. Each caller returns only after the commit that
 holds its work, so an acknowledged write is on disk.
 
-Work may raise InvalidTransition only before it writes anything (the compare-and-set helpers
-do): that caller gets the error and the others in the transaction go on. Any other error aborts
-the transaction and every caller in it gets the error; none of their work is stored.
+A work is a plain function of a connection, so it can be run again after a rollback. Work may
+raise InvalidTransition only before it writes anything (the compare-and-set helpers do): that
+caller gets the error and the others in the transaction go on. Any other error from a work (a
+value the database refuses, a lost connection) rolls the transaction back; that caller gets a
+:class:`StoreError` and the rest of the group runs again in a fresh transaction. When the COMMIT
+itself fails, each work of the group is committed alone, so that only the one the database
+refuses fails. When no connection can be had at all, every caller in the group gets the
+StoreError. A StoreError's message is one line for the user, without SQL or driver text; the
+full error goes to the ``psctld`` log. A BaseException that is not an Exception
+(KeyboardInterrupt, SystemExit) is not handled: the transaction is rolled back, and the leading
+caller and every caller whose work was still to run get it raised.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 from sqlalchemy import Connection, Engine
+from sqlalchemy.exc import DataError, IntegrityError, OperationalError, StatementError
 
 from pslurm.core.states import InvalidTransition
 
 T = TypeVar("T")
+log = logging.getLogger("psctld")
+
+
+class StoreError(Exception):
+    """A write the store could not make; the message is one line for the user (no SQL, no driver
+    text), the error that caused it is its ``__cause__`` and in the controller's log."""
+
+
+def store_error(exc: Exception) -> StoreError:
+    """The StoreError a user sees for ``exc``, raised while writing."""
+    cause = exc.orig if isinstance(exc, StatementError) and exc.orig is not None else exc
+    if isinstance(exc, OperationalError):
+        message = "the job store is unavailable"
+    elif isinstance(exc, (DataError, IntegrityError)) or isinstance(cause, (OverflowError, ValueError)):
+        message = "the job could not be stored: a value is out of range or too long"
+    else:
+        message = "the job could not be stored: the job store failed (see the controller's log)"
+    error = StoreError(message)
+    error.__cause__ = exc
+    return error
 
 
 class _Work(Generic[T]):
@@ -45,7 +75,10 @@ class GroupCommit:
         self.commits = 0  # transactions committed (what group commit saves shows against writes)
 
     def write(self, fn: Callable[[Connection], T]) -> T:
-        """Run ``fn(conn)`` in a committed transaction (perhaps shared); return its result."""
+        """Run ``fn(conn)`` in a committed transaction (perhaps shared); return its result.
+
+        Raises what ``fn`` raises when that is InvalidTransition, StoreError for any other error of
+        ``fn`` or of its commit."""
         work = _Work(fn)
         with self._queue_lock:
             self._queue.append(work)
@@ -59,17 +92,52 @@ class GroupCommit:
         return work.result  # type: ignore[return-value]
 
     def _commit(self, batch: list[_Work[Any]]) -> None:
+        """Run and commit the batch, each work's outcome left on it; the failing works are set
+        aside and the others run again until a transaction commits (or none is left)."""
+        todo = batch
+        try:
+            while todo:
+                todo = self._transaction(todo)
+        except BaseException as exc:  # KeyboardInterrupt, SystemExit: nobody's work is known committed
+            for work in todo:
+                work.error = exc
+            raise
+        finally:
+            for work in batch:
+                work.done = True
+
+    def _transaction(self, works: list[_Work[Any]]) -> list[_Work[Any]]:
+        """One transaction over ``works``: [] when it committed or each work has its outcome, else
+        the works to run again (one of them failed, and has its StoreError)."""
+        for work in works:
+            work.result, work.error = None, None  # from an attempt that was rolled back
+        culprit: _Work[Any] | None = None
+        connected = False
         try:
             with self._engine.begin() as conn:
-                for work in batch:
+                connected = True
+                for work in works:
                     try:
                         work.result = work.fn(conn)
                     except InvalidTransition as exc:
                         work.error = exc
-            self.commits += 1
-        except BaseException as exc:
-            for work in batch:
-                work.error = exc
-        finally:
-            for work in batch:
-                work.done = True
+                    except Exception:
+                        culprit = work
+                        raise  # rolls back
+        except Exception as exc:
+            if culprit is not None:
+                log.warning("a write failed and was rolled back (%d other(s) in its transaction run again)",
+                            len(works) - 1, exc_info=exc)
+                culprit.error = store_error(exc)
+                return [work for work in works if work is not culprit]
+            if len(works) == 1 or not connected:  # its own commit failed, or no connection at all
+                log.warning("the store could not commit %d write(s)", len(works), exc_info=exc)
+                for work in works:
+                    work.result, work.error = None, store_error(exc)
+                return []
+            log.warning("a commit of %d writes failed: committing each alone", len(works), exc_info=exc)
+            for work in works:
+                self._transaction([work])  # settles it: committed, or its StoreError
+            return []
+        self.commits += 1
+        return []

@@ -1,0 +1,229 @@
+"""The job lifecycle: every way a job's state may change, as named operations.
+
+An operation is a guarded transition: the states it may start from, the states it may lead to,
+and a guard on the job's flags (held, cancel or requeue asked, which run, which node). Each
+function below takes what the store read of the job (:class:`JobFlags`) and returns the
+:class:`Change` to write, or raises :class:`InvalidTransition` when the guard refuses. The store
+applies a change as one compare-and-set (``UPDATE ... WHERE state = :read``) plus an event row
+named after the operation; nothing else writes a job's state.
+
+    submit ──> PENDING ──start──> RUNNING ──finish──> COMPLETED | FAILED | TIMEOUT | CANCELLED
+                 │  ^                │  launch_failed ──> FAILED (JobLaunchFailure)
+     hold/release│  │requeue         │  node_lost ──────> NODE_FAIL, or PENDING when it may requeue
+                 v  │                │  cancel, request_requeue
+              CANCELLED         COMPLETING ──finish──> final, or PENDING when a requeue was asked
+
+A final state is left only by ``requeue`` (pscontrol requeue of a finished batch job).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from pslurm.core.states import FINAL_STATES, InvalidTransition, JobReason, JobState
+
+_ACTIVE = frozenset({JobState.RUNNING, JobState.COMPLETING})
+_AGENT_ENDS = frozenset({JobState.COMPLETED, JobState.FAILED, JobState.TIMEOUT, JobState.CANCELLED})
+
+
+@dataclass(frozen=True)
+class Operation:
+    """One named operation: the (from, to) state pairs it may take."""
+
+    name: str
+    edges: frozenset[tuple[JobState, JobState]]
+
+    @property
+    def sources(self) -> frozenset[JobState]:
+        return frozenset(f for f, _ in self.edges)
+
+
+def _op(name: str, *paths: tuple[frozenset[JobState], JobState]) -> Operation:
+    return Operation(name, frozenset((f, to) for sources, to in paths for f in sources))
+
+
+_PENDING = frozenset({JobState.PENDING})
+
+# The lifecycle's table. ``submit`` has no source state: it creates the job.
+OPERATIONS: Mapping[str, Operation] = MappingProxyType({op.name: op for op in (
+    _op("submit"),
+    _op("start", (_PENDING, JobState.RUNNING)),
+    _op("launch_failed", (_ACTIVE, JobState.FAILED)),
+    _op("finish", *((_ACTIVE, s) for s in _AGENT_ENDS), (_ACTIVE, JobState.PENDING)),  # PENDING: requeue asked
+    _op("cancel", (_PENDING, JobState.CANCELLED), (frozenset({JobState.RUNNING}), JobState.COMPLETING)),
+    _op("request_requeue", (_ACTIVE, JobState.COMPLETING)),
+    _op("requeue", (_ACTIVE | FINAL_STATES, JobState.PENDING)),
+    _op("hold", (_PENDING, JobState.PENDING)),
+    _op("release", (_PENDING, JobState.PENDING)),
+    _op("node_lost", (_ACTIVE, JobState.NODE_FAIL), (_ACTIVE, JobState.PENDING)),  # PENDING: it may requeue
+)})
+
+
+def _transitions() -> dict[JobState, frozenset[JobState]]:
+    table: dict[JobState, set[JobState]] = {s: set() for s in JobState}
+    for op in OPERATIONS.values():
+        for f, to in op.edges:
+            if f is not to:
+                table[to].add(f)
+    return {k: frozenset(v) for k, v in table.items()}
+
+
+# to_state -> the states it may be entered from, over every operation: the lifecycle's state diagram.
+JOB_TRANSITIONS: Mapping[JobState, frozenset[JobState]] = MappingProxyType(_transitions())
+
+
+def can_transition(from_state: JobState, to_state: JobState) -> bool:
+    """True when some operation takes a job from ``from_state`` to ``to_state``."""
+    return from_state in JOB_TRANSITIONS[to_state]
+
+
+class NotPermitted(InvalidTransition):
+    """The guard refuses this caller (a user releasing an operator's hold)."""
+
+
+@dataclass(frozen=True)
+class JobFlags:
+    """What the lifecycle reads of a job besides its state: the store reads these in the same
+    transaction as it writes the change."""
+
+    job_id: int
+    state: JobState
+    hold: str = ""  # "", "user", "admin"
+    cancel_requested: bool = False
+    requeue_requested: bool = False
+    requeue: bool = False  # may be requeued when its node is lost
+    restarts: int = 0  # the run: a requeued job runs again with one more
+    node: str | None = None
+
+
+@dataclass(frozen=True)
+class Change:
+    """What an operation writes: the new state, the fields it sets and the event's detail."""
+
+    op: str
+    job_id: int
+    from_state: JobState
+    to: JobState
+    detail: str
+    values: Mapping[str, Any] = field(default_factory=dict)
+
+
+def _change(op: str, job: JobFlags, to: JobState, detail: str, **values: Any) -> Change:
+    if (job.state, to) not in OPERATIONS[op].edges:
+        _require(op, job)
+        raise InvalidTransition(f"job {job.job_id} is {job.state}: it cannot {op.replace('_', ' ')} to {to}")
+    return Change(op, job.job_id, job.state, to, detail[:256], values)
+
+
+def _require(op: str, job: JobFlags) -> None:
+    """InvalidTransition unless ``op`` may start from the job's state."""
+    if job.state not in OPERATIONS[op].sources:
+        raise InvalidTransition(f"job {job.job_id} is {job.state}: it cannot {op.replace('_', ' ')}")
+
+
+# Fields a new run starts without: what the last run left (node, times, status, usage, flags).
+_FRESH_RUN = MappingProxyType(dict(
+    node=None, gpu_indices=(), start_time=None, end_time=None, exit_code=0, exit_signal=0,
+    cancel_requested=False, requeue_requested=False, start_estimate=None, eligible_time=None,
+    gpu_seconds=None, peak_gpu_memory_mb=None, mean_gpu_util=None, reason=JobReason.NONE,
+))
+
+
+def start(job: JobFlags, node: str, gpu_indices: tuple[int, ...], now: float) -> Change:
+    """The scheduler placed it: PENDING -> RUNNING on ``node`` with those GPUs. Not a held job
+    (one held after the snapshot was taken loses the race here)."""
+    _require("start", job)
+    if job.hold:
+        raise InvalidTransition(f"job {job.job_id} is held")
+    return _change("start", job, JobState.RUNNING, f"start on {node}", node=node, gpu_indices=gpu_indices,
+                   start_time=now, reason=JobReason.NONE)
+
+
+def launch_failed(job: JobFlags, node: str, restarts: int, why: str, now: float) -> Change:
+    """The agent could not start this run (bad working directory, a device cgroup it cannot make...):
+    FAILED, Reason=JobLaunchFailure, the agent's words kept as the SystemComment."""
+    _require("launch_failed", job)
+    _same_run(job, node, restarts)
+    return _change("launch_failed", job, JobState.FAILED, f"launch failed on {node}: {why}",
+                   end_time=now, exit_code=2, exit_signal=0, reason=JobReason.JOB_LAUNCH_FAILURE,
+                   system_comment=f"launch failed on {node}: {why}"[:1024])
+
+
+def finish(job: JobFlags, node: str, restarts: int, reported: JobState, exit_code: int, exit_signal: int,
+           now: float, usage: Mapping[str, Any] | None = None) -> Change:
+    """The agent saw this run's processes end. A requeue asked meanwhile sends it back to PENDING;
+    a cancel asked meanwhile ends it CANCELLED (unless its time ran out first)."""
+    if reported not in _AGENT_ENDS:
+        raise InvalidTransition(f"job {job.job_id}: an agent cannot end a job {reported}")
+    _require("finish", job)
+    _same_run(job, node, restarts)
+    if job.requeue_requested:
+        return requeue(job, now, f"requeued (pscontrol requeue), ended on {node}", op="finish")
+    if job.cancel_requested and reported is not JobState.TIMEOUT:
+        reported = JobState.CANCELLED
+    return _change("finish", job, reported, f"ended on {node}", end_time=now, exit_code=exit_code,
+                   exit_signal=exit_signal, reason=end_reason(reported), **(usage or {}))
+
+
+def cancel(job: JobFlags, now: float, detail: str = "cancelled", reason: JobReason = JobReason.NONE) -> Change:
+    """scancel: a pending job ends CANCELLED at once; a running one is COMPLETING until its
+    agent reports the end (then CANCELLED)."""
+    if job.state is JobState.PENDING:
+        return _change("cancel", job, JobState.CANCELLED, f"{detail} while pending", end_time=now,
+                       exit_signal=15, reason=reason)
+    return _change("cancel", job, JobState.COMPLETING, detail, cancel_requested=True)
+
+
+def request_requeue(job: JobFlags, now: float) -> Change:
+    """pscontrol requeue of a running job: it ends first (COMPLETING); ``finish`` then requeues it,
+    so its next run never starts while a process of this one is alive."""
+    return _change("request_requeue", job, JobState.COMPLETING, "requeue requested", requeue_requested=True)
+
+
+def requeue(job: JobFlags, now: float, detail: str, op: str = "requeue") -> Change:
+    """Back to PENDING with the same id and one more restart; the run's node, times, status and
+    usage are cleared (its events keep every run)."""
+    return _change(op, job, JobState.PENDING, detail, **_FRESH_RUN, restarts=job.restarts + 1)
+
+
+def hold(job: JobFlags, by_operator: bool) -> Change:
+    """pscontrol hold (JobHeldAdmin) or uhold / a user's hold (JobHeldUser)."""
+    kind = "admin" if by_operator else "user"
+    return _change("hold", job, JobState.PENDING, f"held ({kind})", hold=kind)
+
+
+def release(job: JobFlags, by_operator: bool) -> Change:
+    """pscontrol release: only an operator releases an operator's hold."""
+    _require("release", job)
+    if not job.hold:
+        raise InvalidTransition(f"job {job.job_id} is not held")
+    if job.hold == "admin" and not by_operator:
+        raise NotPermitted("held by an operator")
+    return _change("release", job, JobState.PENDING, "released", hold="", eligible_time=None)
+
+
+def node_lost(job: JobFlags, node: str, now: float, why: str) -> Change:
+    """Its node went down, or its agent no longer runs it: requeued when it may be, else NODE_FAIL."""
+    _require("node_lost", job)
+    if job.node != node:
+        raise InvalidTransition(f"job {job.job_id} does not run on {node}")
+    if job.requeue_requested or (job.requeue and not job.cancel_requested):
+        return requeue(job, now, f"requeued after node failure: {why}", op="node_lost")
+    return _change("node_lost", job, JobState.NODE_FAIL, why, end_time=now, reason=JobReason.NODE_DOWN,
+                   system_comment=why[:1024])
+
+
+def end_reason(state: JobState) -> JobReason:
+    """The Reason= a job ends with, as Slurm's: NonZeroExitCode, TimeLimit, NodeDown, else None."""
+    return {JobState.FAILED: JobReason.NON_ZERO_EXIT_CODE, JobState.TIMEOUT: JobReason.TIME_LIMIT,
+            JobState.NODE_FAIL: JobReason.NODE_DOWN}.get(state, JobReason.NONE)
+
+
+def _same_run(job: JobFlags, node: str, restarts: int) -> None:
+    """A report is about the job's current run on its node, not an earlier one that ended late."""
+    if job.node != node or job.restarts != restarts:
+        raise InvalidTransition(f"job {job.job_id}: a report from {node} of run {restarts} "
+                                f"(the job is run {job.restarts} on {job.node})")
