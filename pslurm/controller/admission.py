@@ -10,10 +10,32 @@ from collections.abc import Collection
 from dataclasses import dataclass
 
 from pslurm.core.config import ClusterConfig, NodeConfig, PartitionConfig
+from pslurm.core.gres import format_gres
 from pslurm.core.jobspec import JobSpec, SpecError
 from pslurm.core.request import hostlist_option
 
 UNAVAILABLE = "Requested node configuration is not available"
+TIME_LIMIT_INVALID = "Requested time limit is invalid (missing or exceeds some limit)"
+INT32_MAX = 2**31 - 1  # the store's INTEGER columns (counts, seconds)
+MEM_MAX_MB = 2**53  # more than any node has, and exact in a float
+GRES_MAX_CHARS = 256  # the store's gres column
+
+# The JobSpec's text fields: what a refusal calls each, and the most characters its store column
+# holds (None: a TEXT column, or kept only in the spec's JSON).
+_TEXTS: dict[str, tuple[str, int | None]] = {
+    "name": ("the job name", 256),
+    "user": ("the user name", 64),
+    "workdir": ("the working directory", None),
+    "script": ("the batch script", None),
+    "partition": ("the partition name", 64),
+    "stdout": ("the output file name", None),
+    "stderr": ("the error file name", None),
+    "account": ("the account", 64),
+    "dependency": ("the dependency", 1024),
+    "array": ("the array specification", None),
+    "nodelist": ("the node list (--nodelist)", 1024),
+    "exclude": ("the excluded node list (--exclude)", 1024),
+}
 
 
 @dataclass(frozen=True)
@@ -41,6 +63,7 @@ def admit(spec: JobSpec, config: ClusterConfig, *, enforce_part_limits: bool = T
     ``groups``: the submitting user's group names, checked against the partition's AllowGroups
     (None: not checked). Without ``enforce_part_limits`` (EnforcePartLimits=NO) a time limit over the
     partition's MaxTime is accepted and the job pends with reason PartitionTimeLimit."""
+    _check_request(spec)
     partition = _partition_for(spec, config)
     if partition.state in ("DRAIN", "INACTIVE"):
         raise SpecError(f"Partition {partition.name} is {partition.state}: it accepts no new jobs")
@@ -50,21 +73,56 @@ def admit(spec: JobSpec, config: ClusterConfig, *, enforce_part_limits: bool = T
         raise SpecError("Node count specification invalid: more than the partition's MaxNodes")
     if spec.num_nodes != 1:
         raise SpecError("Node count specification invalid: pslurm runs single-node jobs (-N 1) for now")
-    if spec.ntasks < 1 or spec.cpus_per_task < 1 or spec.mem_mb < 0:
-        raise SpecError("Invalid task or CPU count specification")
     if spec.script is None and not spec.argv:
         raise SpecError("No command or batch script given")
     time_limit = spec.time_limit
     if time_limit is None:
         time_limit = partition.default_time if partition.default_time is not None else partition.max_time
     elif partition.max_time is not None and time_limit > partition.max_time and enforce_part_limits:
-        raise SpecError("Requested time limit is invalid (missing or exceeds some limit)")
+        raise SpecError(TIME_LIMIT_INVALID)
     candidates = [name for name in partition.nodes if name in config.nodes]
     if spec.nodelist or spec.exclude:
         candidates = _requested_nodes(spec, config, candidates)
     if not any(could_ever_run(spec, config.nodes[name]) for name in candidates):
         raise SpecError(UNAVAILABLE)
     return Admitted(partition.name, time_limit)
+
+
+def _check_request(spec: JobSpec) -> None:
+    """Refuse what a raw gRPC client could send but the CLIs never would: a NUL byte in any text,
+    counts and sizes out of range, text longer than the store's columns hold. So a refused request
+    is never stored, and what is stored fits."""
+    for field, (what, longest) in _TEXTS.items():
+        text = getattr(spec, field)
+        if text is None:
+            continue
+        _no_nul(text, what)
+        if longest is not None and len(text) > longest:
+            raise SpecError(f"Invalid job request: {what} is longer than {longest} characters")
+    for arg in spec.argv:
+        _no_nul(arg, "the command")
+    for key, value in spec.environment.items():
+        _no_nul(key, "the environment")
+        _no_nul(value, "the environment")
+    for req in spec.gres:
+        _no_nul(req.name + (req.type or ""), "the generic resource (gres) request")
+        if req.count < 1:
+            raise SpecError(f"Invalid generic resource (gres) specification: {req}")
+    if len(format_gres(spec.gres)) > GRES_MAX_CHARS:
+        raise SpecError(f"Invalid generic resource (gres) specification: longer than {GRES_MAX_CHARS} characters")
+    if not 1 <= spec.num_nodes <= INT32_MAX:
+        raise SpecError("Node count specification invalid")
+    if not (1 <= spec.ntasks <= INT32_MAX and 1 <= spec.cpus_per_task <= INT32_MAX):
+        raise SpecError("Invalid task or CPU count specification")
+    if not 0 <= spec.mem_mb <= MEM_MAX_MB:
+        raise SpecError(f"Invalid memory specification: {spec.mem_mb}")
+    if spec.time_limit is not None and not 0 <= spec.time_limit <= INT32_MAX:
+        raise SpecError(TIME_LIMIT_INVALID)
+
+
+def _no_nul(text: str, what: str) -> None:
+    if "\x00" in text:
+        raise SpecError(f"Invalid job request: {what} contains a NUL byte")
 
 
 def _requested_nodes(spec: JobSpec, config: ClusterConfig, candidates: list[str]) -> list[str]:

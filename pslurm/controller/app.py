@@ -1,4 +1,10 @@
-"""psctld: the controller's composition root."""
+"""psctld: the controller's composition root.
+
+The parts, each with one job, know each other only through the small interfaces in ``ports``:
+the job service (requests to lifecycle operations), the scheduler (snapshot, plan, starts,
+launches; it owns the doorbell the others ring), the node monitor (registration, heartbeats,
+timeouts, reconciliation) and the job watch (WaitJob). The store is their only shared state.
+"""
 
 from __future__ import annotations
 
@@ -8,17 +14,24 @@ import os
 import signal
 import sys
 import threading
+import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 import grpc
 
 from pslurm.auth.credential import AuthError, create_key, load_key
 from pslurm.auth.transport import Authenticator, CredentialService, signed_metadata
 from pslurm.controller.agents import AgentClient
-from pslurm.controller.service import Controller
+from pslurm.controller.jobs import JobService
+from pslurm.controller.monitor import NodeMonitor
+from pslurm.controller.ports import Agents
+from pslurm.controller.scheduler import Scheduler
 from pslurm.controller.servicer import ControllerServicer
 from pslurm.controller.store import Store
-from pslurm.core.config import ConfigError, find_config_path, load_cluster_config
+from pslurm.controller.watch import JobWatch
+from pslurm.core.config import ClusterConfig, ConfigError, find_config_path, load_cluster_config
 from pslurm.proto import pslurm_pb2_grpc as pb_grpc
 
 # Every RPC holds one of these threads while it runs, a WaitJob (psrun) for as long as it waits.
@@ -27,6 +40,49 @@ from pslurm.proto import pslurm_pb2_grpc as pb_grpc
 log = logging.getLogger("psctld")
 RPC_WORKERS = 32
 RPC_WORKERS_KEPT_FREE = 8
+# Tests only: PSLURM_TEST_FAULT=crash-after-start makes psctld die between a pass's start commit and its
+# launches (the moment where a controller's death used to leave jobs RUNNING with no process anywhere).
+FAULT_ENV = "PSLURM_TEST_FAULT"
+
+
+@dataclass
+class Parts:
+    """The controller, assembled."""
+
+    store: Store
+    agents: Agents
+    scheduler: Scheduler
+    monitor: NodeMonitor
+    jobs: JobService
+    watch: JobWatch
+
+
+def assemble(config: ClusterConfig, store: Store, agents: Agents, clock: Callable[[], float] = time.time,
+             operators: frozenset[int] = frozenset({0})) -> Parts:
+    """Wire the parts through their interfaces (the doorbell, the agents, the node monitor's health)."""
+    after_start = _crash if os.environ.get(FAULT_ENV) == "crash-after-start" else None
+    monitor: NodeMonitor
+    scheduler = Scheduler(config, store, agents, nodes=_Late(lambda: monitor),
+                          partitions_of=lambda name: monitor.partitions_of(name), clock=clock,
+                          after_start=after_start)
+    monitor = NodeMonitor(config, store, scheduler.reschedule, clock)
+    jobs = JobService(config, store, agents, scheduler.reschedule, clock, operators)
+    return Parts(store, agents, scheduler, monitor, jobs, JobWatch(store, clock))
+
+
+class _Late:
+    """The node monitor for the scheduler, made after it (the monitor needs the scheduler's doorbell)."""
+
+    def __init__(self, get: Callable[[], NodeMonitor]) -> None:
+        self._get = get
+
+    def unreachable(self, node: str, why: str) -> None:
+        self._get().unreachable(node, why)
+
+
+def _crash(started: list[int]) -> None:
+    log.error("%s: dying after the start commit of jobs %s, before their launch", FAULT_ENV, started)
+    os._exit(86)
 
 
 def serve(conf_path: str, ready: threading.Event | None = None, stop: threading.Event | None = None) -> None:
@@ -38,11 +94,12 @@ def serve(conf_path: str, ready: threading.Event | None = None, stop: threading.
     store = Store(config.database_url)
     store.migrate()
     agents = AgentClient(lambda: signed_metadata(auth.key))
-    controller = Controller(config, store, agents, operators=frozenset({0, os.getuid()}))
+    parts = assemble(config, store, agents, operators=frozenset({0, os.getuid()}))
     server = grpc.server(ThreadPoolExecutor(max_workers=RPC_WORKERS, thread_name_prefix="rpc"),
                          interceptors=[auth.interceptor()],
                          options=[("grpc.so_reuseport", 0)])
-    servicer = ControllerServicer(controller, auth, wait_slots=RPC_WORKERS - RPC_WORKERS_KEPT_FREE)
+    servicer = ControllerServicer(parts.jobs, parts.scheduler, parts.monitor, parts.watch, auth,
+                                  wait_slots=RPC_WORKERS - RPC_WORKERS_KEPT_FREE)
     pb_grpc.add_ControllerServicer_to_server(servicer, server)
     server.add_insecure_port(config.controller_target)
     server.start()
@@ -51,15 +108,18 @@ def serve(conf_path: str, ready: threading.Event | None = None, stop: threading.
     credentials = CredentialService(config.auth_socket_path, auth.key) if os.geteuid() == 0 else None
     if credentials is not None:
         credentials.start()
-    loop = threading.Thread(target=controller.run_loop, name="scheduler", daemon=True)
-    loop.start()
+    stopping = threading.Event()
+    threading.Thread(target=parts.scheduler.run_loop, name="scheduler", daemon=True).start()
+    threading.Thread(target=parts.monitor.run_loop, args=(stopping,), name="monitor", daemon=True).start()
     log.info("psctld for %s listening on %s (store %s)", config.cluster_name,
                                      config.controller_target, store.engine.url.render_as_string())
     if ready is not None:
         ready.set()
     stop = stop or threading.Event()
     stop.wait()
-    controller.stop()
+    stopping.set()
+    parts.scheduler.stop()
+    parts.watch.stop()
     if credentials is not None:
         credentials.close()
     server.stop(grace=1).wait()

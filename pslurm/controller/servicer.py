@@ -1,20 +1,24 @@
-"""gRPC glue for the controller: protobuf in, Controller call, protobuf out, errors as status codes."""
+"""gRPC glue for the controller: protobuf in, a part's call, protobuf out, errors as status codes."""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TypeVar
 
 import grpc
 
 from pslurm.auth.credential import AuthError, Identity
 from pslurm.auth.transport import Authenticator
-from pslurm.controller.nodes import PermissionDenied
-from pslurm.controller.service import Controller, NotFound
+from pslurm.controller.errors import NotFound, PermissionDenied
+from pslurm.controller.jobs import JobService
+from pslurm.controller.monitor import NodeMonitor, NodeStatus, Run
+from pslurm.controller.scheduler import Scheduler
+from pslurm.controller.store import StoreError
+from pslurm.controller.watch import JobWatch
 from pslurm.core import convert
-from pslurm.core.jobspec import SpecError
-from pslurm.core.states import InvalidTransition, JobState
+from pslurm.core.jobspec import JobRecord, SpecError, display_id
+from pslurm.core.states import InvalidTransition
 from pslurm.proto import pslurm_pb2 as pb
 from pslurm.proto import pslurm_pb2_grpc as pb_grpc
 
@@ -33,12 +37,22 @@ def _guard(context: grpc.ServicerContext, fn: Callable[[], T]) -> T:
         context.abort(grpc.StatusCode.PERMISSION_DENIED, str(exc))
     except InvalidTransition as exc:
         context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
+    except StoreError as exc:  # one line, no SQL: the store logged the rest
+        context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
     raise AssertionError("unreachable")
 
 
 class ControllerServicer(pb_grpc.ControllerServicer):
-    def __init__(self, controller: Controller, auth: Authenticator, wait_slots: int = 24) -> None:
-        self.c = controller
+    """Translates RPCs to the controller's parts: the job service, the scheduler (priorities), the
+    node monitor (nodes, agents' messages) and the job watch (WaitJob)."""
+
+    def __init__(self, jobs: JobService, scheduler: Scheduler, monitor: NodeMonitor, watch: JobWatch,
+                 auth: Authenticator, wait_slots: int = 24) -> None:
+        self.jobs = jobs
+        self.scheduler = scheduler
+        self.monitor = monitor
+        self.watch = watch
+        self.config = jobs.config
         self.auth = auth
         self._wait_slots = threading.BoundedSemaphore(wait_slots)  # WaitJob calls that may block at once
 
@@ -52,52 +66,46 @@ class ControllerServicer(pb_grpc.ControllerServicer):
 
     def _operator(self, context: grpc.ServicerContext, what: str) -> None:
         """Refuse unless the caller is root or the user psctld runs as (agents, operators)."""
-        if self._caller(context).uid not in self.c.operators:
+        if self._caller(context).uid not in self.jobs.operators:
             context.abort(grpc.StatusCode.PERMISSION_DENIED, f"Access/permission denied: {what}")
 
-    def _job_pb(self, job, targets: dict[str, str] | None = None) -> pb.Job:  # type: ignore[no-untyped-def]
-        target = ""
-        if job.node:
-            if targets is not None:
-                target = targets.get(job.node, "")
-            else:
-                node = self.c.store.get_node(job.node)
-                target = node.target if node else ""
-        return convert.job_to_pb(job, target)
+    def _job_pb(self, job: JobRecord) -> pb.Job:
+        node = self.jobs.store.get_node(job.node) if job.node else None
+        return convert.job_to_pb(job, node.target if node else "")
 
     def SubmitJob(self, request: pb.SubmitRequest, context: grpc.ServicerContext) -> pb.SubmitReply:
         spec = convert.spec_from_pb(request.spec)
         caller = self._caller(context)
-        return pb.SubmitReply(job_id=_guard(context, lambda: self.c.submit(spec, caller)))
+        return pb.SubmitReply(job_id=_guard(context, lambda: self.jobs.submit(spec, caller)))
 
     def GetJobs(self, request: pb.JobQuery, context: grpc.ServicerContext) -> pb.JobList:
-        states = _guard(context, lambda: [JobState.parse(s) for s in request.states])
+        states = _guard(context, lambda: [convert.job_state_from_pb(s) for s in request.states])
         since = request.since if request.HasField("since") else None
-        jobs = self.c.jobs(list(request.job_ids), list(request.users), states, request.include_finished,
+        jobs = self.jobs.jobs(list(request.job_ids), list(request.users), states, request.include_finished,
                            since, light=request.light, collapse_arrays=request.collapse_arrays)
         specs: dict[int, pb.JobSpec] = {}  # converted once per shared spec (an array's tasks)
         return pb.JobList(jobs=[convert.job_to_pb(j, specs=specs) for j in jobs])
 
     def CancelJobs(self, request: pb.CancelRequest, context: grpc.ServicerContext) -> pb.CancelReply:
-        errors = self.c.cancel(list(request.job_ids), self._caller(context).uid, request.signal,
+        errors = self.jobs.cancel(list(request.job_ids), self._caller(context).uid, request.signal,
                                list(request.job_specs))
         return pb.CancelReply(errors=errors)
 
     def UpdateJob(self, request: pb.UpdateJobRequest, context: grpc.ServicerContext) -> pb.UpdateJobReply:
-        errors = _guard(context, lambda: self.c.update_job(
+        errors = _guard(context, lambda: self.jobs.update_job(
             request.job, self._caller(context).uid, request.action.lower(),
             request.priority if request.HasField("priority") else None,
             request.nice if request.HasField("nice") else None))
         return pb.UpdateJobReply(errors=errors)
 
     def GetPriorities(self, request: pb.PriorityQuery, context: grpc.ServicerContext) -> pb.PriorityList:
-        sched = self.c.sched
+        sched = self.scheduler.sched
         weights = pb.PriorityWeights(age=sched.weight_age, fairshare=sched.weight_fairshare,
                                      jobsize=sched.weight_jobsize, partition=sched.weight_partition,
                                      qos=sched.weight_qos)
         out = []
-        for q, f, value in self.c.priorities(list(request.job_ids), list(request.users)):
-            display = str(q.job_id) if q.array_job_id is None else f"{q.array_job_id}_{q.array_task_id}"
+        for q, f, value in self.scheduler.priorities(list(request.job_ids), list(request.users)):
+            display = display_id(q.job_id, q.array_job_id, q.array_task_id)
             out.append(pb.JobPriority(job_id=q.job_id, display_id=display, user=q.user, account=q.account,
                                       partition=q.partition, priority=value, age=f.age, fairshare=f.fairshare,
                                       jobsize=f.jobsize, partition_factor=f.partition, qos=f.qos, nice=f.nice,
@@ -105,7 +113,7 @@ class ControllerServicer(pb_grpc.ControllerServicer):
         return pb.PriorityList(jobs=out, weights=weights)
 
     def GetCluster(self, request: pb.Empty, context: grpc.ServicerContext) -> pb.ClusterInfo:
-        cfg = self.c.config
+        cfg = self.config
         partitions = []
         for p in cfg.partitions.values():
             msg = pb.Partition(name=p.name, nodes=list(p.nodes), default=p is cfg.default_partition,
@@ -118,14 +126,15 @@ class ControllerServicer(pb_grpc.ControllerServicer):
             if p.default_time is not None:
                 msg.default_time = p.default_time
             partitions.append(msg)
-        nodes = [self._node_pb(n, used, word) for n, used, word in self.c.nodes()]
+        nodes = [self._node_pb(status) for status in self.monitor.nodes()]
         return pb.ClusterInfo(cluster_name=cfg.cluster_name, partitions=partitions, nodes=nodes)
 
-    def _node_pb(self, n, used, word) -> pb.Node:  # type: ignore[no-untyped-def]
+    def _node_pb(self, status: NodeStatus) -> pb.Node:
+        n, used, word = status.node, status.used, status.word
         return pb.Node(
             name=n.name, addr=n.addr, port=n.port, cpus=n.cpus, real_memory=n.real_memory,
-            gres=convert.gres_to_pb(n.gres), state=n.state.value, drain=n.drain, reason=n.reason,
-            partitions=sorted(self.c.partitions_of(n.name)), alloc_cpus=used.cpus, alloc_mem=used.mem_mb,
+            gres=convert.gres_to_pb(n.gres), state=convert.node_state_to_pb(n.state), drain=n.drain, reason=n.reason,
+            partitions=sorted(self.monitor.partitions_of(n.name)), alloc_cpus=used.cpus, alloc_mem=used.mem_mb,
             alloc_gpus=sorted(used.gpus), display_state=word, running_jobs=used.jobs,
             last_heartbeat=n.last_heartbeat, gpus=[convert.gpu_to_pb(g) for g in n.gpus],
             isolation=n.isolation,
@@ -133,17 +142,13 @@ class ControllerServicer(pb_grpc.ControllerServicer):
 
     def UpdateNode(self, request: pb.UpdateNodeRequest, context: grpc.ServicerContext) -> pb.Node:
         self._operator(context, "only root or the SlurmUser may update nodes")
-        _guard(context, lambda: self.c.update_node(request.name, request.state, request.reason))
-        for n, used, word in self.c.nodes():
-            if n.name == request.name:
-                return self._node_pb(n, used, word)
-        context.abort(grpc.StatusCode.NOT_FOUND, f"Invalid node name specified: {request.name}")
-        raise AssertionError("unreachable")
+        return self._node_pb(_guard(context, lambda: self.monitor.update_node(request.name, request.state,
+                                                                              request.reason)))
 
     def WaitJob(self, request: pb.WaitRequest, context: grpc.ServicerContext) -> Iterator[pb.Job]:
         """The job now and at each change until it ends. With every waiting slot taken, the job
         now and no more: the caller (psrun) asks again shortly, and no thread is held meanwhile."""
-        updates = self.c.wait(request.job_id)
+        updates = self.watch.wait(request.job_id)
         if not self._wait_slots.acquire(blocking=False):
             try:
                 yield self._job_pb(_guard(context, lambda: next(updates)))
@@ -163,16 +168,16 @@ class ControllerServicer(pb_grpc.ControllerServicer):
     def RegisterNode(self, request: pb.RegisterRequest, context: grpc.ServicerContext) -> pb.RegisterReply:
         self._operator(context, NODE_MESSAGES_ONLY_FROM_AGENTS)
         gpus = [convert.gpu_from_pb(g) for g in request.gpus]
-        kill = _guard(context, lambda: self.c.register(
-            request.name, request.addr, request.port, gpus, list(request.running_job_ids),
-            request.drain_reason, request.isolation))
-        return pb.RegisterReply(heartbeat_interval=self.c.heartbeat_interval, kill_job_ids=kill)
+        kill = _guard(context, lambda: self.monitor.register(
+            request.name, request.addr, request.port, gpus, _runs(request.runs), request.drain_reason,
+            request.isolation))
+        return pb.RegisterReply(heartbeat_interval=self.monitor.heartbeat_interval, kill=_runs_pb(kill))
 
     def Heartbeat(self, request: pb.HeartbeatRequest, context: grpc.ServicerContext) -> pb.HeartbeatReply:
         self._operator(context, NODE_MESSAGES_ONLY_FROM_AGENTS)
-        again, kill = _guard(context, lambda: self.c.heartbeat(
-            request.name, list(request.running_job_ids), request.health_reason))
-        return pb.HeartbeatReply(reregister=again, kill_job_ids=kill)
+        again, kill = _guard(context, lambda: self.monitor.heartbeat(request.name, _runs(request.runs),
+                                                                     request.health_reason))
+        return pb.HeartbeatReply(reregister=again, kill=_runs_pb(kill))
 
     def JobEnded(self, request: pb.JobEndedRequest, context: grpc.ServicerContext) -> pb.Empty:
         self._operator(context, NODE_MESSAGES_ONLY_FROM_AGENTS)
@@ -183,6 +188,15 @@ class ControllerServicer(pb_grpc.ControllerServicer):
             usage = {"gpu_seconds": u.gpu_seconds,
                      "peak_gpu_memory_mb": u.peak_gpu_memory_mb if u.HasField("peak_gpu_memory_mb") else None,
                      "mean_gpu_util": u.mean_gpu_util if u.HasField("mean_gpu_util") else None}
-        self.c.job_ended(request.job_id, request.node, JobState(request.state), request.exit_code,
-                         request.exit_signal, request.end_time, usage)
+        state = _guard(context, lambda: convert.job_state_from_pb(request.state))
+        self.jobs.job_ended(request.job_id, request.node, request.restarts, state, request.exit_code,
+                            request.exit_signal, request.end_time, usage, request.launch_failure)
         return pb.Empty()
+
+
+def _runs(runs: Iterable[pb.JobRun]) -> list[Run]:
+    return [Run(r.job_id, r.restarts) for r in runs]
+
+
+def _runs_pb(runs: Iterable[Run]) -> list[pb.JobRun]:
+    return [pb.JobRun(job_id=r.job_id, restarts=r.restarts) for r in runs]

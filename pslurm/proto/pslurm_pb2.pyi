@@ -1,4 +1,5 @@
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
@@ -6,9 +7,92 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class JobState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    JOB_STATE_UNSPECIFIED: _ClassVar[JobState]
+    JOB_PENDING: _ClassVar[JobState]
+    JOB_RUNNING: _ClassVar[JobState]
+    JOB_COMPLETING: _ClassVar[JobState]
+    JOB_COMPLETED: _ClassVar[JobState]
+    JOB_FAILED: _ClassVar[JobState]
+    JOB_CANCELLED: _ClassVar[JobState]
+    JOB_TIMEOUT: _ClassVar[JobState]
+    JOB_NODE_FAIL: _ClassVar[JobState]
+
+class JobReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    REASON_NONE: _ClassVar[JobReason]
+    REASON_PRIORITY: _ClassVar[JobReason]
+    REASON_RESOURCES: _ClassVar[JobReason]
+    REASON_DEPENDENCY: _ClassVar[JobReason]
+    REASON_DEPENDENCY_NEVER_SATISFIED: _ClassVar[JobReason]
+    REASON_JOB_HELD_USER: _ClassVar[JobReason]
+    REASON_JOB_HELD_ADMIN: _ClassVar[JobReason]
+    REASON_PARTITION_DOWN: _ClassVar[JobReason]
+    REASON_PARTITION_INACTIVE: _ClassVar[JobReason]
+    REASON_PARTITION_TIME_LIMIT: _ClassVar[JobReason]
+    REASON_JOB_ARRAY_TASK_LIMIT: _ClassVar[JobReason]
+    REASON_QOS_MAX_JOBS_PER_USER_LIMIT: _ClassVar[JobReason]
+    REASON_QOS_MAX_GRES_PER_USER: _ClassVar[JobReason]
+    REASON_QOS_MAX_CPU_PER_USER_LIMIT: _ClassVar[JobReason]
+    REASON_REQ_NODE_NOT_AVAIL: _ClassVar[JobReason]
+    REASON_BEGIN_TIME: _ClassVar[JobReason]
+    REASON_NON_ZERO_EXIT_CODE: _ClassVar[JobReason]
+    REASON_TIME_LIMIT: _ClassVar[JobReason]
+    REASON_NODE_DOWN: _ClassVar[JobReason]
+    REASON_JOB_LAUNCH_FAILURE: _ClassVar[JobReason]
+
+class NodeState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    NODE_STATE_UNSPECIFIED: _ClassVar[NodeState]
+    NODE_UNKNOWN: _ClassVar[NodeState]
+    NODE_UP: _ClassVar[NodeState]
+    NODE_DOWN: _ClassVar[NodeState]
+JOB_STATE_UNSPECIFIED: JobState
+JOB_PENDING: JobState
+JOB_RUNNING: JobState
+JOB_COMPLETING: JobState
+JOB_COMPLETED: JobState
+JOB_FAILED: JobState
+JOB_CANCELLED: JobState
+JOB_TIMEOUT: JobState
+JOB_NODE_FAIL: JobState
+REASON_NONE: JobReason
+REASON_PRIORITY: JobReason
+REASON_RESOURCES: JobReason
+REASON_DEPENDENCY: JobReason
+REASON_DEPENDENCY_NEVER_SATISFIED: JobReason
+REASON_JOB_HELD_USER: JobReason
+REASON_JOB_HELD_ADMIN: JobReason
+REASON_PARTITION_DOWN: JobReason
+REASON_PARTITION_INACTIVE: JobReason
+REASON_PARTITION_TIME_LIMIT: JobReason
+REASON_JOB_ARRAY_TASK_LIMIT: JobReason
+REASON_QOS_MAX_JOBS_PER_USER_LIMIT: JobReason
+REASON_QOS_MAX_GRES_PER_USER: JobReason
+REASON_QOS_MAX_CPU_PER_USER_LIMIT: JobReason
+REASON_REQ_NODE_NOT_AVAIL: JobReason
+REASON_BEGIN_TIME: JobReason
+REASON_NON_ZERO_EXIT_CODE: JobReason
+REASON_TIME_LIMIT: JobReason
+REASON_NODE_DOWN: JobReason
+REASON_JOB_LAUNCH_FAILURE: JobReason
+NODE_STATE_UNSPECIFIED: NodeState
+NODE_UNKNOWN: NodeState
+NODE_UP: NodeState
+NODE_DOWN: NodeState
+
 class Empty(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class JobRun(_message.Message):
+    __slots__ = ("job_id", "restarts")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    RESTARTS_FIELD_NUMBER: _ClassVar[int]
+    job_id: int
+    restarts: int
+    def __init__(self, job_id: _Optional[int] = ..., restarts: _Optional[int] = ...) -> None: ...
 
 class Gres(_message.Message):
     __slots__ = ("name", "type", "count")
@@ -86,7 +170,7 @@ class JobSpec(_message.Message):
     def __init__(self, name: _Optional[str] = ..., user: _Optional[str] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., workdir: _Optional[str] = ..., script: _Optional[str] = ..., argv: _Optional[_Iterable[str]] = ..., environment: _Optional[_Mapping[str, str]] = ..., partition: _Optional[str] = ..., stdout: _Optional[str] = ..., stderr: _Optional[str] = ..., time_limit: _Optional[int] = ..., num_nodes: _Optional[int] = ..., ntasks: _Optional[int] = ..., cpus_per_task: _Optional[int] = ..., mem_mb: _Optional[int] = ..., gres: _Optional[_Iterable[_Union[Gres, _Mapping]]] = ..., interactive: _Optional[bool] = ..., account: _Optional[str] = ..., nice: _Optional[int] = ..., dependency: _Optional[str] = ..., requeue: _Optional[bool] = ..., hold: _Optional[bool] = ..., array: _Optional[str] = ..., kill_on_invalid_dep: _Optional[bool] = ..., nodelist: _Optional[str] = ..., exclude: _Optional[str] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ("job_id", "spec", "state", "reason", "submit_time", "start_time", "end_time", "node", "gpu_indices", "exit_code", "exit_signal", "node_target", "time_limit", "gpu_seconds", "peak_gpu_memory_mb", "mean_gpu_util", "array_job_id", "array_task_id", "priority", "hold", "restarts", "start_estimate", "eligible_time", "collapsed_tasks")
+    __slots__ = ("job_id", "spec", "state", "reason", "submit_time", "start_time", "end_time", "node", "gpu_indices", "exit_code", "exit_signal", "node_target", "time_limit", "gpu_seconds", "peak_gpu_memory_mb", "mean_gpu_util", "array_job_id", "array_task_id", "priority", "hold", "restarts", "start_estimate", "eligible_time", "collapsed_tasks", "system_comment", "requeue")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     SPEC_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -111,10 +195,12 @@ class Job(_message.Message):
     START_ESTIMATE_FIELD_NUMBER: _ClassVar[int]
     ELIGIBLE_TIME_FIELD_NUMBER: _ClassVar[int]
     COLLAPSED_TASKS_FIELD_NUMBER: _ClassVar[int]
+    SYSTEM_COMMENT_FIELD_NUMBER: _ClassVar[int]
+    REQUEUE_FIELD_NUMBER: _ClassVar[int]
     job_id: int
     spec: JobSpec
-    state: str
-    reason: str
+    state: JobState
+    reason: JobReason
     submit_time: float
     start_time: float
     end_time: float
@@ -135,7 +221,9 @@ class Job(_message.Message):
     start_estimate: float
     eligible_time: float
     collapsed_tasks: str
-    def __init__(self, job_id: _Optional[int] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., state: _Optional[str] = ..., reason: _Optional[str] = ..., submit_time: _Optional[float] = ..., start_time: _Optional[float] = ..., end_time: _Optional[float] = ..., node: _Optional[str] = ..., gpu_indices: _Optional[_Iterable[int]] = ..., exit_code: _Optional[int] = ..., exit_signal: _Optional[int] = ..., node_target: _Optional[str] = ..., time_limit: _Optional[int] = ..., gpu_seconds: _Optional[float] = ..., peak_gpu_memory_mb: _Optional[int] = ..., mean_gpu_util: _Optional[float] = ..., array_job_id: _Optional[int] = ..., array_task_id: _Optional[int] = ..., priority: _Optional[int] = ..., hold: _Optional[str] = ..., restarts: _Optional[int] = ..., start_estimate: _Optional[float] = ..., eligible_time: _Optional[float] = ..., collapsed_tasks: _Optional[str] = ...) -> None: ...
+    system_comment: str
+    requeue: bool
+    def __init__(self, job_id: _Optional[int] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., state: _Optional[_Union[JobState, str]] = ..., reason: _Optional[_Union[JobReason, str]] = ..., submit_time: _Optional[float] = ..., start_time: _Optional[float] = ..., end_time: _Optional[float] = ..., node: _Optional[str] = ..., gpu_indices: _Optional[_Iterable[int]] = ..., exit_code: _Optional[int] = ..., exit_signal: _Optional[int] = ..., node_target: _Optional[str] = ..., time_limit: _Optional[int] = ..., gpu_seconds: _Optional[float] = ..., peak_gpu_memory_mb: _Optional[int] = ..., mean_gpu_util: _Optional[float] = ..., array_job_id: _Optional[int] = ..., array_task_id: _Optional[int] = ..., priority: _Optional[int] = ..., hold: _Optional[str] = ..., restarts: _Optional[int] = ..., start_estimate: _Optional[float] = ..., eligible_time: _Optional[float] = ..., collapsed_tasks: _Optional[str] = ..., system_comment: _Optional[str] = ..., requeue: _Optional[bool] = ...) -> None: ...
 
 class GpuInfo(_message.Message):
     __slots__ = ("index", "name", "type", "file", "minor", "uuid", "memory_mb", "cores")
@@ -183,7 +271,7 @@ class Node(_message.Message):
     cpus: int
     real_memory: int
     gres: _containers.RepeatedCompositeFieldContainer[Gres]
-    state: str
+    state: NodeState
     drain: bool
     reason: str
     partitions: _containers.RepeatedScalarFieldContainer[str]
@@ -195,7 +283,7 @@ class Node(_message.Message):
     last_heartbeat: float
     gpus: _containers.RepeatedCompositeFieldContainer[GpuInfo]
     isolation: str
-    def __init__(self, name: _Optional[str] = ..., addr: _Optional[str] = ..., port: _Optional[int] = ..., cpus: _Optional[int] = ..., real_memory: _Optional[int] = ..., gres: _Optional[_Iterable[_Union[Gres, _Mapping]]] = ..., state: _Optional[str] = ..., drain: _Optional[bool] = ..., reason: _Optional[str] = ..., partitions: _Optional[_Iterable[str]] = ..., alloc_cpus: _Optional[int] = ..., alloc_mem: _Optional[int] = ..., alloc_gpus: _Optional[_Iterable[int]] = ..., display_state: _Optional[str] = ..., running_jobs: _Optional[int] = ..., last_heartbeat: _Optional[float] = ..., gpus: _Optional[_Iterable[_Union[GpuInfo, _Mapping]]] = ..., isolation: _Optional[str] = ...) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., addr: _Optional[str] = ..., port: _Optional[int] = ..., cpus: _Optional[int] = ..., real_memory: _Optional[int] = ..., gres: _Optional[_Iterable[_Union[Gres, _Mapping]]] = ..., state: _Optional[_Union[NodeState, str]] = ..., drain: _Optional[bool] = ..., reason: _Optional[str] = ..., partitions: _Optional[_Iterable[str]] = ..., alloc_cpus: _Optional[int] = ..., alloc_mem: _Optional[int] = ..., alloc_gpus: _Optional[_Iterable[int]] = ..., display_state: _Optional[str] = ..., running_jobs: _Optional[int] = ..., last_heartbeat: _Optional[float] = ..., gpus: _Optional[_Iterable[_Union[GpuInfo, _Mapping]]] = ..., isolation: _Optional[str] = ...) -> None: ...
 
 class Partition(_message.Message):
     __slots__ = ("name", "nodes", "default", "max_time", "default_time", "state", "max_nodes", "priority_job_factor", "allow_groups")
@@ -242,12 +330,12 @@ class JobQuery(_message.Message):
     COLLAPSE_ARRAYS_FIELD_NUMBER: _ClassVar[int]
     job_ids: _containers.RepeatedScalarFieldContainer[int]
     users: _containers.RepeatedScalarFieldContainer[str]
-    states: _containers.RepeatedScalarFieldContainer[str]
+    states: _containers.RepeatedScalarFieldContainer[JobState]
     include_finished: bool
     since: float
     light: bool
     collapse_arrays: bool
-    def __init__(self, job_ids: _Optional[_Iterable[int]] = ..., users: _Optional[_Iterable[str]] = ..., states: _Optional[_Iterable[str]] = ..., include_finished: _Optional[bool] = ..., since: _Optional[float] = ..., light: _Optional[bool] = ..., collapse_arrays: _Optional[bool] = ...) -> None: ...
+    def __init__(self, job_ids: _Optional[_Iterable[int]] = ..., users: _Optional[_Iterable[str]] = ..., states: _Optional[_Iterable[_Union[JobState, str]]] = ..., include_finished: _Optional[bool] = ..., since: _Optional[float] = ..., light: _Optional[bool] = ..., collapse_arrays: _Optional[bool] = ...) -> None: ...
 
 class JobList(_message.Message):
     __slots__ = ("jobs",)
@@ -376,14 +464,14 @@ class PriorityList(_message.Message):
     def __init__(self, jobs: _Optional[_Iterable[_Union[JobPriority, _Mapping]]] = ..., weights: _Optional[_Union[PriorityWeights, _Mapping]] = ...) -> None: ...
 
 class RegisterRequest(_message.Message):
-    __slots__ = ("name", "addr", "port", "cpus", "real_memory", "gpus", "running_job_ids", "drain_reason", "isolation")
+    __slots__ = ("name", "addr", "port", "cpus", "real_memory", "gpus", "runs", "drain_reason", "isolation")
     NAME_FIELD_NUMBER: _ClassVar[int]
     ADDR_FIELD_NUMBER: _ClassVar[int]
     PORT_FIELD_NUMBER: _ClassVar[int]
     CPUS_FIELD_NUMBER: _ClassVar[int]
     REAL_MEMORY_FIELD_NUMBER: _ClassVar[int]
     GPUS_FIELD_NUMBER: _ClassVar[int]
-    RUNNING_JOB_IDS_FIELD_NUMBER: _ClassVar[int]
+    RUNS_FIELD_NUMBER: _ClassVar[int]
     DRAIN_REASON_FIELD_NUMBER: _ClassVar[int]
     ISOLATION_FIELD_NUMBER: _ClassVar[int]
     name: str
@@ -392,36 +480,36 @@ class RegisterRequest(_message.Message):
     cpus: int
     real_memory: int
     gpus: _containers.RepeatedCompositeFieldContainer[GpuInfo]
-    running_job_ids: _containers.RepeatedScalarFieldContainer[int]
+    runs: _containers.RepeatedCompositeFieldContainer[JobRun]
     drain_reason: str
     isolation: str
-    def __init__(self, name: _Optional[str] = ..., addr: _Optional[str] = ..., port: _Optional[int] = ..., cpus: _Optional[int] = ..., real_memory: _Optional[int] = ..., gpus: _Optional[_Iterable[_Union[GpuInfo, _Mapping]]] = ..., running_job_ids: _Optional[_Iterable[int]] = ..., drain_reason: _Optional[str] = ..., isolation: _Optional[str] = ...) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., addr: _Optional[str] = ..., port: _Optional[int] = ..., cpus: _Optional[int] = ..., real_memory: _Optional[int] = ..., gpus: _Optional[_Iterable[_Union[GpuInfo, _Mapping]]] = ..., runs: _Optional[_Iterable[_Union[JobRun, _Mapping]]] = ..., drain_reason: _Optional[str] = ..., isolation: _Optional[str] = ...) -> None: ...
 
 class RegisterReply(_message.Message):
-    __slots__ = ("heartbeat_interval", "kill_job_ids")
+    __slots__ = ("heartbeat_interval", "kill")
     HEARTBEAT_INTERVAL_FIELD_NUMBER: _ClassVar[int]
-    KILL_JOB_IDS_FIELD_NUMBER: _ClassVar[int]
+    KILL_FIELD_NUMBER: _ClassVar[int]
     heartbeat_interval: float
-    kill_job_ids: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, heartbeat_interval: _Optional[float] = ..., kill_job_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+    kill: _containers.RepeatedCompositeFieldContainer[JobRun]
+    def __init__(self, heartbeat_interval: _Optional[float] = ..., kill: _Optional[_Iterable[_Union[JobRun, _Mapping]]] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
-    __slots__ = ("name", "running_job_ids", "health_reason")
+    __slots__ = ("name", "runs", "health_reason")
     NAME_FIELD_NUMBER: _ClassVar[int]
-    RUNNING_JOB_IDS_FIELD_NUMBER: _ClassVar[int]
+    RUNS_FIELD_NUMBER: _ClassVar[int]
     HEALTH_REASON_FIELD_NUMBER: _ClassVar[int]
     name: str
-    running_job_ids: _containers.RepeatedScalarFieldContainer[int]
+    runs: _containers.RepeatedCompositeFieldContainer[JobRun]
     health_reason: str
-    def __init__(self, name: _Optional[str] = ..., running_job_ids: _Optional[_Iterable[int]] = ..., health_reason: _Optional[str] = ...) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., runs: _Optional[_Iterable[_Union[JobRun, _Mapping]]] = ..., health_reason: _Optional[str] = ...) -> None: ...
 
 class HeartbeatReply(_message.Message):
-    __slots__ = ("reregister", "kill_job_ids")
+    __slots__ = ("reregister", "kill")
     REREGISTER_FIELD_NUMBER: _ClassVar[int]
-    KILL_JOB_IDS_FIELD_NUMBER: _ClassVar[int]
+    KILL_FIELD_NUMBER: _ClassVar[int]
     reregister: bool
-    kill_job_ids: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, reregister: _Optional[bool] = ..., kill_job_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+    kill: _containers.RepeatedCompositeFieldContainer[JobRun]
+    def __init__(self, reregister: _Optional[bool] = ..., kill: _Optional[_Iterable[_Union[JobRun, _Mapping]]] = ...) -> None: ...
 
 class JobUsage(_message.Message):
     __slots__ = ("gpu_count", "gpu_seconds", "peak_gpu_memory_mb", "mean_gpu_util")
@@ -436,7 +524,7 @@ class JobUsage(_message.Message):
     def __init__(self, gpu_count: _Optional[int] = ..., gpu_seconds: _Optional[float] = ..., peak_gpu_memory_mb: _Optional[int] = ..., mean_gpu_util: _Optional[float] = ...) -> None: ...
 
 class JobEndedRequest(_message.Message):
-    __slots__ = ("job_id", "node", "state", "exit_code", "exit_signal", "end_time", "usage")
+    __slots__ = ("job_id", "node", "state", "exit_code", "exit_signal", "end_time", "usage", "restarts", "launch_failure")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     NODE_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -444,14 +532,18 @@ class JobEndedRequest(_message.Message):
     EXIT_SIGNAL_FIELD_NUMBER: _ClassVar[int]
     END_TIME_FIELD_NUMBER: _ClassVar[int]
     USAGE_FIELD_NUMBER: _ClassVar[int]
+    RESTARTS_FIELD_NUMBER: _ClassVar[int]
+    LAUNCH_FAILURE_FIELD_NUMBER: _ClassVar[int]
     job_id: int
     node: str
-    state: str
+    state: JobState
     exit_code: int
     exit_signal: int
     end_time: float
     usage: JobUsage
-    def __init__(self, job_id: _Optional[int] = ..., node: _Optional[str] = ..., state: _Optional[str] = ..., exit_code: _Optional[int] = ..., exit_signal: _Optional[int] = ..., end_time: _Optional[float] = ..., usage: _Optional[_Union[JobUsage, _Mapping]] = ...) -> None: ...
+    restarts: int
+    launch_failure: str
+    def __init__(self, job_id: _Optional[int] = ..., node: _Optional[str] = ..., state: _Optional[_Union[JobState, str]] = ..., exit_code: _Optional[int] = ..., exit_signal: _Optional[int] = ..., end_time: _Optional[float] = ..., usage: _Optional[_Union[JobUsage, _Mapping]] = ..., restarts: _Optional[int] = ..., launch_failure: _Optional[str] = ...) -> None: ...
 
 class LaunchRequest(_message.Message):
     __slots__ = ("job",)
@@ -492,7 +584,7 @@ class OutputChunk(_message.Message):
     stdout: bytes
     stderr: bytes
     done: bool
-    state: str
+    state: JobState
     exit_code: int
     exit_signal: int
-    def __init__(self, stdout: _Optional[bytes] = ..., stderr: _Optional[bytes] = ..., done: _Optional[bool] = ..., state: _Optional[str] = ..., exit_code: _Optional[int] = ..., exit_signal: _Optional[int] = ...) -> None: ...
+    def __init__(self, stdout: _Optional[bytes] = ..., stderr: _Optional[bytes] = ..., done: _Optional[bool] = ..., state: _Optional[_Union[JobState, str]] = ..., exit_code: _Optional[int] = ..., exit_signal: _Optional[int] = ...) -> None: ...

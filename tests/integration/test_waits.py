@@ -6,7 +6,7 @@ import threading
 import time
 
 from pslurm.auth.credential import Identity
-from pslurm.controller.service import Controller
+from pslurm.controller.app import assemble
 from pslurm.controller.store import Store
 from pslurm.core.config import parse_slurm_conf
 from pslurm.core.jobspec import JobSpec
@@ -20,24 +20,25 @@ ROOT = Identity(0, 0)
 def test_a_waiter_wakes_for_its_own_job_at_once_and_for_nobody_elses(tmp_path):
     store = Store(f"sqlite:///{tmp_path}/w.db")
     store.migrate()
-    controller = Controller(parse_slurm_conf(CONF), store, agents=None)  # type: ignore[arg-type]  # no launches here
+    parts = assemble(parse_slurm_conf(CONF), store, agents=None)  # type: ignore[arg-type]  # no launches here
+    watch = parts.watch
     spec = JobSpec(name="w", user="root", uid=0, gid=0, workdir="/tmp", script="#!/bin/sh\n")
-    mine, other = controller.submit(spec, ROOT), controller.submit(spec, ROOT)
+    mine, other = parts.jobs.submit(spec, ROOT), parts.jobs.submit(spec, ROOT)
     seen: list[tuple[JobState, float]] = []
     waiter = threading.Thread(target=lambda: seen.extend((j.state, time.monotonic())
-                                                         for j in controller.wait(mine)))
+                                                         for j in watch.wait(mine)))
     waiter.start()
     wait_for(lambda: len(seen) == 1)
     for _ in range(20):  # another job's changes: no wake-up for this waiter
-        store.set_reason({other: "Priority"})
-        store.set_reason({other: "Resources"})
-    assert controller._job_versions[mine] == 0 and other not in controller._job_versions
+        store.update_pending({other: ("Priority", 0, None, None)})
+        store.update_pending({other: ("Resources", 0, None, None)})
+    assert watch._versions[mine] == 0 and other not in watch._versions
     changed = time.monotonic()
-    store.start_job(mine, "c000", (), now=1.0)
+    store.start_jobs([(mine, "c000", ())], now=1.0)
     wait_for(lambda: len(seen) == 2)
     assert seen[-1][1] - changed < 0.5  # told at once, not found by the once-a-second re-read
-    store.transition(mine, JobState.COMPLETED, 2.0, end_time=2.0)
+    store.finish(mine, "c000", 0, JobState.COMPLETED, 0, 0, 2.0)
     waiter.join(5)
     assert [state for state, _ in seen] == [JobState.PENDING, JobState.RUNNING, JobState.COMPLETED]
-    assert not controller._watched and not controller._job_versions  # nothing kept once the wait ends
+    assert not watch._watched and not watch._versions  # nothing kept once the wait ends
     store.close()

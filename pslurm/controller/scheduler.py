@@ -1,42 +1,92 @@
-"""The Controller's scheduler pass: snapshot, priorities, dependencies, plan, start, launch."""
+"""The scheduler: snapshot, priorities, dependencies, the pure plan, start operations, launches.
+
+It owns the doorbell (:meth:`Scheduler.reschedule`) that the job service and the node monitor ring
+when something changed, and the loop that runs a pass on every ring and on a timer.
+"""
 
 from __future__ import annotations
 
 import logging
+import math
+import threading
+import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 
 from pslurm.controller import priority as prio
-from pslurm.controller.agents import AgentClient, AgentUnreachable
-from pslurm.controller.nodes import NodeUsage, node_view, usage_by_node
+from pslurm.controller.agents import AgentUnreachable
+from pslurm.controller.allocations import NodeUsage, node_view, usage_by_node
 from pslurm.controller.policy import UNLIMITED, Limits, PendingJob, RunningJob, Snapshot, plan
+from pslurm.controller.ports import Agents, NodeHealth
 from pslurm.controller.store import Allocation, QueuedJob, Store
-from pslurm.core.config import ClusterConfig, SchedulerConfig
+from pslurm.core.config import ClusterConfig, scheduler_config
 from pslurm.core.dependency import DepStatus, Ref, RefJob, evaluate, parse_dependency
 from pslurm.core.hostlists import expand
 from pslurm.core.jobspec import JobRecord, SpecError
-from pslurm.core.states import InvalidTransition, JobState, NodeState
+from pslurm.core.states import InvalidTransition, JobReason, JobState
 
 log = logging.getLogger("psctld")
 
+MIN_PASS_GAP = 0.01  # seconds between scheduler passes at the most busy
+IDLE_REPLAN = 10  # with nothing new, re-plan after at most this many passes' worth of time
 
-class SchedulerPass:
-    """The Controller's scheduling methods (a mixin: the Controller owns the state they use)."""
 
-    config: ClusterConfig
-    store: Store
-    agents: AgentClient
-    clock: Callable[[], float]
-    sched: SchedulerConfig
-    _partitions_of: dict[str, frozenset[str]]
-    _usage: dict[tuple[str, str], float]
-    _usage_at: float | None
-    _usage_mark: int
-    _dep_cache: dict[str, object]
-    _allowed_cache: dict[tuple[str, str], frozenset[str]]
+class Scheduler:
+    """Owns the protocol: snapshot -> plan -> start (compare-and-set) -> launch."""
 
-    def _reschedule(self) -> None:
-        raise NotImplementedError
+    def __init__(self, config: ClusterConfig, store: Store, agents: Agents, nodes: NodeHealth,
+                 partitions_of: Callable[[str], frozenset[str]], clock: Callable[[], float] = time.time,
+                 after_start: Callable[[list[int]], None] | None = None) -> None:
+        self.config = config
+        self.store = store
+        self.agents = agents
+        self.nodes = nodes
+        self.partitions_of = partitions_of
+        self.clock = clock
+        self.sched = scheduler_config(config)
+        # a fault point for tests: called between the start commit and the launches
+        self._after_start = after_start
+        # fair share: decayed usage of finished runs per (account, user), as of _usage_at
+        self._usage: dict[tuple[str, str], float] = defaultdict(float)
+        self._usage_at: float | None = None
+        self._usage_mark = 0  # the last job event whose end is counted
+        self._allowed_cache: dict[tuple[str, str], frozenset[str]] = {}
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+
+    def reschedule(self) -> None:
+        """Something changed (a submit, an end, a node): run a pass soon."""
+        self._wake.set()
+
+    def run_loop(self, interval: float = 1.0, min_gap: float = MIN_PASS_GAP) -> None:
+        """Schedule on every change, and on a timer, until :meth:`stop`.
+
+        Passes are at least ``min_gap`` apart, and as far again as the last pass took: a burst of
+        submits or job ends is taken in one pass (Slurm's batch_sched_delay), and a long queue cannot
+        keep the controller from answering RPCs. With nothing new, the timer re-plans (ages, start
+        estimates) every ``interval`` seconds or IDLE_REPLAN passes' worth of time, whichever is
+        longer: on a 100,000-job queue a pass costs a second, and an idle controller should not
+        spend a third of a core re-planning what did not change.
+        """
+        next_pass = 0.0
+        last_pass, cost = -math.inf, 0.0
+        while not self._stopping.is_set():
+            woken = self._wake.wait(interval)
+            self._stopping.wait(max(0.0, next_pass - time.monotonic()))
+            self._wake.clear()
+            started = time.monotonic()
+            if not (woken or started - last_pass >= max(interval, IDLE_REPLAN * cost)):
+                continue
+            try:
+                self.schedule()
+            except Exception:  # the loop must outlive a bad pass; the next one retries
+                log.exception("scheduler pass failed")
+            last_pass, cost = started, time.monotonic() - started
+            next_pass = started + max(min_gap, 2 * cost)
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._wake.set()
 
     # -- scheduling ------------------------------------------------------------------------
 
@@ -54,8 +104,8 @@ class SchedulerPass:
         for q in pending:  # --kill-on-invalid-dep=yes: a dependency that can never be met cancels the job
             if q.kill_on_invalid_dep and deps.get(q.job_id) is DepStatus.NEVER:
                 try:
-                    self.store.transition(q.job_id, JobState.CANCELLED, now, "dependency never satisfied",
-                                          end_time=now, reason="DependencyNeverSatisfied")
+                    self.store.cancel(q.job_id, now, "dependency never satisfied",
+                                      reason=JobReason.DEPENDENCY_NEVER_SATISFIED)
                 except InvalidTransition:
                     pass
                 deps[q.job_id] = DepStatus.WAITING  # not considered below
@@ -66,7 +116,7 @@ class SchedulerPass:
                                 q.user, q.array_job_id, q.array_max_running,
                                 deps.get(q.job_id, DepStatus.SATISFIED).value, q.hold,
                                 self._allowed_nodes(q.req_nodes, q.exc_nodes)) for q in pending],
-            nodes=[node_view(n, usage.get(n.name, NodeUsage()), self._partitions_of[n.name]) for n in nodes],
+            nodes=[node_view(n, usage.get(n.name, NodeUsage()), self.partitions_of(n.name)) for n in nodes],
             now=now,
             running=[RunningJob(a.job_id, a.node, a.cpus, a.mem_mb, a.gpu_indices,
                                 None if a.time_limit is None or a.start_time is None else a.start_time + a.time_limit,
@@ -80,6 +130,8 @@ class SchedulerPass:
         targets = {n.name: n.target for n in nodes}
         started = self.store.start_jobs(
             [(p.job_id, p.node, p.gpu_indices) for p in decided.placements], self.clock())
+        if self._after_start is not None and started:
+            self._after_start(started)
         for job in self.store.get_jobs(job_ids=started) if started else ():
             if job.state is JobState.RUNNING and job.node:
                 self.agents.launch_async(targets[job.node], job, self._launch_failed)
@@ -214,17 +266,14 @@ class SchedulerPass:
         return out
 
     def _launch_failed(self, job: JobRecord, error: Exception) -> None:
-        """The agent could not be reached or refused: requeue the job and set the node DOWN."""
-        now = self.clock()
+        """The launch did not reach the agent: the node is taken as unreachable (its jobs lost,
+        requeued where they may be). The agent refused it: the job ends FAILED, JobLaunchFailure."""
         log.warning("launch of job %d on %s failed: %s", job.job_id, job.node, error)
-        try:
-            self.store.transition(job.job_id, JobState.PENDING, now, f"launch failed: {error}"[:250],
-                                  node=None, gpu_indices="", start_time=None, reason="None")
-        except InvalidTransition:
+        if isinstance(error, AgentUnreachable):
+            self.nodes.unreachable(job.node or "", f"launch of job {job.job_id} failed: {error}")
             return
-        if job.node and isinstance(error, AgentUnreachable):
-            try:
-                self.store.set_node_state(job.node, NodeState.DOWN, now, reason="Not responding")
-            except InvalidTransition:
-                pass
-        self._reschedule()
+        try:
+            self.store.launch_failed(job.job_id, job.node or "", job.restarts, str(error), self.clock())
+        except InvalidTransition as exc:
+            log.info("job %d: launch failure not recorded: %s", job.job_id, exc)
+        self.reschedule()

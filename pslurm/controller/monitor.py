@@ -1,0 +1,219 @@
+"""The node monitor: registration, heartbeats, timeouts, operators' node updates, reconciliation.
+
+Every heartbeat carries the runs its agent has (job id and restart count). Reconciliation compares
+them with the runs the store holds RUNNING or COMPLETING on the node, both ways:
+
+- a run the controller holds that the agent does not have, once ``BatchStartTimeout`` has passed
+  since it started (its launch may still be on the way), is lost: ``node_lost`` ends it NODE_FAIL, or
+  requeues it when it may be requeued;
+- a run the agent has that the controller does not hold there (ended, requeued, cancelled while
+  the controller was away, an earlier run of a requeued job) goes back in the reply: the agent kills it.
+
+A node silent for ``SlurmdTimeout`` goes DOWN and its jobs are lost the same way.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from pslurm.controller.allocations import NodeUsage, usage_by_node
+from pslurm.controller.errors import NotFound
+from pslurm.controller.ports import Reschedule
+from pslurm.controller.store import Store
+from pslurm.core.config import ClusterConfig
+from pslurm.core.jobspec import SpecError
+from pslurm.core.node import GpuInfo, NodeRecord
+from pslurm.core.states import InvalidTransition, NodeState, node_display_state
+
+log = logging.getLogger("psctld")
+
+HEARTBEAT_INTERVAL = 2.0
+NOT_RESPONDING = "Not responding"  # the reason of a node the monitor set DOWN (not an operator)
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run of a job, as agents report them: a requeued job runs again with one more restart."""
+
+    job_id: int
+    restarts: int
+
+
+@dataclass(frozen=True)
+class NodeStatus:
+    """A node with what is allocated on it and its sinfo state word."""
+
+    node: NodeRecord
+    used: NodeUsage
+    word: str
+
+
+class NodeMonitor:
+    def __init__(self, config: ClusterConfig, store: Store, reschedule: Reschedule,
+                 clock: Callable[[], float]) -> None:
+        self.config = config
+        self.store = store
+        self.reschedule = reschedule
+        self.clock = clock
+        # Agents beat a few times per SlurmdTimeout, and at least every 2 s on small local timeouts.
+        self.heartbeat_interval = max(0.5, min(HEARTBEAT_INTERVAL * 15, config.slurmd_timeout / 4))
+        self.launch_grace = float(config.batch_start_timeout)
+        self._started = clock()  # after a restart every node gets a full SlurmdTimeout to be heard again
+        self._lock = threading.Lock()  # one reconciliation of a node at a time
+        partitions: dict[str, frozenset[str]] = defaultdict(frozenset)
+        for part in config.partitions.values():
+            for name in part.nodes:
+                partitions[name] = partitions[name] | {part.name}
+        self._partitions_of = partitions
+        store.ensure_nodes([
+            NodeRecord(n.name, n.addr, n.port, n.cpus, n.real_memory, n.gres) for n in config.nodes.values()
+        ])
+
+    def partitions_of(self, node: str) -> frozenset[str]:
+        return self._partitions_of[node]
+
+    # -- agents ----------------------------------------------------------------------------
+
+    def register(self, name: str, addr: str, port: int, gpus: Sequence[GpuInfo], runs: Sequence[Run],
+                 drain_reason: str, isolation: str) -> list[Run]:
+        """An agent (re)starts: record its inventory, mark it UP (unless an operator set it DOWN),
+        reconcile its runs. Returns the runs it must kill."""
+        node = self._known(name)
+        now = self.clock()
+        values: dict[str, object] = dict(addr=addr, port=port, gpus=list(gpus), isolation=isolation,
+                                         last_heartbeat=now)
+        if drain_reason:
+            values.update(drain=True, reason=drain_reason)
+        elif node.state is NodeState.DOWN and node.reason == NOT_RESPONDING:
+            values.update(reason="")
+        self.store.update_node(name, **values)
+        if not _down_by_operator(node):
+            self.store.set_node_state(name, NodeState.UP, now)
+        log.info("node %s registered at %s:%d with %d GPUs", name, addr, port, len(gpus))
+        kill = self.reconcile(name, runs, now)
+        self.reschedule()
+        return kill
+
+    def heartbeat(self, name: str, runs: Sequence[Run], health_reason: str) -> tuple[bool, list[Run]]:
+        """Returns (register again?, runs to kill). A node the controller does not hold UP is asked to
+        register again; its runs are reconciled all the same."""
+        node = self._known(name)
+        now = self.clock()
+        values: dict[str, object] = {"last_heartbeat": now}
+        if health_reason and not node.drain and node.state is NodeState.UP:
+            values.update(drain=True, reason=health_reason)
+            self.reschedule()
+        self.store.update_node(name, **values)
+        kill = self.reconcile(name, runs, now)
+        return node.state is not NodeState.UP and not _down_by_operator(node), kill
+
+    def reconcile(self, name: str, runs: Sequence[Run], now: float) -> list[Run]:
+        """Compare what the agent runs with what the controller holds on the node (see the module's
+        docstring). Returns the runs the agent must kill."""
+        reported = {run.job_id: run.restarts for run in runs}
+        with self._lock:
+            held = self.store.runs_on(name)
+            lost = [r for r in held if reported.get(r.job_id) != r.restarts and now - r.start_time > self.launch_grace]
+            for run in lost:
+                why = (f"the agent on {name} does not run it" if run.job_id not in reported
+                       else f"the agent on {name} runs an earlier run of it")
+                self._lose(run.job_id, name, now, why)
+        mine = {(r.job_id, r.restarts) for r in held}
+        kill = [run for run in runs if (run.job_id, run.restarts) not in mine]
+        if kill:
+            log.info("node %s runs %s, which the controller has ended: the agent kills them", name,
+                     ", ".join(f"{r.job_id}.{r.restarts}" for r in kill))
+        return kill
+
+    def check_heartbeats(self) -> None:
+        """Nodes silent for longer than SlurmdTimeout go DOWN; their jobs are lost."""
+        now = self.clock()
+        for node in self.store.get_nodes():
+            heard = max(node.last_heartbeat, self._started)
+            if node.state is NodeState.UP and now - heard > self.config.slurmd_timeout:
+                self.unreachable(node.name, "node not responding")
+
+    def unreachable(self, node: str, why: str) -> None:
+        """The node's agent is not heard from (heartbeats, or a launch): DOWN, its jobs lost."""
+        now = self.clock()
+        try:
+            self.store.set_node_state(node, NodeState.DOWN, now, reason=NOT_RESPONDING)
+        except InvalidTransition:
+            return  # already DOWN: its jobs were handled then
+        log.warning("node %s not responding (%s), setting DOWN", node, why)
+        self._lose_all(node, now, why)
+
+    def run_loop(self, stop: threading.Event, interval: float = 1.0) -> None:
+        """Watch heartbeats every ``interval`` seconds until ``stop``."""
+        while not stop.wait(interval):
+            try:
+                self.check_heartbeats()
+            except Exception:  # the loop must outlive a failing check; the next one retries
+                log.exception("heartbeat check failed")
+
+    # -- operators -------------------------------------------------------------------------
+
+    def update_node(self, name: str, state: str, reason: str) -> NodeStatus:
+        """pscontrol update NodeName=X State=DRAIN|RESUME|UNDRAIN|DOWN Reason=..."""
+        node = self._known(name)
+        now = self.clock()
+        state = state.upper()
+        if state in ("DRAIN", "DOWN") and not reason:
+            raise SpecError("You must specify a reason when DOWNING or DRAINING a node. Request denied")
+        if state == "DRAIN":
+            self.store.update_node(name, drain=True, reason=reason)
+        elif state in ("RESUME", "UNDRAIN", "IDLE"):
+            self.store.update_node(name, drain=False, reason="")
+            if node.state is NodeState.DOWN and now - node.last_heartbeat < self.config.slurmd_timeout:
+                self.store.set_node_state(name, NodeState.UP, now)
+        elif state == "DOWN":
+            if node.state is not NodeState.DOWN:
+                self.store.set_node_state(name, NodeState.DOWN, now, reason=reason)
+            self._lose_all(name, now, f"node set DOWN: {reason}")
+        else:
+            raise SpecError(f"Invalid node state specified: {state}")
+        self.reschedule()
+        return next(s for s in self.nodes() if s.node.name == name)
+
+    def nodes(self) -> list[NodeStatus]:
+        """Each node with what is allocated on it and its sinfo state word."""
+        usage = usage_by_node(self.store.allocations())
+        out = []
+        for node in self.store.get_nodes():
+            used = usage.get(node.name, NodeUsage())
+            total_gpus = len(node.gpus) or sum(g.count for g in node.gres if g.name == "gpu")
+            word = node_display_state(node.state, node.drain, len(used.gpus), total_gpus, used.cpus,
+                                      node.cpus, used.jobs)
+            out.append(NodeStatus(node, used, word))
+        return out
+
+    # -- jobs of lost nodes ----------------------------------------------------------------
+
+    def _lose_all(self, node: str, now: float, why: str) -> None:
+        for run in self.store.runs_on(node):
+            self._lose(run.job_id, node, now, why)
+
+    def _lose(self, job_id: int, node: str, now: float, why: str) -> None:
+        try:
+            change = self.store.node_lost(job_id, node, now, why)
+        except InvalidTransition as exc:
+            log.info("job %d: not lost after all (%s)", job_id, exc)
+            return
+        log.warning("job %d on %s: %s; %s", job_id, node, why,
+                    "requeued" if change.to.value == "PENDING" else "NODE_FAIL")
+        self.reschedule()
+
+    def _known(self, name: str) -> NodeRecord:
+        node = self.store.get_node(name)
+        if node is None:
+            raise NotFound(f"Invalid node name specified: {name}")
+        return node
+
+
+def _down_by_operator(node: NodeRecord) -> bool:
+    """Set DOWN by pscontrol (stays DOWN until RESUME), not by missed heartbeats."""
+    return node.state is NodeState.DOWN and node.reason not in ("", NOT_RESPONDING)

@@ -1,0 +1,33 @@
+"""The small interfaces the controller's parts know each other by; app.py wires the real ones.
+
+The job service, the scheduler and the node monitor never hold each other: a part that changed
+something the scheduler should see rings the doorbell (:class:`Reschedule`); a part that must act
+on a node's agent uses :class:`Agents`; the scheduler tells the node monitor of a node it could not
+reach through :class:`NodeHealth`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+from pslurm.core.jobspec import JobRecord
+
+
+class Reschedule(Protocol):
+    def __call__(self) -> None:
+        """Something changed (a submit, an end, a node): run a scheduling pass soon."""
+
+
+class Agents(Protocol):
+    """The node agents, as the controller calls them (pslurm.controller.agents.AgentClient)."""
+
+    def launch_async(self, target: str, job: JobRecord,
+                     on_error: Callable[[JobRecord, Exception], None]) -> None: ...
+
+    def signal(self, target: str, job_id: int, signal: int) -> None: ...
+
+
+class NodeHealth(Protocol):
+    def unreachable(self, node: str, why: str) -> None:
+        """The node's agent did not answer: set it DOWN and take its jobs as lost."""

@@ -1,0 +1,297 @@
+"""The controller's parts one at a time, each with fakes of its neighbours and a real SQLite store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pslurm.auth.credential import Identity
+from pslurm.controller.agents import AgentRefused, AgentUnreachable
+from pslurm.controller.jobs import JobService
+from pslurm.controller.monitor import NodeMonitor, Run
+from pslurm.controller.scheduler import Scheduler
+from pslurm.controller.store import Store
+from pslurm.core.config import ClusterConfig, parse_slurm_conf
+from pslurm.core.jobspec import JobRecord, JobSpec
+from pslurm.core.node import NodeRecord
+from pslurm.core.states import JobReason, JobState, NodeState
+
+CONF = ("SlurmdTimeout=30\nBatchStartTimeout=10\n"
+        "NodeName=c000 NodeAddr=127.0.0.1 Port=7000 CPUs=4 RealMemory=1000 Gres=gpu:2\n"
+        "NodeName=c001 NodeAddr=127.0.0.1 Port=7001 CPUs=4 RealMemory=1000 Gres=gpu:2\n"
+        "PartitionName=p Nodes=c[000-001] Default=YES\n")
+ROOT = Identity(0, 0)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Doorbell:
+    def __init__(self) -> None:
+        self.rings = 0
+
+    def __call__(self) -> None:
+        self.rings += 1
+
+
+class FakeAgents:
+    """What the parts asked of the node agents; a launch may be made to fail."""
+
+    def __init__(self) -> None:
+        self.launches: list[tuple[str, int]] = []
+        self.signals: list[tuple[str, int, int]] = []
+        self.launch_error: Exception | None = None
+
+    def launch_async(self, target: str, job: JobRecord, on_error) -> None:  # type: ignore[no-untyped-def]
+        self.launches.append((target, job.job_id))
+        if self.launch_error is not None:
+            on_error(job, self.launch_error)
+
+    def signal(self, target: str, job_id: int, signal: int) -> None:
+        self.signals.append((target, job_id, signal))
+
+
+class FakeNodeHealth:
+    def __init__(self) -> None:
+        self.unreachable_nodes: list[str] = []
+
+    def unreachable(self, node: str, why: str) -> None:
+        self.unreachable_nodes.append(node)
+
+
+@pytest.fixture
+def config() -> ClusterConfig:
+    return parse_slurm_conf(CONF)
+
+
+@pytest.fixture
+def store(tmp_path: Path, config: ClusterConfig):
+    s = Store(f"sqlite:///{tmp_path}/parts.db")
+    s.migrate()
+    s.ensure_nodes([NodeRecord(n.name, n.addr, n.port, n.cpus, n.real_memory, n.gres) for n in config.nodes.values()])
+    yield s
+    s.close()
+
+
+def spec(**kw: object) -> JobSpec:
+    values: dict[str, object] = dict(name="j", user="root", uid=0, gid=0, workdir="/tmp", script="#!/bin/sh\ntrue\n")
+    values.update(kw)
+    return JobSpec(**values)  # type: ignore[arg-type]
+
+
+def running_job(store: Store, node: str = "c000", now: float = 1000.0, **kw: object) -> int:
+    job_id = store.submit(spec(**kw), "p", None, now, requeue=bool(kw.get("requeue")))
+    assert store.start_jobs([(job_id, node, (0,))], now) == [job_id]
+    return job_id
+
+
+def bring_up(store: Store, *names: str, now: float = 1000.0) -> None:
+    for name in names:
+        store.set_node_state(name, NodeState.UP, now)
+        store.update_node(name, last_heartbeat=now)
+
+
+# -- the node monitor ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def monitor(config, store):  # type: ignore[no-untyped-def]
+    clock, bell = Clock(), Doorbell()
+    m = NodeMonitor(config, store, bell, clock)
+    bring_up(store, "c000", "c001")
+    return m, clock, bell
+
+
+def test_a_run_missing_from_heartbeats_is_lost_only_after_the_launch_grace(monitor, store):
+    m, clock, bell = monitor
+    job_id = running_job(store)
+    clock.now = 1005.0  # its launch may still be on the way
+    assert m.heartbeat("c000", [], "") == (False, [])
+    assert store.get_job(job_id).state is JobState.RUNNING
+    clock.now = 1011.0
+    m.heartbeat("c000", [], "")
+    job = store.get_job(job_id)
+    assert (job.state, job.reason) == (JobState.NODE_FAIL, JobReason.NODE_DOWN)
+    assert job.system_comment == "the agent on c000 does not run it"
+    assert bell.rings >= 1
+
+
+def test_a_lost_run_that_may_requeue_pends_again(monitor, store):
+    m, clock, _ = monitor
+    job_id = running_job(store, requeue=True)
+    clock.now = 1020.0
+    m.heartbeat("c000", [Run(99, 0)], "")
+    job = store.get_job(job_id)
+    assert (job.state, job.restarts, job.node) == (JobState.PENDING, 1, None)
+
+
+def test_runs_the_controller_does_not_hold_there_are_killed(monitor, store):
+    m, clock, _ = monitor
+    mine = running_job(store, "c000")
+    elsewhere = running_job(store, "c001")
+    ended = running_job(store, "c000")
+    store.finish(ended, "c000", 0, JobState.COMPLETED, 0, 0, 1001.0)
+    clock.now = 1002.0
+    again, kill = m.heartbeat("c000", [Run(mine, 0), Run(elsewhere, 0), Run(ended, 0), Run(mine, 7)], "")
+    assert not again
+    assert kill == [Run(elsewhere, 0), Run(ended, 0), Run(mine, 7)]
+    assert store.get_job(mine).state is JobState.RUNNING
+
+
+def test_an_earlier_run_on_the_node_is_killed_and_the_current_one_lost_after_the_grace(monitor, store):
+    m, clock, _ = monitor
+    job_id = running_job(store, requeue=True)
+    store.node_lost(job_id, "c000", 1001.0, "test")
+    store.start_jobs([(job_id, "c000", (0,))], 1002.0)  # run 1 on the same node
+    clock.now = 1003.0
+    assert m.heartbeat("c000", [Run(job_id, 0)], "")[1] == [Run(job_id, 0)]
+    clock.now = 1013.0
+    m.heartbeat("c000", [Run(job_id, 0)], "")  # still only the old run: the new one never arrived
+    job = store.get_job(job_id)
+    assert (job.state, job.restarts) == (JobState.PENDING, 2)
+
+
+def test_silent_nodes_go_down_and_their_jobs_are_lost(monitor, store):
+    m, clock, _ = monitor
+    job_id = running_job(store)
+    clock.now = 1031.0
+    m.check_heartbeats()
+    assert store.get_node("c000").state is NodeState.DOWN
+    assert store.get_job(job_id).state is JobState.NODE_FAIL
+    again, _ = m.heartbeat("c000", [], "")
+    assert again  # the agent is back: it registers again
+    m.register("c000", "127.0.0.1", 7000, [], [], "", "none")
+    assert store.get_node("c000").state is NodeState.UP
+
+
+def test_a_node_an_operator_set_down_stays_down_when_its_agent_registers(monitor, store):
+    m, clock, _ = monitor
+    job_id = running_job(store)
+    m.update_node("c000", "DOWN", "bad fan")
+    assert store.get_job(job_id).state is JobState.NODE_FAIL
+    assert m.heartbeat("c000", [Run(job_id, 0)], "") == (False, [Run(job_id, 0)])  # its job is killed
+    m.register("c000", "127.0.0.1", 7000, [], [], "", "none")
+    assert store.get_node("c000").state is NodeState.DOWN
+    m.update_node("c000", "RESUME", "")
+    assert store.get_node("c000").state is NodeState.UP
+
+
+# -- the scheduler ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def scheduler(config, store):  # type: ignore[no-untyped-def]
+    agents, health, started = FakeAgents(), FakeNodeHealth(), []
+    s = Scheduler(config, store, agents, health, partitions_of=lambda name: frozenset({"p"}),
+                  clock=Clock(), after_start=lambda ids: started.append((list(ids), list(agents.launches))))
+    bring_up(store, "c000", "c001")
+    return s, agents, health, started
+
+
+def test_a_pass_starts_and_launches_and_the_fault_point_sits_between(scheduler, store):
+    s, agents, _, started = scheduler
+    job_id = store.submit(spec(gres=()), "p", None, 1000.0)
+    assert s.schedule() == 1
+    assert started == [([job_id], [])]  # the start is committed; no launch has gone yet
+    assert agents.launches == [("127.0.0.1:7000", job_id)]
+    assert store.get_job(job_id).state is JobState.RUNNING
+
+
+def test_a_launch_the_agent_refuses_ends_the_job_failed_with_the_reason(scheduler, store):
+    s, agents, health, _ = scheduler
+    agents.launch_error = AgentRefused("cannot start: bad things")
+    job_id = store.submit(spec(), "p", None, 1000.0)
+    s.schedule()
+    job = store.get_job(job_id)
+    assert (job.state, job.reason) == (JobState.FAILED, JobReason.JOB_LAUNCH_FAILURE)
+    assert "bad things" in job.system_comment and not health.unreachable_nodes
+
+
+def test_a_launch_that_does_not_reach_the_agent_tells_the_node_monitor(scheduler, store):
+    s, agents, health, _ = scheduler
+    agents.launch_error = AgentUnreachable("127.0.0.1:7000: UNAVAILABLE")
+    store.submit(spec(), "p", None, 1000.0)
+    s.schedule()
+    assert health.unreachable_nodes == ["c000"]
+
+
+def test_a_held_job_is_not_placed(scheduler, store):
+    s, agents, _, _ = scheduler
+    job_id = store.submit(spec(hold=True), "p", None, 1000.0)
+    assert s.schedule() == 0 and agents.launches == []
+    assert store.get_job(job_id).reason is JobReason.JOB_HELD_USER
+
+
+# -- the job service -------------------------------------------------------------------------
+
+
+@pytest.fixture
+def service(config, store):  # type: ignore[no-untyped-def]
+    agents, bell = FakeAgents(), Doorbell()
+    bring_up(store, "c000", "c001")
+    return JobService(config, store, agents, bell, Clock(), operators=frozenset({0})), agents, bell
+
+
+def test_submit_commits_pending_and_rings_the_scheduler(service, store):
+    jobs, _, bell = service
+    job_id = jobs.submit(spec(), ROOT)
+    assert store.get_job(job_id).state is JobState.PENDING and bell.rings == 1
+
+
+def test_cancel_of_a_running_job_asks_its_agent_and_waits_for_the_end(service, store):
+    jobs, agents, _ = service
+    job_id = running_job(store)
+    assert jobs.cancel([job_id], 0) == []
+    assert store.get_job(job_id).state is JobState.COMPLETING
+    assert agents.signals == [("127.0.0.1:7000", job_id, 0)]
+    jobs.job_ended(job_id, "c000", 0, JobState.FAILED, 0, 15, 1001.0)
+    assert store.get_job(job_id).state is JobState.CANCELLED
+
+
+def test_requeue_of_a_running_job_pends_only_after_its_end(service, store):
+    jobs, agents, _ = service
+    job_id = running_job(store)
+    assert jobs.update_job(str(job_id), 0, "requeue") == []
+    assert store.get_job(job_id).state is JobState.COMPLETING and agents.signals
+    jobs.job_ended(job_id, "c000", 0, JobState.CANCELLED, 0, 15, 1001.0)
+    job = store.get_job(job_id)
+    assert (job.state, job.restarts) == (JobState.PENDING, 1)
+
+
+def test_an_end_from_an_earlier_run_or_another_node_is_ignored(service, store):
+    jobs, _, _ = service
+    job_id = running_job(store)
+    jobs.job_ended(job_id, "c000", 3, JobState.COMPLETED, 0, 0, 1001.0)
+    jobs.job_ended(job_id, "c001", 0, JobState.COMPLETED, 0, 0, 1001.0)
+    assert store.get_job(job_id).state is JobState.RUNNING
+    jobs.job_ended(job_id, "c000", 0, JobState.COMPLETED, 0, 0, 1002.0)
+    jobs.job_ended(job_id, "c000", 0, JobState.FAILED, 1, 0, 1003.0)  # repeated: ignored
+    assert store.get_job(job_id).state is JobState.COMPLETED
+
+
+def test_a_launch_failure_reported_by_the_agent_ends_the_job_failed(service, store):
+    jobs, _, _ = service
+    job_id = running_job(store)
+    jobs.job_ended(job_id, "c000", 0, JobState.FAILED, 2, 0, 1001.0,
+                   launch_failure="chdir(/nope): No such file or directory")
+    job = store.get_job(job_id)
+    assert (job.state, job.reason, job.exit_code) == (JobState.FAILED, JobReason.JOB_LAUNCH_FAILURE, 2)
+    assert job.system_comment == "launch failed on c000: chdir(/nope): No such file or directory"
+
+
+def test_a_user_cannot_release_an_operators_hold(service, store):
+    jobs, _, _ = service
+    job_id = jobs.submit(spec(), ROOT)
+    assert jobs.update_job(str(job_id), 0, "hold") == []
+    mine = store.get_job(job_id)
+    assert mine.hold == "admin"
+    jobs.operators = frozenset()
+    assert jobs.update_job(str(job_id), 0, "release") == [
+        f"Job {job_id}: Access/permission denied (held by an operator)"]
+    assert store.get_job(job_id).hold == "admin"
