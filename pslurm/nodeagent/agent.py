@@ -6,7 +6,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 import grpc
 
@@ -19,7 +19,8 @@ from pslurm.nodeagent.cgroups import CgroupError, DeviceCgroups, JobCgroup, affi
 from pslurm.nodeagent.environment import job_environment
 from pslurm.nodeagent.gpumon import GpuMonitor, JobGpuUsage, UsageTracker
 from pslurm.nodeagent.gpus import GpuDevice
-from pslurm.nodeagent.launcher import JobEnd, Launcher, RunningJob, close_input
+from pslurm.nodeagent.launcher import JobEnd, Launcher, RunningJob, close_input, describe
+from pslurm.nodeagent.runs import RunRecords, kill_leftovers
 from pslurm.proto import pslurm_pb2 as pb
 from pslurm.proto import pslurm_pb2_grpc as pb_grpc
 
@@ -27,6 +28,12 @@ log = logging.getLogger("psd")
 
 KEEP_ENDED = 300.0  # seconds an ended job's record (and psrun output) is kept for late readers
 USAGE_INTERVAL = 1.0  # seconds between NVML usage samples of running jobs
+
+RunKey = tuple[int, int]  # (job_id, restarts): one run of a job; a requeued job runs again with restarts + 1
+
+
+def _key(running: RunningJob) -> RunKey:
+    return running.job.job_id, running.job.restarts
 
 
 class Agent:
@@ -55,10 +62,13 @@ class Agent:
             else:
                 self.isolation = f"none: {why_not}"
                 log.warning("ConstrainDevices=yes but jobs will not be isolated: %s", why_not)
-        self.launcher = Launcher(node.name, config.cluster_name,
-                                 os.path.join(config.spool_dir, node.name), config.kill_wait, self._ended)
-        self.jobs: dict[int, RunningJob] = {}
-        self._unreported: dict[int, RunningJob] = {}
+        spool = os.path.join(config.spool_dir, node.name)
+        self.records = RunRecords(os.path.join(spool, "runs"))  # the runs started and not acknowledged ended
+        self.launcher = Launcher(node.name, config.cluster_name, spool, config.kill_wait, self._ended,
+                                 records=self.records)
+        self.jobs: dict[int, RunningJob] = {}  # the newest run of each job (signals, psrun's streams)
+        self._runs: dict[RunKey, RunningJob] = {}  # every run, until its end is reported and it is forgotten
+        self._unreported: dict[RunKey, RunningJob] = {}  # ended runs the controller has not acknowledged
         self._reporting = False  # a thread is sending the unreported ends
         self._lock = threading.Lock()
         self._launched = threading.Condition(self._lock)  # psrun may ask for output before the launch
@@ -67,6 +77,13 @@ class Agent:
         channel = grpc.insecure_channel(config.controller_target)
         self.controller = pb_grpc.ControllerStub(channel)
         self._credentials = credentials  # gRPC metadata with a fresh credential, for each call
+
+    def recover(self) -> None:
+        """Kill what runs a previous agent on this node left behind (its run records), then forget
+        them: call before serving, so that the controller, finding this agent without those runs,
+        may run their jobs again with nothing of the old run alive."""
+        for record, _, _ in kill_leftovers(self.records, self.launcher.reap_timeout):
+            self.launcher.remove_script(record.job_id)
 
     # -- controller side -------------------------------------------------------------------
 
@@ -78,7 +95,7 @@ class Agent:
                 reply = self.controller.RegisterNode(pb.RegisterRequest(
                     name=self.node.name, addr=self.node.addr, port=self.node.port, cpus=self.node.cpus,
                     real_memory=self.node.real_memory, gpus=[_gpu_pb(d) for d in self.devices],
-                    running_job_ids=self.running_ids(), drain_reason=self.drain_reason,
+                    runs=self.runs(), drain_reason=self.drain_reason,
                     isolation=self.isolation,
                 ), timeout=5, metadata=self._credentials())
             except grpc.RpcError as exc:
@@ -88,7 +105,7 @@ class Agent:
                 delay = min(delay * 2, 2.0)
                 continue
             self.heartbeat_interval = reply.heartbeat_interval or 2.0
-            self._kill(reply.kill_job_ids)
+            self._kill(reply.kill)
             log.info("registered %s with %d GPUs", self.node.name, len(self.devices))
             return
 
@@ -102,7 +119,7 @@ class Agent:
         health = self.check_health()
         try:
             reply = self.controller.Heartbeat(pb.HeartbeatRequest(
-                name=self.node.name, running_job_ids=self.running_ids(), health_reason=health or ""),
+                name=self.node.name, runs=self.runs(), health_reason=health or ""),
                 timeout=5, metadata=self._credentials())
         except grpc.RpcError:
             return
@@ -110,7 +127,7 @@ class Agent:
             self.monitor.forget_events()  # the controller has the drain: an operator's RESUME now holds
         if reply.reregister:
             self.register()
-        self._kill(reply.kill_job_ids)
+        self._kill(reply.kill)
         self._forget_old()
 
     def check_health(self) -> str | None:
@@ -135,16 +152,27 @@ class Agent:
                 log.debug("GPU usage sample failed: %s", exc)
 
     def running_ids(self) -> list[int]:
+        return sorted({r.job_id for r in self.runs()})
+
+    def runs(self) -> list[pb.JobRun]:
+        """What this agent runs (or is about to start), or ran and has not had the end of
+        acknowledged: every heartbeat says it."""
         with self._lock:
-            return [i for i, r in self.jobs.items() if r.end is None or i in self._unreported]
+            return [pb.JobRun(job_id=k[0], restarts=k[1]) for k, r in sorted(self._runs.items())
+                    if r.end is None or k in self._unreported]
 
     def _ended(self, running: RunningJob) -> None:
         end = running.end
         assert end is not None
-        running.usage = self.usage.end(running.job.job_id, len(running.job.gpu_indices),
-                                       end.end_time - running.started)
-        with self._lock:
-            self._unreported[running.job.job_id] = running
+        try:
+            running.usage = self.usage.end(running.job.job_id, len(running.job.gpu_indices),
+                                           end.end_time - running.started)
+        except Exception as exc:  # the end is reported without usage rather than not at all
+            log.warning("job %d: no usage: %s", running.job.job_id, exc)
+        with self._launched:
+            self._unreported[_key(running)] = running
+            self._launched.notify_all()
+        running.settled.set()  # a newer run of the job waiting for this one may start
         self._report_ends()
 
     def _report_ends(self) -> None:
@@ -175,58 +203,113 @@ class Agent:
         """Send one end; True (and no longer unreported) once the controller has it."""
         end = running.end
         assert end is not None
+        job_id, restarts = _key(running)
         try:
             self.controller.JobEnded(pb.JobEndedRequest(
-                job_id=running.job.job_id, node=self.node.name, state=end.state.value,
+                job_id=job_id, node=self.node.name, state=convert.job_state_to_pb(end.state), restarts=restarts,
                 exit_code=end.exit_code, exit_signal=end.exit_signal, end_time=end.end_time,
-                usage=_usage_pb(running.usage),
+                usage=_usage_pb(running.usage), launch_failure=running.launch_failure,
             ), timeout=5, metadata=self._credentials())
         except grpc.RpcError as exc:
-            log.warning("could not report end of job %d: %s; will retry", running.job.job_id, exc)
+            log.warning("could not report end of job %d (run %d): %s; will retry", job_id, restarts,
+                        exc.code() if isinstance(exc, grpc.Call) else exc)
             return False
         with self._lock:
-            self._unreported.pop(running.job.job_id, None)
+            self._unreported.pop((job_id, restarts), None)
+        self.records.remove(job_id, restarts)  # acknowledged: a restarted agent has nothing to look for
         return True
 
     def _forget_old(self) -> None:
+        """Forget reported runs: a job's newest run after KEEP_ENDED (psrun may still read it), an
+        older run at once."""
         now = time.time()
         with self._lock:
-            for job_id, running in list(self.jobs.items()):
-                if running.end and job_id not in self._unreported and now - running.end.end_time > KEEP_ENDED:
-                    del self.jobs[job_id]
+            for key, running in list(self._runs.items()):
+                if running.end is None or key in self._unreported:
+                    continue
+                newest = self.jobs.get(key[0]) is running
+                if newest and now - running.end.end_time <= KEEP_ENDED:
+                    continue
+                del self._runs[key]
+                if newest:
+                    del self.jobs[key[0]]
 
-    def _kill(self, job_ids: Iterator[int] | list[int]) -> None:
-        for job_id in job_ids:
-            self.signal(job_id, 0)
+    def _kill(self, runs: Iterable[pb.JobRun]) -> None:
+        """End the runs the controller has ended (that run only: a newer run of the job goes on)."""
+        for run in runs:
+            with self._lock:
+                running = self._runs.get((run.job_id, run.restarts))
+            if running is not None:
+                self.launcher.cancel(running)
 
     # -- jobs ------------------------------------------------------------------------------
 
     def launch(self, job: JobRecord) -> None:
-        """Start a job; a repeated launch of the same run is a no-op (the controller may retry)."""
-        with self._lock:
-            earlier = self.jobs.get(job.job_id)
-            # a requeued job comes back with the same id and one more restart: a new run, once the old ended
-            if earlier is not None and (earlier.job.restarts >= job.restarts or earlier.end is None
-                                        or job.job_id in self._unreported):
-                return
-            placeholder = RunningJob(job, None, time.time())
-            self.jobs[job.job_id] = placeholder
-        self.usage.begin(job.job_id, job.gpu_indices)
+        """Start a run of a job; never raises: a run that cannot start ends FAILED with the reason.
+
+        A repeated launch of the same run (or of an older one) is a no-op: the controller may retry.
+        A newer run of a job (requeued: the same id, more restarts) whose older run is still alive
+        cancels the older run and starts, in a thread of its own, once that has ended.
+        """
         try:
-            cgroup = self._cgroup_for(job)
-        except CgroupError as exc:  # no isolation promised is better than none given: fail the job
-            running = self.launcher.fail(job, str(exc))
-        else:
+            with self._lock:
+                newest = self.jobs.get(job.job_id)
+                if newest is not None and newest.job.restarts >= job.restarts:
+                    return
+                running = RunningJob(job, None, time.time())
+                older = [r for k, r in self._runs.items() if k[0] == job.job_id and not r.settled.is_set()]
+                self.jobs[job.job_id] = running
+                self._runs[_key(running)] = running
+        except Exception:
+            log.exception("job %d: launch failed", job.job_id)
+            return
+        if not older:
+            self._start(running)
+            return
+        log.info("job %d: run %d waits for the end of run(s) %s", job.job_id, job.restarts,
+                 ", ".join(str(r.job.restarts) for r in older))
+        for earlier in older:
+            self.launcher.cancel(earlier)
+        threading.Thread(target=self._start_after, args=(running, older), daemon=True,
+                         name=f"job{job.job_id}.{job.restarts}").start()
+
+    def _start_after(self, running: RunningJob, older: list[RunningJob]) -> None:
+        for earlier in older:
+            while not earlier.settled.wait(60.0):
+                log.warning("job %d: run %d still waits for run %d to end", running.job.job_id,
+                            running.job.restarts, earlier.job.restarts)
+        self._start(running)
+
+    def _start(self, running: RunningJob) -> None:
+        """Start the run (placeholder) ``running``: any failure ends it FAILED with the reason."""
+        job = running.job
+        try:
+            if running.cancelled:  # killed, or the job cancelled, before it could start
+                self.launcher.never_started(running)
+                return
+            self.usage.begin(job.job_id, job.gpu_indices)
+            try:
+                cgroup = self._cgroup_for(job)
+            except CgroupError as exc:  # no isolation promised is better than none given: fail the job
+                self.launcher.fail(job, str(exc), running)
+                return
+            running.cgroup = cgroup  # removed when the run ends, however it ends
             # behind a device cgroup CUDA enumerates only the job's GPUs, so its ordinals start at 0
             visible = list(range(len(job.gpu_indices))) if cgroup is not None else list(job.gpu_indices)
             env = job_environment(job, self.node.name, self.config.cluster_name, visible)
             cpus = affinity_for(self.devices, job.gpu_indices) if job.gpu_indices else None
-            running = self.launcher.start(job, env, cgroup, cpus)
+            self.launcher.start(job, env, cgroup, cpus, running)
             if running.proc is not None:
                 self.usage.set_session(job.job_id, running.proc.pid)  # start_new_session: pid == sid
-        with self._launched:
-            self.jobs[job.job_id] = running
-            self._launched.notify_all()
+        except Exception as exc:
+            if running.end is None and running.proc is None:
+                log.exception("job %d: could not start", job.job_id)
+                self.launcher.fail(job, describe(exc), running)
+            else:
+                log.exception("job %d: error after its start", job.job_id)
+        finally:
+            with self._launched:
+                self._launched.notify_all()
 
     def _cgroup_for(self, job: JobRecord) -> JobCgroup | None:
         if self.cgroups is None:
@@ -237,14 +320,17 @@ class Agent:
         return self.cgroups.create(job.job_id, minors)
 
     def signal(self, job_id: int, signum: int) -> None:
+        """pscancel: signal the job's run; 0 cancels it (and any older run still ending)."""
         with self._lock:
-            running = self.jobs.get(job_id)
-        if running is None:
+            newest = self.jobs.get(job_id)
+            live = [r for k, r in self._runs.items() if k[0] == job_id and r.end is None]
+        if newest is None:
             return
         if signum == 0:
-            self.launcher.cancel(running)
+            for running in live:
+                self.launcher.cancel(running)
         else:
-            self.launcher.signal(running, signum)
+            self.launcher.signal(newest, signum)
 
     def _interactive(self, job_id: int, allowed: Callable[[JobSpec], bool]) -> RunningJob | None:
         """The started psrun job ``job_id`` (waiting for its launch), None if there is none;
@@ -293,7 +379,7 @@ class Agent:
                 yield pb.OutputChunk(stdout=chunk.get("stdout", b""), stderr=chunk.get("stderr", b""))
             if finished:
                 end: JobEnd = running.end  # type: ignore[assignment]
-                yield pb.OutputChunk(done=True, state=end.state.value, exit_code=end.exit_code,
+                yield pb.OutputChunk(done=True, state=convert.job_state_to_pb(end.state), exit_code=end.exit_code,
                                      exit_signal=end.exit_signal)
                 return
             if self._stop.is_set():
@@ -306,7 +392,7 @@ class Agent:
     def stop(self, grace: float = 10.0) -> None:
         """End the jobs this agent runs (pslurm down leaves nothing behind), report them, stop."""
         with self._lock:
-            active = [r for r in self.jobs.values() if r.end is None and r.proc is not None]
+            active = [r for r in self._runs.values() if r.end is None]
         for running in active:
             self.launcher.cancel(running)
         deadline = time.time() + grace

@@ -114,6 +114,10 @@ def serve(config: ClusterConfig, node: NodeConfig, devices: list[GpuDevice], cgr
         server.add_insecure_port(f"{node.addr}:{node.port}")
     except RuntimeError as exc:
         sys.exit(f"psd: error: cannot listen on {node.addr}:{node.port}: {exc}")
+    # With the port ours (no other agent serves this node), what a previous agent left running goes,
+    # before any launch is taken and before the controller hears from us: it may run those jobs
+    # again once it sees they are not ours any more.
+    agent.recover()
     server.start()
     stop = stop or threading.Event()
     if threading.current_thread() is threading.main_thread():

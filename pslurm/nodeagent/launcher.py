@@ -2,11 +2,13 @@
 
 Each job runs in its own session (process group) in its submit directory, as its user when the
 agent is root. A watcher thread per job enforces the time limit (SIGTERM, KillWait, SIGKILL) and
-reports the end through ``on_end``.
+reports the end through ``on_end`` once none of the job's processes is left. A job that cannot be
+started at all ends FAILED with ``launch_failure`` saying why; ``start`` never raises.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -14,7 +16,7 @@ import stat
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +25,7 @@ from pslurm.core.patterns import default_output_pattern, expand_output_pattern
 from pslurm.core.states import JobState
 from pslurm.core.timefmt import format_timestamp
 from pslurm.nodeagent.cgroups import ChildSetup, JobCgroup
+from pslurm.nodeagent.runs import Group, RunRecord, RunRecords, boot_id, kill_groups, kill_pgid, start_ticks
 
 log = logging.getLogger("psd")
 
@@ -57,6 +60,9 @@ class RunningJob:
     stdin: Any = None  # interactive jobs: the write end of the job's stdin, fed by psrun (SendInput)
     changed: threading.Condition = field(default_factory=threading.Condition)
     usage: Any = None  # the agent's JobGpuUsage, set when the job ends (None: no GPUs)
+    launch_failure: str = ""  # why the run never started ("" when it did)
+    start_ticks: int | None = None  # the leader's start time (/proc/<pid>/stat field 22)
+    settled: threading.Event = field(default_factory=threading.Event)  # set by on_end's receiver once it took the end
 
 
 def close_input(running: RunningJob) -> None:
@@ -74,12 +80,15 @@ class Launcher:
     """Runs jobs on this node."""
 
     def __init__(self, node: str, cluster: str, spool_dir: str, kill_wait: float,
-                 on_end: Callable[[RunningJob], None]) -> None:
+                 on_end: Callable[[RunningJob], None], records: RunRecords | None = None) -> None:
         self.node = node
         self.cluster = cluster
         self.spool_dir = spool_dir
         self.kill_wait = kill_wait
         self.on_end = on_end
+        self.records = records  # where each started run is recorded (the agent forgets it once acknowledged)
+        self.reap_timeout = kill_wait + 5.0  # how long a run's processes may take to die after SIGKILL
+        self._boot_id = boot_id()
         self.as_root = os.geteuid() == 0
         # A fork in one thread while another has a script open for writing makes that script's
         # exec fail with ETXTBSY: script writes and forks take turns.
@@ -87,27 +96,71 @@ class Launcher:
         os.makedirs(spool_dir, exist_ok=True)
 
     def start(self, job: JobRecord, env: dict[str, str], cgroup: JobCgroup | None,
-              cpus: set[int] | None) -> RunningJob:
-        """Start the job's processes and its watcher; never raises for a job that cannot start:
-        the failure is recorded as the job's end (FAILED, exit code 2 as slurmstepd reports)."""
-        running = RunningJob(job, None, time.time(), cgroup)
+              cpus: set[int] | None, running: RunningJob | None = None) -> RunningJob:
+        """Start the job's processes and its watcher, in ``running`` when given (the agent's
+        placeholder for the run); never raises for a job that cannot start: the failure is recorded
+        as the job's end (FAILED, exit code 2 as slurmstepd reports, ``launch_failure`` set). A run
+        cancelled before it started ends CANCELLED without starting."""
+        if running is None:
+            running = RunningJob(job, None, time.time())
+        running.cgroup = cgroup
+        running.started = time.time()
+        if running.cancelled:
+            return self.never_started(running)
         try:
             with self._spawn_lock:
-                running.proc = self._spawn(running, env, cgroup, cpus)
-        except (OSError, subprocess.SubprocessError) as exc:
-            return self._failed(running, f"execve(): {exc}")
+                proc = self._spawn(running, env, cgroup, cpus)
+        except LaunchError as exc:
+            return self._failed(running, exc.reason)
+        except Exception as exc:  # whatever it is, the run ends and the controller hears why
+            log.exception("job %d: unexpected error starting it", job.job_id)
+            return self._failed(running, describe(exc))
+        running.start_ticks = start_ticks(proc.pid)
+        self._record(running, proc.pid)
+        with running.changed:
+            running.proc = proc
+            cancelled = running.cancelled  # a cancel that came while it was being started
         threading.Thread(target=self._watch, args=(running,), name=f"job{job.job_id}", daemon=True).start()
+        if cancelled:
+            self._note(running, "")
+            threading.Thread(target=self._terminate, args=(running,), daemon=True).start()
         return running
 
-    def fail(self, job: JobRecord, why: str) -> RunningJob:
+    def _record(self, running: RunningJob, pgid: int) -> None:
+        if self.records is None:
+            return
+        job = running.job
+        try:
+            self.records.save(RunRecord(job.job_id, job.restarts, pgid, running.start_ticks, self._boot_id,
+                                        running.cgroup.path if running.cgroup is not None else "",
+                                        running.started))
+        except OSError as exc:  # the job runs all the same; only a restarted agent would not know of it
+            log.warning("job %d: could not record its run: %s", job.job_id, exc)
+
+    def fail(self, job: JobRecord, why: str, running: RunningJob | None = None) -> RunningJob:
         """Record a job that cannot start at all (e.g. its device cgroup cannot be made): FAILED."""
-        running = RunningJob(job, None, time.time())
-        if not job.spec.interactive:
-            running.stderr_path = self._output_paths(job)[1]
+        if running is None:
+            running = RunningJob(job, None, time.time())
+        running.started = time.time()  # it did not run: no time (and no GPU-seconds) to count
+        if not job.spec.interactive and running.stderr_path is None:
+            try:
+                running.stderr_path = self._output_paths(job)[1]
+            except Exception:  # no file for the message; the end is reported all the same
+                pass
         return self._failed(running, why)
+
+    def never_started(self, running: RunningJob) -> RunningJob:
+        """End a run cancelled before it started: CANCELLED, nothing ran."""
+        running.started = time.time()
+        if running.job.spec.interactive:
+            running.outputs = {"stdout": OutputBuffer(closed=True), "stderr": OutputBuffer(closed=True)}
+        running.end = JobEnd(JobState.CANCELLED, 0, 0, time.time())
+        self._finish(running)
+        return running
 
     def _failed(self, running: RunningJob, why: str) -> RunningJob:
         job = running.job
+        why = " ".join(why.split()) or "unknown error"  # one line
         message = f"slurmstepd: error: {why}\n"
         log.warning("job %d could not start: %s", job.job_id, why)
         if job.spec.interactive:
@@ -115,39 +168,55 @@ class Launcher:
                                "stderr": OutputBuffer(bytearray(message.encode()), closed=True)}
         elif running.stderr_path:
             _append(running.stderr_path, message)
+        running.launch_failure = why
         running.end = JobEnd(JobState.FAILED, 2, 0, time.time())
         self._finish(running)
         return running
 
     def _spawn(self, running: RunningJob, env: dict[str, str], cgroup: JobCgroup | None,
                cpus: set[int] | None) -> subprocess.Popen[bytes]:
+        """Start the job's leader; LaunchError with slurmstepd's reason when it cannot."""
         job, spec = running.job, running.job.spec
+        if not spec.interactive:
+            out_path, err_path = self._output_paths(job)
+            running.stderr_path = err_path
+        _check_strings(spec.workdir, spec.argv if spec.script is None else (), env)
+        _check_workdir(spec.workdir)
         if spec.script is not None:
-            argv = [self._write_script(job)]
+            try:
+                argv = [self._write_script(job)]
+            except OSError as exc:
+                raise LaunchError(f"could not write the batch script: {_os_error(exc)}") from exc
         else:
             argv = list(spec.argv)
+            if not argv:
+                raise LaunchError("execve(): no command to run")
         user_kw: dict[str, object] = {}
         if self.as_root and spec.uid != 0:  # run as the submitter, never as root on their behalf
             user_kw = {"user": spec.uid, "group": spec.gid, "extra_groups": _groups_of(spec.user, spec.gid)}
         with ChildSetup(cgroup, cpus) as setup:
             preexec = setup if (cgroup is not None or cpus) else None
             if spec.interactive:
-                proc = subprocess.Popen(argv, cwd=spec.workdir, env=env, stdin=subprocess.PIPE,
-                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                        start_new_session=True, preexec_fn=preexec, **user_kw)  # type: ignore[call-overload]
+                with _exec_errors(argv, spec.workdir):
+                    proc = subprocess.Popen(argv, cwd=spec.workdir, env=env, stdin=subprocess.PIPE,
+                                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                            start_new_session=True, preexec_fn=preexec, **user_kw)  # type: ignore[call-overload]
                 running.stdin = proc.stdin  # psrun's stdin goes here (srun forwards it to the task)
                 running.outputs = {"stdout": OutputBuffer(), "stderr": OutputBuffer()}
                 for name, pipe in (("stdout", proc.stdout), ("stderr", proc.stderr)):
                     threading.Thread(target=self._pump, args=(running, name, pipe), daemon=True).start()
                 return proc  # type: ignore[no-any-return]
-            out_path, err_path = self._output_paths(job)
-            running.stderr_path = err_path
-            out = self._open_output(out_path, spec.uid, spec.gid)
-            err = out if err_path == out_path else self._open_output(err_path, spec.uid, spec.gid)
+            out = self._open_output(out_path, spec.uid, spec.gid, "stdout")
             try:
-                return subprocess.Popen(argv, cwd=spec.workdir, env=env, stdin=subprocess.DEVNULL,  # type: ignore[call-overload, no-any-return]
-                                        stdout=out, stderr=err, start_new_session=True,
-                                        preexec_fn=preexec, **user_kw)
+                err = out if err_path == out_path else self._open_output(err_path, spec.uid, spec.gid, "stderr")
+            except BaseException:
+                os.close(out)
+                raise
+            try:
+                with _exec_errors(argv, spec.workdir):
+                    return subprocess.Popen(argv, cwd=spec.workdir, env=env, stdin=subprocess.DEVNULL,  # type: ignore[call-overload, no-any-return]
+                                            stdout=out, stderr=err, start_new_session=True,
+                                            preexec_fn=preexec, **user_kw)
             finally:
                 os.close(out)
                 if err != out:
@@ -165,8 +234,13 @@ class Launcher:
         out = resolve(spec.stdout or default_output_pattern(job.array_job_id is not None))
         return out, resolve(spec.stderr) if spec.stderr else out
 
-    def _open_output(self, path: str, uid: int, gid: int) -> int:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    def _open_output(self, path: str, uid: int, gid: int, which: str) -> int:
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            raise LaunchError(f"Could not open {which} file {path}: {_os_error(exc)}") from exc
+        except ValueError as exc:
+            raise LaunchError(f"the {which} file name contains a NUL byte") from exc
         if self.as_root:
             os.fchown(fd, uid, gid)
         return fd
@@ -205,7 +279,7 @@ class Launcher:
             self._note(running, "DUE TO TIME LIMIT ")
             self._terminate(running)
         rc = proc.returncode
-        _kill_group(proc.pid, signal.SIGKILL)  # what the job left running in the background goes too
+        self._reap(running)  # what the job left running in the background goes too, before the end is told
         if running.timed_out:
             state = JobState.TIMEOUT
         elif running.cancelled:
@@ -215,42 +289,61 @@ class Launcher:
         running.end = JobEnd(state, rc if rc > 0 else 0, -rc if rc < 0 else 0, time.time())
         self._finish(running)
 
+    def _reap(self, running: RunningJob) -> None:
+        """SIGKILL the job's session and process group (and cgroup), and wait, re-sending SIGKILL,
+        until none of its processes is left, for at most ``reap_timeout`` seconds."""
+        assert running.proc is not None
+        pgid = running.proc.pid
+        kill_pgid(pgid, signal.SIGKILL)
+        left = kill_groups([Group(pgid, running.start_ticks, running.cgroup)], self.reap_timeout)
+        if left:
+            log.error("job %d: %d process(es) still there %.0f s after SIGKILL, reporting its end anyway: %s",
+                      running.job.job_id, len(left[pgid]), self.reap_timeout, left[pgid])
+
     def _finish(self, running: RunningJob) -> None:
         with running.changed:
             running.changed.notify_all()
         close_input(running)
         if running.cgroup is not None:
             running.cgroup.remove()
-        job_dir = os.path.join(self.spool_dir, f"job{running.job.job_id:05d}")
+        self.remove_script(running.job.job_id)
+        self.on_end(running)
+
+    def remove_script(self, job_id: int) -> None:
+        """Remove a batch job's script and its directory in the spool, if they are there."""
+        job_dir = os.path.join(self.spool_dir, f"job{job_id:05d}")
         for leftover in (os.path.join(job_dir, "slurm_script"), job_dir):
             try:
                 os.remove(leftover) if leftover.endswith("script") else os.rmdir(leftover)
             except OSError:
                 pass
-        self.on_end(running)
 
     def _terminate(self, running: RunningJob) -> None:
         """SIGTERM to the whole job, SIGKILL after KillWait."""
         assert running.proc is not None
-        _kill_group(running.proc.pid, signal.SIGCONT)
-        _kill_group(running.proc.pid, signal.SIGTERM)
+        kill_pgid(running.proc.pid, signal.SIGCONT)
+        kill_pgid(running.proc.pid, signal.SIGTERM)
         try:
             running.proc.wait(timeout=self.kill_wait)
         except subprocess.TimeoutExpired:
-            _kill_group(running.proc.pid, signal.SIGKILL)
+            kill_pgid(running.proc.pid, signal.SIGKILL)
             running.proc.wait()
 
     def cancel(self, running: RunningJob) -> None:
-        """scancel: the job ends CANCELLED (idempotent; a second cancel does nothing more)."""
-        if running.cancelled or running.end is not None or running.proc is None:
-            return
-        running.cancelled = True
+        """scancel: the job ends CANCELLED (idempotent; a second cancel does nothing more). A run
+        not started yet is only marked: ``start`` then ends it without starting it."""
+        with running.changed:
+            if running.cancelled or running.end is not None:
+                return
+            running.cancelled = True
+            if running.proc is None:
+                return
         self._note(running, "")
         threading.Thread(target=self._terminate, args=(running,), daemon=True).start()
 
     def signal(self, running: RunningJob, signum: int) -> None:
         if running.proc is not None and running.end is None:
-            _kill_group(running.proc.pid, signum)
+            kill_pgid(running.proc.pid, signum)
 
     def _note(self, running: RunningJob, why: str) -> None:
         """slurmstepd's line in the job's stderr when it is ended from outside."""
@@ -266,18 +359,69 @@ class Launcher:
             _append(running.stderr_path, line)
 
 
-def _kill_group(pgid: int, signum: int) -> None:
+class LaunchError(Exception):
+    """A job that cannot be started; ``reason`` is slurmstepd's one line."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def describe(exc: BaseException) -> str:
+    """An unexpected exception as a one-line launch failure."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return _os_error(exc)
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _os_error(exc: OSError) -> str:
+    return f"{exc.filename}: {exc.strerror}" if exc.filename and exc.strerror else (exc.strerror or str(exc))
+
+
+def _check_strings(workdir: str, argv: tuple[str, ...], env: dict[str, str]) -> None:
+    """What execve cannot take (Popen raises ValueError for it, not OSError)."""
+    if "\0" in workdir:
+        raise LaunchError("the working directory contains a NUL byte")
+    if any("\0" in a for a in argv):
+        raise LaunchError("the command line contains a NUL byte")
+    for name, value in env.items():
+        if "\0" in name or "\0" in value:
+            shown = name.replace("\0", "\\0")
+            raise LaunchError(f"the environment contains a NUL byte (in {shown})")
+        if not name or "=" in name:
+            raise LaunchError(f"the environment contains an invalid variable name {name!r}")
+
+
+def _check_workdir(workdir: str) -> None:
     try:
-        os.killpg(pgid, signum)
-    except (ProcessLookupError, PermissionError):
-        pass
+        st = os.stat(workdir)
+    except OSError as exc:
+        raise LaunchError(f"chdir({workdir}): {exc.strerror}") from exc
+    if not stat.S_ISDIR(st.st_mode):
+        raise LaunchError(f"chdir({workdir}): Not a directory")
+
+
+@contextlib.contextmanager
+def _exec_errors(argv: list[str], workdir: str) -> Iterator[None]:
+    """Popen's failures as slurmstepd's lines: the chdir, the execve, or the child's setup."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename == workdir and exc.filename != argv[0]:
+            raise LaunchError(f"chdir({workdir}): {exc.strerror}") from exc
+        raise LaunchError(f"execve(): {_os_error(exc)}") from exc
+    except subprocess.SubprocessError as exc:
+        raise LaunchError(f"setting up the job's process failed: {describe(exc)}") from exc
+    except ValueError as exc:
+        raise LaunchError(f"execve(): {describe(exc)}") from exc
 
 
 def _append(path: str, text: str) -> None:
     try:
         with open(path, "a") as f:
             f.write(text)
-    except OSError:
+    except (OSError, ValueError):
         pass
 
 

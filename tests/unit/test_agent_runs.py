@@ -1,0 +1,309 @@
+"""The agent's runs with real processes and a fake controller: launch failures, run keys, records."""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import grpc
+import pytest
+
+from pslurm.core import convert
+from pslurm.core.config import CgroupConfig, ClusterConfig, NodeConfig
+from pslurm.core.jobspec import JobRecord, JobSpec
+from pslurm.core.states import JobState
+from pslurm.nodeagent import agent as agent_module
+from pslurm.nodeagent.agent import Agent, AgentServicer
+from pslurm.nodeagent.cgroups import CgroupError
+from pslurm.nodeagent.runs import RunRecord, RunRecords, parse_stat, proc_info, start_ticks
+from pslurm.proto import pslurm_pb2 as pb
+from tests.conftest import wait_for
+
+
+class ControllerDown(grpc.RpcError):
+    pass
+
+
+class FakeController:
+    """The controller's side of the agent's calls: ends are kept (or refused while down)."""
+
+    def __init__(self) -> None:
+        self.up = True
+        self.ended: list[tuple[float, pb.JobEndedRequest]] = []
+        self.kill: list[pb.JobRun] = []
+        self.on_end: Callable[[pb.JobEndedRequest], None] | None = None
+
+    def JobEnded(self, request: pb.JobEndedRequest, **_: Any) -> pb.Empty:  # noqa: N802
+        if not self.up:
+            raise ControllerDown()
+        if self.on_end is not None:
+            self.on_end(request)
+        self.ended.append((time.time(), request))
+        return pb.Empty()
+
+    def Heartbeat(self, request: pb.HeartbeatRequest, **_: Any) -> pb.HeartbeatReply:  # noqa: N802
+        if not self.up:
+            raise ControllerDown()
+        kill, self.kill = self.kill, []
+        return pb.HeartbeatReply(kill=kill)
+
+    def end_of(self, job_id: int, restarts: int) -> pb.JobEndedRequest | None:
+        found = [r for _, r in self.ended if (r.job_id, r.restarts) == (job_id, restarts)]
+        assert len(found) <= 1, f"end of {job_id}.{restarts} reported {len(found)} times"
+        return found[0] if found else None
+
+    def end_time(self, job_id: int, restarts: int) -> float:
+        return next(t for t, r in self.ended if (r.job_id, r.restarts) == (job_id, restarts))
+
+
+@pytest.fixture
+def make_agent(tmp_path: Path) -> Iterator[Callable[..., tuple[Agent, FakeController]]]:
+    agents: list[Agent] = []
+
+    def make(kill_wait: int = 1) -> tuple[Agent, FakeController]:
+        config = ClusterConfig(path=str(tmp_path / "pslurm.conf"), controller_port=1,
+                               spool_dir=str(tmp_path / "spool"), kill_wait=kill_wait)
+        agent = Agent(config, NodeConfig("c000", port=2), [], CgroupConfig())
+        controller = FakeController()
+        agent.controller = controller  # type: ignore[assignment]
+        agents.append(agent)
+        return agent, controller
+
+    yield make
+    for agent in agents:
+        agent.controller.up = False  # type: ignore[attr-defined]
+        agent.stop(grace=5)
+
+
+def record(tmp_path: Path, job_id: int = 1, restarts: int = 0, script: str | None = None,
+           argv: tuple[str, ...] = (), env: dict[str, str] | None = None, workdir: str | None = None,
+           interactive: bool = False) -> JobRecord:
+    spec = JobSpec(name="t", user=getpass.getuser(), uid=os.getuid(), gid=os.getgid(),
+                   workdir=workdir if workdir is not None else str(tmp_path), script=script, argv=argv,
+                   environment={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **(env or {})},
+                   interactive=interactive)
+    return JobRecord(job_id=job_id, spec=spec, state=JobState.RUNNING, node="c000", restarts=restarts)
+
+
+def ended(controller: FakeController, job_id: int, restarts: int = 0, timeout: float = 5.0) -> pb.JobEndedRequest:
+    return wait_for(lambda: controller.end_of(job_id, restarts), timeout=timeout, interval=0.02)
+
+
+def runs(agent: Agent) -> list[tuple[int, int]]:
+    return [(r.job_id, r.restarts) for r in agent.runs()]
+
+
+# -- launch failures ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("case, expected", [
+    ("env", "the environment contains a NUL byte (in BAD)"),
+    ("argv", "the command line contains a NUL byte"),
+    ("workdir_nul", "the working directory contains a NUL byte"),
+    ("workdir_missing", "chdir({tmp}/nope): No such file or directory"),
+    ("workdir_file", "chdir({tmp}/file): Not a directory"),
+    ("no_program", "execve(): {tmp}/no-such-program: No such file or directory"),
+])
+def test_a_launch_that_cannot_start_ends_failed_with_the_reason(make_agent, tmp_path: Path, case: str,
+                                                                 expected: str) -> None:
+    (tmp_path / "file").write_text("")
+    kw: dict[str, Any] = {"script": "#!/bin/sh\necho hi\n"}
+    if case == "env":
+        kw["env"] = {"BAD": "a\0b"}
+    elif case == "argv":
+        kw = {"argv": ("echo", "a\0b")}
+    elif case == "workdir_nul":
+        kw["workdir"] = f"{tmp_path}/x\0y"
+    elif case == "workdir_missing":
+        kw["workdir"] = f"{tmp_path}/nope"
+    elif case == "workdir_file":
+        kw["workdir"] = f"{tmp_path}/file"
+    elif case == "no_program":
+        kw = {"argv": (f"{tmp_path}/no-such-program",)}
+    agent, controller = make_agent()
+    agent.launch(record(tmp_path, 3, **kw))  # returns: the failure travels as the end
+    end = ended(controller, 3)
+    reason = expected.format(tmp=tmp_path)
+    assert convert.job_state_from_pb(end.state) == JobState.FAILED
+    assert (end.exit_code, end.exit_signal, end.launch_failure) == (2, 0, reason)
+    assert runs(agent) == []
+    assert agent.records.load() == []  # never started: never recorded
+    if case in ("env", "argv", "no_program"):  # where the output file can be written
+        out = tmp_path / "slurm-3.out"
+        assert out.read_text() == f"slurmstepd: error: {reason}\n"
+
+
+def test_a_failing_launch_rpc_succeeds_and_an_interactive_job_gets_the_line(make_agent, tmp_path: Path) -> None:
+    agent, controller = make_agent()
+    servicer = AgentServicer(agent, SimpleNamespace(identity=lambda ctx: SimpleNamespace(uid=0)))  # type: ignore[arg-type]
+    job = record(tmp_path, 4, argv=("true",), env={"X": "\0"}, interactive=True)
+    assert servicer.LaunchJob(pb.LaunchRequest(job=convert.job_to_pb(job)), None) == pb.Empty()  # type: ignore[arg-type]
+    assert ended(controller, 4).launch_failure == "the environment contains a NUL byte (in X)"
+    chunks = list(agent.output(4, lambda spec: True))
+    assert chunks[0].stderr == b"slurmstepd: error: the environment contains a NUL byte (in X)\n"
+    assert chunks[-1].done and convert.job_state_from_pb(chunks[-1].state) == JobState.FAILED
+
+
+def test_a_cgroup_error_or_an_agent_error_is_a_launch_failure(make_agent, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    agent, controller = make_agent()
+
+    def no_cgroup(job: JobRecord) -> None:
+        raise CgroupError("cannot create device cgroup: Permission denied")
+
+    monkeypatch.setattr(agent, "_cgroup_for", no_cgroup)
+    agent.launch(record(tmp_path, 5, argv=("true",)))
+    end = ended(controller, 5)
+    assert (end.exit_code, end.launch_failure) == (2, "cannot create device cgroup: Permission denied")
+    assert (tmp_path / "slurm-5.out").read_text() == (
+        "slurmstepd: error: cannot create device cgroup: Permission denied\n")
+    monkeypatch.undo()
+
+    def broken(*args: object) -> dict[str, str]:
+        raise RuntimeError("no environment\ntoday")
+
+    monkeypatch.setattr(agent_module, "job_environment", broken)
+    agent.launch(record(tmp_path, 6, argv=("true",)))
+    assert ended(controller, 6).launch_failure == "RuntimeError: no environment today"
+    assert convert.job_state_from_pb(controller.end_of(6, 0).state) == JobState.FAILED  # type: ignore[union-attr]
+
+
+def test_a_job_that_starts_reports_no_launch_failure(make_agent, tmp_path: Path) -> None:
+    agent, controller = make_agent()
+    agent.launch(record(tmp_path, 7, argv=("sh", "-c", "exit 3")))
+    end = ended(controller, 7)
+    assert (convert.job_state_from_pb(end.state), end.exit_code, end.launch_failure) == (JobState.FAILED, 3, "")
+
+
+# -- runs, their keys and their records ----------------------------------------------------------
+
+
+def test_a_repeated_launch_of_the_same_run_or_an_older_one_is_a_no_op(make_agent, tmp_path: Path) -> None:
+    agent, controller = make_agent()
+    starts = tmp_path / "starts"
+    job = record(tmp_path, 8, restarts=1, script=f"#!/bin/sh\necho $$ >> {starts}\nsleep 0.5\n")
+    agent.launch(job)
+    agent.launch(job)
+    agent.launch(record(tmp_path, 8, restarts=0, script=f"#!/bin/sh\necho older >> {starts}\n"))
+    assert runs(agent) == [(8, 1)]
+    assert ended(controller, 8, restarts=1).exit_code == 0
+    agent.launch(job)  # after its end too
+    time.sleep(0.2)
+    assert len(starts.read_text().split()) == 1
+    assert [(r.job_id, r.restarts) for _, r in controller.ended] == [(8, 1)]
+
+
+def test_a_run_is_recorded_until_its_end_is_acknowledged(make_agent, tmp_path: Path) -> None:
+    agent, controller = make_agent()
+    controller.up = False
+    release = tmp_path / "release"
+    agent.launch(record(tmp_path, 9, restarts=2, script=f"#!/bin/sh\nwhile [ ! -e {release} ]; do sleep 0.02; done\n"))
+    wait_for(lambda: agent.jobs[9].proc is not None, timeout=5)
+    path = Path(agent.records.path(9, 2))
+    data = json.loads(path.read_text())
+    pid = agent.jobs[9].proc.pid  # type: ignore[union-attr]
+    assert (data["job_id"], data["restarts"], data["pgid"]) == (9, 2, pid)
+    assert data["start_ticks"] == start_ticks(pid) and data["start_ticks"] > 0
+    release.touch()
+    wait_for(lambda: agent.jobs[9].end is not None, timeout=5)
+    assert runs(agent) == [(9, 2)]  # ended, not acknowledged: still said, and still recorded
+    agent.beat()
+    assert path.exists() and runs(agent) == [(9, 2)]
+    controller.up = True
+    agent.beat()  # the heartbeat retries the end
+    assert controller.end_of(9, 2) is not None and runs(agent) == [] and not path.exists()
+
+
+def test_an_older_runs_unreported_end_and_a_newer_run_coexist(make_agent, tmp_path: Path) -> None:
+    agent, controller = make_agent()
+    controller.up = False
+    agent.launch(record(tmp_path, 10, restarts=0, argv=("sh", "-c", "exit 1")))
+    wait_for(lambda: agent._unreported, timeout=5)
+    started = tmp_path / "started"
+    agent.launch(record(tmp_path, 10, restarts=1, script=f"#!/bin/sh\ntouch {started}\nsleep 30\n"))
+    wait_for(started.exists, timeout=5)  # the newer run is not lost behind the older one's unreported end
+    assert runs(agent) == [(10, 0), (10, 1)]
+    controller.up = True
+    agent.beat()
+    old = controller.end_of(10, 0)
+    assert old is not None and old.exit_code == 1 and convert.job_state_from_pb(old.state) == JobState.FAILED
+    assert runs(agent) == [(10, 1)]
+    agent._forget_old()
+    assert (10, 0) not in agent._runs and agent.jobs[10].job.restarts == 1
+
+
+def test_kill_names_a_run_and_spares_a_newer_run_of_the_job(make_agent, tmp_path: Path) -> None:
+    agent, controller = make_agent()
+    controller.up = False
+    agent.launch(record(tmp_path, 11, restarts=0, argv=("true",)))
+    wait_for(lambda: agent._unreported, timeout=5)
+    agent.launch(record(tmp_path, 11, restarts=1, argv=("sleep", "30")))
+    wait_for(lambda: agent.jobs[11].proc is not None, timeout=5)
+    controller.up = True
+    controller.kill = [pb.JobRun(job_id=11, restarts=0)]
+    agent.beat()
+    time.sleep(0.3)
+    assert agent.jobs[11].end is None and runs(agent) == [(11, 1)]
+    controller.kill = [pb.JobRun(job_id=11, restarts=1)]
+    agent.beat()
+    end = ended(controller, 11, restarts=1)
+    assert convert.job_state_from_pb(end.state) == JobState.CANCELLED
+    assert runs(agent) == []
+
+
+def test_a_run_killed_before_it_starts_never_starts(make_agent, tmp_path: Path) -> None:
+    agent, controller = make_agent()
+    hold = tmp_path / "hold"
+    gate = threading.Event()
+    real_start = agent.launcher.start
+
+    def slow_start(*args: Any) -> Any:
+        gate.wait(5)
+        return real_start(*args)
+
+    agent.launcher.start = slow_start  # type: ignore[method-assign]
+    t = threading.Thread(target=agent.launch, args=(record(tmp_path, 12, argv=("touch", str(hold))),))
+    t.start()
+    wait_for(lambda: runs(agent) == [(12, 0)], timeout=5)
+    agent._kill([pb.JobRun(job_id=12, restarts=0)])
+    gate.set()
+    t.join(5)
+    end = ended(controller, 12)
+    assert convert.job_state_from_pb(end.state) == JobState.CANCELLED and end.launch_failure == ""
+    assert not hold.exists()
+
+
+def test_records_survive_corruption(tmp_path: Path) -> None:
+    records = RunRecords(str(tmp_path / "runs"))
+    assert records.load() == []  # no directory yet
+    rec = RunRecord(1, 2, 12345, 999, "boot", "", 1.5)
+    records.save(rec)
+    (tmp_path / "runs" / "2.0.json").write_text("{not json")
+    (tmp_path / "runs" / "3.0.json").write_text('{"job_id": 3}')
+    (tmp_path / "runs" / "4.0.json").write_text("[]")
+    (tmp_path / "runs" / "5.0.json.tmp77").write_text('{"job_id"')
+    assert records.load() == [rec]
+    assert sorted(os.listdir(tmp_path / "runs")) == ["1.2.json"]
+    records.remove(1, 2)
+    records.remove(1, 2)
+    assert records.load() == []
+
+
+def test_proc_stat_parsing() -> None:
+    info = parse_stat(42, "42 (a) b (c)) S 1 40 41 0 -1 4194304 0 0 0 0 0 0 0 0 20 0 1 0 777 0 0")
+    assert info is not None and (info.state, info.pgrp, info.session, info.start_ticks) == ("S", 40, 41, 777)
+    assert parse_stat(42, "garbage") is None
+    me = proc_info(os.getpid())
+    assert me is not None and me.session == os.getsid(0) and me.pgrp == os.getpgrp()
+    with subprocess.Popen([sys.executable, "-c", "pass"]) as p:
+        p.wait()
+    assert proc_info(p.pid) is None
