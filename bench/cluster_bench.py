@@ -34,64 +34,49 @@ def median_wall(env: dict[str, str], cwd: str, repeat: int, *args: str) -> float
     return statistics.median(times)
 
 
-def stub(conf: Path):  # type: ignore[no-untyped-def]
-    import grpc
+def client(conf: Path):  # type: ignore[no-untyped-def]
+    """The client library on this cluster, as its owner (who can read the key)."""
+    from pslurm.client import Client
 
-    from pslurm.core.config import load_cluster_config
-    from pslurm.proto import pslurm_pb2_grpc as pb_grpc
-
-    config = load_cluster_config(str(conf))
-    return pb_grpc.ControllerStub(grpc.insecure_channel(config.controller_target))
-
-
-def credentials(conf: Path):  # type: ignore[no-untyped-def]
-    """gRPC metadata with a credential for this user (the bench runs as the cluster's owner)."""
-    from pslurm.auth.transport import Credentials
-    from pslurm.core.config import load_cluster_config
-
-    return Credentials.for_cluster(load_cluster_config(str(conf))).metadata()
+    return Client(str(conf))
 
 
 def throughput(conf: Path, cwd: str, count: int, gres: str) -> tuple[float, float]:
-    """Submit ``count`` trivial jobs over gRPC from one client, wait until all ended.
+    """Submit ``count`` trivial jobs through the client library from one client, wait until all ended.
     Returns (jobs/s end to end, submit rate)."""
-    from pslurm.core.convert import spec_to_pb
     from pslurm.core.request import JobOptions, build_spec
-    from pslurm.proto import pslurm_pb2 as pb
+    from pslurm.core.states import JobState
 
-    controller = stub(conf)
-    meta = credentials(conf)
+    controller = client(conf)
     spec = build_spec(JobOptions(gres=gres or None, output="/dev/null"), user="bench", uid=os.getuid(),
                       gid=os.getgid(), cwd=cwd, environ={"PATH": os.environ["PATH"]},
                       script="#!/bin/sh\ntrue\n", default_name="wrap")
-    request = pb.SubmitRequest(spec=spec_to_pb(spec))
     t0 = time.perf_counter()
-    ids = [controller.SubmitJob(request, metadata=meta).job_id for _ in range(count)]
+    ids = [controller.submit(spec) for _ in range(count)]
     submitted = time.perf_counter() - t0
     last = max(ids)
     # Poll cheaply (one job, then the light active list) so the bench does not load the controller.
-    while controller.GetJobs(pb.JobQuery(job_ids=[last]), metadata=meta).jobs[0].state != "COMPLETED":
+    while (job := controller.job(last)) is None or job.state is not JobState.COMPLETED:
         time.sleep(0.02)
-    while controller.GetJobs(pb.JobQuery(light=True), metadata=meta).jobs:
+    while controller.jobs(light=True):
         time.sleep(0.02)
     elapsed = time.perf_counter() - t0
-    failed = controller.GetJobs(pb.JobQuery(job_ids=ids, states=["FAILED", "NODE_FAIL"]), metadata=meta).jobs
+    failed = controller.jobs(job_ids=ids, states=[JobState.FAILED, JobState.NODE_FAIL])
     assert not failed, f"{len(failed)} jobs failed"
     return count / elapsed, count / submitted
 
 
 def submit_to_start(env: dict[str, str], conf: Path, cwd: str, repeat: int) -> float:
     """Controller-recorded start_time - submit_time of a batch job on an idle cluster."""
-    from pslurm.proto import pslurm_pb2 as pb
+    from pslurm.core.states import JobState
 
-    controller = stub(conf)
-    meta = credentials(conf)
+    controller = client(conf)
     delays = []
     for _ in range(repeat):
         job_id = int(cli(env, "psbatch", "--parsable", "-o", "/dev/null", "--wrap", "true", cwd=cwd).stdout)
         while True:
-            job = controller.GetJobs(pb.JobQuery(job_ids=[job_id]), metadata=meta).jobs[0]
-            if job.HasField("start_time") and job.state in ("COMPLETED", "FAILED"):
+            job = controller.job(job_id)
+            if job is not None and job.start_time is not None and job.state in (JobState.COMPLETED, JobState.FAILED):
                 break
             time.sleep(0.01)
         delays.append(job.start_time - job.submit_time)

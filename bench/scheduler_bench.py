@@ -120,7 +120,7 @@ class NoAgents:
 
 
 def bench_store(url: str, label: str, queue: int, nodes: int) -> None:
-    from pslurm.controller.service import Controller
+    from pslurm.controller.app import assemble
     from pslurm.controller.store import Store
     from pslurm.core.config import parse_slurm_conf
     from pslurm.core.jobspec import JobSpec
@@ -130,7 +130,7 @@ def bench_store(url: str, label: str, queue: int, nodes: int) -> None:
                             "PartitionName=gpu Nodes=ALL Default=YES MaxTime=INFINITE\n")
     store = Store(url)
     store.migrate()
-    controller = Controller(conf, store, NoAgents())  # type: ignore[arg-type]
+    parts = assemble(conf, store, NoAgents())  # type: ignore[arg-type]
     for name in conf.nodes:
         store.set_node_state(name, NodeState.UP, time.time())
     spec = JobSpec(name="bench", user="bench", uid=1000, gid=1000, workdir="/tmp", script="#!/bin/sh\ntrue\n",
@@ -138,14 +138,14 @@ def bench_store(url: str, label: str, queue: int, nodes: int) -> None:
     singles = min(2000, queue // 10)
     t0 = time.perf_counter()
     for _ in range(singles):
-        controller.submit(spec, OPERATOR)
+        parts.jobs.submit(spec, OPERATOR)
     single_s = time.perf_counter() - t0
     arrays = (queue - singles) // 1000
     from dataclasses import replace
 
     t0 = time.perf_counter()
     for _ in range(arrays):
-        controller.submit(replace(spec, array="0-999"), OPERATOR)
+        parts.jobs.submit(replace(spec, array="0-999"), OPERATOR)
     array_s = time.perf_counter() - t0
     total = singles + arrays * 1000
     print(f"{label}: submit {singles} single jobs {singles / single_s:.0f} jobs/s; "
@@ -158,7 +158,7 @@ def bench_store(url: str, label: str, queue: int, nodes: int) -> None:
     first_pass = None
     while True:
         t0 = time.perf_counter()
-        started = controller.schedule()
+        started = parts.scheduler.schedule()
         elapsed = time.perf_counter() - t0
         first_pass = elapsed if first_pass is None else first_pass
         t_sched += elapsed
@@ -167,7 +167,7 @@ def bench_store(url: str, label: str, queue: int, nodes: int) -> None:
             break
         t0 = time.perf_counter()
         for alloc in store.allocations():
-            store.transition(alloc.job_id, JobState.COMPLETED, time.time(), "bench", end_time=time.time())
+            store.finish(alloc.job_id, alloc.node, 0, JobState.COMPLETED, 0, 0, time.time())
             ended += 1
         t_end += time.perf_counter() - t0
     print(f"{label}: drained {ended} jobs in {passes} passes: scheduling {t_sched:.1f} s "
@@ -196,14 +196,15 @@ def bench_psqueue(url: str, queue: int) -> None:
             store.submit(spec, "gpu", 3600, time.time(), requeue=True, array_ids=tuple(range(1000)))
     for expand in (False, True):
         t0 = time.perf_counter()
-        # GetJobs as psqueue asks: the jobs' own columns; pending array tasks collapsed unless -r
+        # GetJobs as psqueue asks: the jobs' own columns; pending array tasks collapsed unless -r (to
+        # protobuf and back to the client library's records is the wire's share)
         jobs = store.get_jobs(light=True, collapse_arrays=not expand)
         t_store = time.perf_counter() - t0
         t0 = time.perf_counter()
         specs: dict = {}
         reply = pb.JobList(jobs=[convert.job_to_pb(j, specs=specs) for j in jobs])
         wire = reply.SerializeToString()
-        msgs = list(pb.JobList.FromString(wire).jobs)
+        msgs = [convert.job_from_pb(m, specs={}) for m in pb.JobList.FromString(wire).jobs]
         t_pb = time.perf_counter() - t0
         t0 = time.perf_counter()
         out = io.StringIO()

@@ -1,16 +1,15 @@
-"""What every command shares: finding the cluster, the RPC client, Slurm-style errors."""
+"""What every command shares: the cluster's client, Slurm-style errors, Typer set-up."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:
-    from pslurm.auth.transport import Metadata
-    from pslurm.core.config import ClusterConfig
-    from pslurm.proto import pslurm_pb2_grpc
+    from pslurm.client import Client
 
 import typer
 
@@ -21,65 +20,28 @@ def fail(prog: str, message: str, code: int = 1) -> NoReturn:
     raise SystemExit(code)
 
 
-def load_config(prog: str) -> ClusterConfig:
-    from pslurm.core.config import ConfigError, find_config_path, load_cluster_config
+def connect(prog: str) -> Client:
+    """The cluster's client (:mod:`pslurm.client`) for this command; a missing or unreadable
+    configuration is a one-line error. Nothing is sent, and gRPC not imported, before its first call."""
+    from pslurm.client import Client, ClientError
 
-    path = find_config_path()
-    if not os.path.exists(path):
-        fail(prog, f"no cluster configuration at {path}: start one with 'pslurm up' or set PSLURM_CONF")
     try:
-        return load_cluster_config(path)
-    except ConfigError as exc:
+        return Client()
+    except ClientError as exc:
         fail(prog, str(exc))
 
 
-class Client:
-    """The controller's stub with this user's identity on every call."""
+@contextlib.contextmanager
+def reporting(prog: str, prefix: str = "") -> Iterator[None]:
+    """A failed request inside becomes Slurm's one-line error, ``prog: error: [prefix]message``, and
+    exit 1. The prefix (``Batch job submission failed: ``) goes only before what the controller
+    answered, not before an unreachable controller or a credential this side could not get."""
+    from pslurm.client import ClientError
 
-    def __init__(self, prog: str) -> None:
-        import grpc
-
-        from pslurm.auth.transport import Credentials
-        from pslurm.proto import pslurm_pb2_grpc
-
-        self.prog = prog
-        self.config = load_config(prog)
-        self.channel = grpc.insecure_channel(self.config.controller_target,
-                                             options=[("grpc.max_receive_message_length", 512 * 1024 * 1024)])
-        self.stub: pslurm_pb2_grpc.ControllerStub = pslurm_pb2_grpc.ControllerStub(self.channel)
-        self.credentials = Credentials.for_cluster(self.config)
-
-    @property
-    def metadata(self) -> Metadata:
-        """A credential for this user, for the next call (signed here, or by the credential socket)."""
-        from pslurm.auth.credential import AuthError
-
-        try:
-            return self.credentials.metadata()
-        except AuthError as exc:
-            fail(self.prog, f"cannot authenticate: {exc}")
-
-    def call(self, method: str, request: Any, prefix: str = "", timeout: float = 30.0) -> Any:
-        """Call a unary RPC; errors become ``prog: error: [prefix]message`` and exit 1."""
-        import grpc
-
-        try:
-            return getattr(self.stub, method)(request, metadata=self.metadata, timeout=timeout)
-        except grpc.RpcError as exc:
-            self.rpc_failed(exc, prefix)
-
-    def stream(self, method: str, request: Any) -> Any:
-        return getattr(self.stub, method)(request, metadata=self.metadata)
-
-    def rpc_failed(self, exc: Exception, prefix: str = "") -> NoReturn:
-        import grpc
-
-        code = exc.code() if isinstance(exc, grpc.Call) else None
-        if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
-            fail(self.prog, f"Unable to contact pslurm controller at {self.config.controller_target} "
-                            f"(connect failure): is the cluster up?")
-        details = exc.details() if isinstance(exc, grpc.Call) else str(exc)
-        fail(self.prog, f"{prefix}{details}")
+    try:
+        yield
+    except ClientError as exc:
+        fail(prog, f"{prefix if exc.remote else ''}{exc}")
 
 
 def print_listing(prog: str, render: Callable[[], list[str]]) -> None:

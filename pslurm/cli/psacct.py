@@ -6,12 +6,15 @@ import json
 import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
 from pslurm.cli import options as o
-from pslurm.cli.common import Client, fail, run, typer_app
+from pslurm.cli.common import connect, fail, reporting, run, typer_app
+
+if TYPE_CHECKING:
+    from pslurm.core.jobspec import JobRecord
 
 PROG = "psacct"
 DEFAULT_FIELDS = "JobID,JobName,Partition,Account,AllocCPUS,State,ExitCode"
@@ -19,10 +22,10 @@ LEFT = frozenset({"jobid", "jobidraw"})  # sacct left-aligns ids and right-align
 WIDTHS = {"jobid": 12, "jobidraw": 12, "exitcode": 8, "submit": 19, "start": 19, "end": 19}  # else 10
 
 
-def _elapsed(job: Any, now: float) -> float:
-    if not job.HasField("start_time"):
+def _elapsed(job: JobRecord, now: float) -> float:
+    if job.start_time is None:
         return 0.0
-    end = job.end_time if job.HasField("end_time") else now
+    end = job.end_time if job.end_time is not None else now
     return max(0.0, end - job.start_time)
 
 
@@ -34,19 +37,19 @@ def format_elapsed(seconds: float) -> str:
     return f"{days}-{text}" if days else text
 
 
-def _allocated(job: Any) -> bool:
-    return job.HasField("start_time")
+def _allocated(job: JobRecord) -> bool:
+    return job.start_time is not None
 
 
-def _gpus(job: Any) -> int:
-    return sum(g.count for g in job.spec.gres if g.name == "gpu")
+def _gpus(job: JobRecord) -> int:
+    return job.spec.gpus()
 
 
-def _cpus(job: Any) -> int:
-    return (job.spec.ntasks or 1) * (job.spec.cpus_per_task or 1)
+def _cpus(job: JobRecord) -> int:
+    return job.spec.cpus
 
 
-def alloc_tres(job: Any) -> str:
+def alloc_tres(job: JobRecord) -> str:
     """``cpu=1,gres/gpu=2,gres/gpu:a100=2,mem=1000M,node=1``; empty before the job was allocated."""
     if not _allocated(job):
         return ""
@@ -61,22 +64,22 @@ def alloc_tres(job: Any) -> str:
     return ",".join(parts)
 
 
-def gpu_seconds(job: Any, now: float) -> float | None:
+def gpu_seconds(job: JobRecord, now: float) -> float | None:
     """Recorded GPU-seconds, or allocated GPUs x elapsed so far for a job still running."""
-    if job.HasField("gpu_seconds"):
+    if job.gpu_seconds is not None:
         return job.gpu_seconds
     gpus = _gpus(job)
     return gpus * _elapsed(job, now) if gpus and _allocated(job) else None
 
 
-def account_fields(now: float) -> dict[str, Callable[[Any], str]]:
+def account_fields(now: float) -> dict[str, Callable[[JobRecord], str]]:
     """Field name (lower case) -> getter; the header is the name as the user wrote it."""
     from pslurm.core.timefmt import format_duration, format_timestamp
 
-    def ts(job: Any, name: str) -> str:
-        return format_timestamp(getattr(job, name) if job.HasField(name) else None)
+    def ts(job: JobRecord, name: str) -> str:
+        return format_timestamp(getattr(job, name))
 
-    def gpu_secs(job: Any) -> str:
+    def gpu_secs(job: JobRecord) -> str:
         value = gpu_seconds(job, now)
         return "" if value is None else str(round(value))
 
@@ -84,31 +87,31 @@ def account_fields(now: float) -> dict[str, Callable[[Any], str]]:
         "jobid": lambda j: str(j.job_id),
         "jobidraw": lambda j: str(j.job_id),
         "jobname": lambda j: j.spec.name,
-        "partition": lambda j: j.spec.partition,
+        "partition": lambda j: j.partition,
         "account": lambda j: "",  # pslurm has no accounts (yet)
         "user": lambda j: j.spec.user,
         "uid": lambda j: str(j.spec.uid),
         "group": lambda j: str(j.spec.gid),
-        "state": lambda j: j.state,
+        "state": lambda j: j.state.value,
         "exitcode": lambda j: f"{j.exit_code}:{j.exit_signal}",
         "elapsed": lambda j: format_elapsed(_elapsed(j, now)),
         "elapsedraw": lambda j: str(int(_elapsed(j, now))),
         "submit": lambda j: format_timestamp(j.submit_time),
         "start": lambda j: ts(j, "start_time"),
         "end": lambda j: ts(j, "end_time"),
-        "timelimit": lambda j: format_duration(j.time_limit if j.HasField("time_limit") else None),
+        "timelimit": lambda j: format_duration(j.time_limit),
         "nodelist": lambda j: j.node or "None assigned",
-        "nnodes": lambda j: str(j.spec.num_nodes or 1),
+        "nnodes": lambda j: str(j.spec.num_nodes),
         "alloccpus": lambda j: str(_cpus(j) if _allocated(j) else 0),
         "alloctres": alloc_tres,
         "reqtres": lambda j: alloc_tres(j) if _allocated(j) else f"cpu={_cpus(j)},node=1",
         "allocgres": lambda j: f"gpu:{_gpus(j)}" if _gpus(j) and _allocated(j) else "",
         "gpuindices": lambda j: ",".join(map(str, j.gpu_indices)),
         "workdir": lambda j: j.spec.workdir,
-        "reason": lambda j: j.reason or "None",
+        "reason": lambda j: str(j.reason),
         "gpuseconds": gpu_secs,
-        "gpumempeak": lambda j: f"{j.peak_gpu_memory_mb}M" if j.HasField("peak_gpu_memory_mb") else "",
-        "gpuutil": lambda j: f"{j.mean_gpu_util:.1f}%" if j.HasField("mean_gpu_util") else "",
+        "gpumempeak": lambda j: f"{j.peak_gpu_memory_mb}M" if j.peak_gpu_memory_mb is not None else "",
+        "gpuutil": lambda j: f"{j.mean_gpu_util:.1f}%" if j.mean_gpu_util is not None else "",
     }
 
 
@@ -126,7 +129,7 @@ def parse_fields(spec: str, known: Sequence[str]) -> list[tuple[str, str, int]]:
     return out
 
 
-def render(rows: list[Any], columns: list[tuple[str, str, int]], fields: dict[str, Callable[[Any], str]],
+def render(rows: list[JobRecord], columns: list[tuple[str, str, int]], fields: dict[str, Callable[[JobRecord], str]],
            header: bool, sep: str | None, trailing: bool) -> list[str]:
     """sacct's table (fixed widths, ``+`` marks a cut value) or, with ``sep``, parsable lines."""
     table = [[fields[key](row) for _, key, _ in columns] for row in rows]
@@ -147,8 +150,8 @@ def render(rows: list[Any], columns: list[tuple[str, str, int]], fields: dict[st
     return [line.rstrip() for line in out]
 
 
-def _job_json(job: Any, now: float) -> dict[str, Any]:
-    from pslurm.cli.psqueue import job_json
+def _job_json(job: JobRecord, now: float) -> dict[str, Any]:
+    from pslurm.cli.jsonout import job_json
 
     data = job_json(job)
     data["elapsed"] = int(_elapsed(job, now))
@@ -186,23 +189,24 @@ def make_app() -> typer.Typer:
         from pslurm.cli.common import user_identity
         from pslurm.core.states import JobState
         from pslurm.core.timefmt import TimeFormatError, parse_timestamp
-        from pslurm.proto import pslurm_pb2 as pb
 
         now = time.time()
-        query = pb.JobQuery(include_finished=True)
+        job_ids: list[int] = []
         if jobs:
             try:
-                query.job_ids.extend(int(j) for j in jobs.split(",") if j)
+                job_ids = [int(j) for j in jobs.split(",") if j]
             except ValueError:
                 fail(PROG, f"Invalid job id specified: {jobs}")
+        wanted_users = []
         if users:
-            query.users.extend(u for u in users.split(",") if u)
+            wanted_users = [u for u in users.split(",") if u]
         elif not allusers and not jobs and os.getuid() != 0:  # sacct: your own jobs unless root or -a
-            query.users.append(user_identity()[0])
+            wanted_users = [user_identity()[0]]
+        since = None
         try:
             wanted = {JobState.parse(s) for s in states.split(",") if s} if states else set()
             if start or not jobs:  # sacct's window starts at midnight unless jobs are named
-                query.since = parse_timestamp(start or "midnight", now)
+                since = parse_timestamp(start or "midnight", now)
             until = parse_timestamp(end, now) if end else None
         except (TimeFormatError, ValueError) as exc:
             fail(PROG, str(exc))
@@ -211,8 +215,10 @@ def make_app() -> typer.Typer:
             columns = parse_fields(fmt or DEFAULT_FIELDS, list(fields))
         except ValueError as exc:
             fail(PROG, str(exc))
-        found = list(Client(PROG).call("GetJobs", query).jobs)
-        found = [j for j in found if (not wanted or JobState(j.state) in wanted)
+        client = connect(PROG)
+        with reporting(PROG):
+            found = client.jobs(job_ids=job_ids, users=wanted_users, include_finished=True, since=since)
+        found = [j for j in found if (not wanted or j.state in wanted)
                  and (until is None or j.submit_time <= until)]
         if as_json:
             print(json.dumps({"jobs": [_job_json(j, now) for j in found]}, indent=2))

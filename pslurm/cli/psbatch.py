@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from pslurm.cli import options as o
-from pslurm.cli.common import Client, fail, run, typer_app, user_identity
+from pslurm.cli.common import connect, fail, reporting, run, typer_app, user_identity
 
 PROG = "psbatch"
 WRAP_HEADER = "#!/bin/sh\n# This script was created by psbatch --wrap.\n\n"
@@ -91,10 +91,8 @@ def _directive_params(app: typer.Typer, text: str) -> dict[str, object]:
 
 
 def submit(opts: o.JobOptions, text: str, default_name: str, parsable: bool) -> None:
-    from pslurm.core.convert import spec_to_pb
     from pslurm.core.jobspec import SpecError
     from pslurm.core.request import build_spec
-    from pslurm.proto import pslurm_pb2 as pb
 
     user, uid, gid = user_identity()
     try:
@@ -102,9 +100,10 @@ def submit(opts: o.JobOptions, text: str, default_name: str, parsable: bool) -> 
                           script=text, default_name=default_name)
     except SpecError as exc:
         fail(PROG, str(exc))
-    client = Client(PROG)
-    reply = client.call("SubmitJob", pb.SubmitRequest(spec=spec_to_pb(spec)), "Batch job submission failed: ")
-    print(reply.job_id if parsable else f"Submitted batch job {reply.job_id}")
+    client = connect(PROG)
+    with reporting(PROG, "Batch job submission failed: "):
+        job_id = client.submit(spec)
+    print(job_id if parsable else f"Submitted batch job {job_id}")
 
 
 def main() -> None:

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from pslurm.cli.common import Client, fail, run, typer_app
+from pslurm.cli.common import connect, fail, reporting, run, typer_app
 
 PROG = "pscancel"
 
@@ -24,7 +24,6 @@ def make_app() -> typer.Typer:
         """Cancel the jobs (SIGTERM, then SIGKILL after KillWait), or send them a signal."""
         from pslurm.core.arrays import parse_task_selector
         from pslurm.core.jobspec import SpecError
-        from pslurm.proto import pslurm_pb2 as pb
 
         ids, specs = [], []
         for text in job_ids:
@@ -37,10 +36,12 @@ def make_app() -> typer.Typer:
             else:
                 specs.append(text)
         signum = _signal_number(signal) if signal else 0
-        reply = Client(PROG).call("CancelJobs", pb.CancelRequest(job_ids=ids, signal=signum, job_specs=specs))
-        for line in reply.errors:
+        client = connect(PROG)
+        with reporting(PROG):
+            errors = client.cancel(ids, signum, specs)
+        for line in errors:
             print(f"{PROG}: error: {line}", file=sys.stderr)
-        if reply.errors:
+        if errors:
             raise SystemExit(1)
 
     return app

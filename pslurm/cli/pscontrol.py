@@ -4,68 +4,71 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from pslurm.cli import options as o
-from pslurm.cli.common import Client, fail, run, typer_app
+from pslurm.cli.common import connect, fail, reporting, run, typer_app
+
+if TYPE_CHECKING:
+    from pslurm.client import Client
+    from pslurm.core.config import PartitionConfig
+    from pslurm.core.jobspec import JobRecord
+    from pslurm.core.node import NodeStatus
 
 PROG = "pscontrol"
 
 
-def show_job(job: Any) -> str:
+def show_job(job: JobRecord) -> str:
     """scontrol show job's Key=Value block."""
-    from pslurm.core.convert import gres_from_pb
+    from pslurm.core.dependency import DepStatus, describe
     from pslurm.core.gres import format_gres
+    from pslurm.core.states import JobReason, JobState
     from pslurm.core.timefmt import format_duration, format_timestamp
 
     spec = job.spec
-    start = job.start_time if job.HasField("start_time") else None
-    end = job.end_time if job.HasField("end_time") else None
-    expected = start if start is not None else (job.start_estimate if job.HasField("start_estimate") else None)
+    start, end = job.start_time, job.end_time
+    expected = start if start is not None else job.start_estimate
     run_time = 0.0 if start is None else (end or time.time()) - start
-    cpus = (spec.ntasks or 1) * (spec.cpus_per_task or 1)
-    gres = format_gres(gres_from_pb(spec.gres))
-    tres = f"cpu={cpus},mem={spec.mem_mb}M,node=1" + (f",gres/gpu={sum(g.count for g in spec.gres)}" if gres else "")
-    stdout = spec.stdout if spec.HasField("stdout") else "slurm-%j.out"
-    from pslurm.core.dependency import DepStatus, describe
-
-    dep_status = {"Dependency": DepStatus.WAITING, "DependencyNeverSatisfied": DepStatus.NEVER}.get(job.reason)
-    dependency = describe(spec.dependency, dep_status if job.state == "PENDING" else DepStatus.SATISFIED)
+    gres = format_gres(spec.gres)
+    tres = f"cpu={spec.cpus},mem={spec.mem_mb}M,node=1" + (f",gres/gpu={sum(g.count for g in spec.gres)}"
+                                                          if gres else "")
+    stdout = spec.stdout if spec.stdout is not None else "slurm-%j.out"
+    dep_status = {JobReason.DEPENDENCY: DepStatus.WAITING,
+                  JobReason.DEPENDENCY_NEVER_SATISFIED: DepStatus.NEVER}.get(job.reason)
+    dependency = describe(spec.dependency, dep_status if job.state == JobState.PENDING else DepStatus.SATISFIED)
     array = (f" ArrayJobId={job.array_job_id} ArrayTaskId={job.array_task_id}"
-             if job.HasField("array_job_id") else "")
+             if job.array_job_id is not None else "")
     held = {"user": " (held by user)", "admin": " (held by an operator)"}.get(job.hold, "")
     lines = [
         f"JobId={job.job_id}{array} JobName={spec.name}",
         f"UserId={spec.user}({spec.uid}) GroupId={spec.gid}",
         f"Priority={job.priority}{held} Nice={spec.nice} Account={spec.account or '(null)'}",
-        f"JobState={job.state} Reason={job.reason or 'None'} Dependency={dependency}",
-        f"Requeue={1 if spec.requeue else 0} Restarts={job.restarts}",
+        f"JobState={job.state.value} Reason={job.reason} Dependency={dependency}",
+        f"Requeue={1 if job.requeue else 0} Restarts={job.restarts}",
         f"ExitCode={job.exit_code}:{job.exit_signal}",
-        f"RunTime={format_duration(run_time)} TimeLimit="
-        f"{format_duration(job.time_limit if job.HasField('time_limit') else None)}",
-        f"SubmitTime={format_timestamp(job.submit_time)} "
-        f"EligibleTime={format_timestamp(job.eligible_time if job.HasField('eligible_time') else None)}",
+        f"RunTime={format_duration(run_time)} TimeLimit={format_duration(job.time_limit)}",
+        f"SubmitTime={format_timestamp(job.submit_time)} EligibleTime={format_timestamp(job.eligible_time)}",
         f"StartTime={format_timestamp(expected)} EndTime={format_timestamp(end)}",
-        f"Partition={spec.partition} NodeList={job.node or '(null)'}",
+        f"Partition={job.partition} NodeList={job.node or '(null)'}",
         f"ReqNodeList={spec.nodelist or '(null)'} ExcNodeList={spec.exclude or '(null)'}",
-        f"NumNodes={spec.num_nodes or 1} NumCPUs={cpus} NumTasks={spec.ntasks or 1} "
-        f"CPUs/Task={spec.cpus_per_task or 1}",
+        f"NumNodes={spec.num_nodes} NumCPUs={spec.cpus} NumTasks={spec.ntasks} CPUs/Task={spec.cpus_per_task}",
         f"TRES={tres}",
         f"TresPerNode={'gres/' + gres if gres else '(null)'} "
         f"GpuIndices={','.join(map(str, job.gpu_indices)) or '(null)'}",
         f"Command={' '.join(spec.argv) if spec.argv else '(batch script)'}",
         f"WorkDir={spec.workdir}",
     ]
+    if job.system_comment:
+        lines.append(f"SystemComment={job.system_comment}")
     if not spec.interactive:
         lines.append(f"StdOut={stdout}")
-        lines.append(f"StdErr={spec.stderr if spec.HasField('stderr') else stdout}")
+        lines.append(f"StdErr={spec.stderr if spec.stderr is not None else stdout}")
     return lines[0] + "\n" + "".join(f"   {line}\n" for line in lines[1:])
 
 
-def show_node(node: Any) -> str:
-    from pslurm.core.convert import gres_from_pb
+def show_node(node: NodeStatus) -> str:
     from pslurm.core.gres import format_gres
     from pslurm.core.timefmt import format_timestamp
 
@@ -76,7 +79,7 @@ def show_node(node: Any) -> str:
         f"NodeName={node.name} NodeAddr={node.addr} Port={node.port}",
         f"CPUAlloc={node.alloc_cpus} CPUTot={node.cpus}",
         f"RealMemory={node.real_memory} AllocMem={node.alloc_mem}",
-        f"Gres={format_gres(gres_from_pb(node.gres)) or '(null)'} GresUsed=gpu:{len(node.alloc_gpus)}"
+        f"Gres={format_gres(node.gres) or '(null)'} GresUsed=gpu:{len(node.alloc_gpus)}"
         f"(IDX:{','.join(map(str, node.alloc_gpus)) or 'N/A'})",
         f"Gpus={gpus}",
         f"State={state} Partitions={','.join(node.partitions)}",
@@ -87,10 +90,17 @@ def show_node(node: Any) -> str:
     return lines[0] + "\n" + "".join(f"   {line}\n" for line in lines[1:] if line)
 
 
-def _as_dict(msg: Any) -> dict[str, Any]:
-    from google.protobuf.json_format import MessageToDict
+def show_partition(p: PartitionConfig) -> str:
+    from pslurm.core.timefmt import format_duration
 
-    return MessageToDict(msg, preserving_proto_field_name=True, always_print_fields_with_no_presence=True)
+    max_time = format_duration(p.max_time) if p.max_time is not None else "UNLIMITED"
+    default_time = format_duration(p.default_time) if p.default_time is not None else "NONE"
+    return (f"PartitionName={p.name}\n   AllowGroups={','.join(p.allow_groups) or 'ALL'} "
+            f"Default={'YES' if p.default else 'NO'}\n"
+            f"   MaxNodes={p.max_nodes if p.max_nodes is not None else 'UNLIMITED'} MaxTime={max_time} "
+            f"DefaultTime={default_time}\n"
+            f"   PriorityJobFactor={p.priority_job_factor} State={p.state}\n"
+            f"   Nodes={','.join(p.nodes)}\n")
 
 
 def make_app() -> typer.Typer:
@@ -104,7 +114,7 @@ def make_app() -> typer.Typer:
     ) -> None:
         """show job ID | show node [NAME] | show partition | update NodeName=X State=DRAIN|RESUME Reason=.. |
         update JobId=N Priority=P Nice=N | hold ID.. | uhold ID.. | release ID.. | requeue ID.."""
-        client = Client(PROG)
+        client = connect(PROG)
         verb = words[0].lower()
         if verb == "show" and len(words) >= 2:
             _show(client, words[1].lower(), words[2:], as_json)
@@ -119,52 +129,44 @@ def make_app() -> typer.Typer:
 
 
 def _show(client: Client, what: str, names: list[str], as_json: bool) -> None:
-    from pslurm.proto import pslurm_pb2 as pb
+    from pslurm.cli import jsonout
 
     if what in ("job", "jobs"):
-        query = pb.JobQuery(include_finished=bool(names))
         try:
-            query.job_ids.extend(int(n) for n in names)
+            job_ids = [int(n) for n in names]
         except ValueError:
             fail(PROG, f"Invalid job id specified: {' '.join(names)}")
-        jobs = client.call("GetJobs", query).jobs
+        with reporting(PROG):
+            jobs = client.jobs(job_ids=job_ids, include_finished=bool(names))
         if names and not jobs:
             fail(PROG, "Invalid job id specified")
         if as_json:
-            print(json.dumps({"jobs": [_as_dict(j) for j in jobs]}, indent=2))
+            print(json.dumps({"jobs": [{**jsonout.job_json(j, full=True), "job_id": str(j.job_id)} for j in jobs]},
+                             indent=2))
         else:
             print("\n".join(show_job(j) for j in jobs) if jobs else "No jobs in the system")
     elif what in ("node", "nodes"):
-        nodes = [n for n in client.call("GetCluster", pb.Empty()).nodes if not names or n.name in names]
+        with reporting(PROG):
+            nodes = [n for n in client.nodes() if not names or n.name in names]
         if names and not nodes:
             fail(PROG, f"Node {names[0]} not found")
         if as_json:
-            print(json.dumps({"nodes": [_as_dict(n) for n in nodes]}, indent=2))
+            print(json.dumps({"nodes": [jsonout.node_json(n) for n in nodes]}, indent=2))
         else:
             print("\n".join(show_node(n) for n in nodes))
     elif what in ("partition", "partitions"):
-        parts = [p for p in client.call("GetCluster", pb.Empty()).partitions if not names or p.name in names]
+        with reporting(PROG):
+            parts = [p for p in client.partitions() if not names or p.name in names]
         if as_json:
-            print(json.dumps({"partitions": [_as_dict(p) for p in parts]}, indent=2))
+            print(json.dumps({"partitions": [jsonout.partition_json(p) for p in parts]}, indent=2))
         else:
             for p in parts:
-                from pslurm.core.timefmt import format_duration
-
-                max_time = format_duration(p.max_time) if p.HasField("max_time") else "UNLIMITED"
-                default_time = format_duration(p.default_time) if p.HasField("default_time") else "NONE"
-                print(f"PartitionName={p.name}\n   AllowGroups={','.join(p.allow_groups) or 'ALL'} "
-                      f"Default={'YES' if p.default else 'NO'}\n"
-                      f"   MaxNodes={p.max_nodes if p.HasField('max_nodes') else 'UNLIMITED'} MaxTime={max_time} "
-                      f"DefaultTime={default_time}\n"
-                      f"   PriorityJobFactor={p.priority_job_factor} State={p.state}\n"
-                      f"   Nodes={','.join(p.nodes)}\n")
+                print(show_partition(p))
     else:
         fail(PROG, f"Invalid entity: {what} (job, node or partition)")
 
 
 def _update(client: Client, pairs: list[str]) -> None:
-    from pslurm.proto import pslurm_pb2 as pb
-
     values: dict[str, str] = {}
     for pair in pairs:
         key, eq, value = pair.partition("=")
@@ -173,18 +175,16 @@ def _update(client: Client, pairs: list[str]) -> None:
         values[key.lower()] = value
     job = values.get("jobid")
     if job:
-        request = pb.UpdateJobRequest(job=job)
         for key in values:
             if key not in ("jobid", "priority", "nice"):
                 fail(PROG, f"Update of {key} is not supported (JobId= takes Priority= and Nice=)")
         try:
-            if "priority" in values:
-                request.priority = int(values["priority"])
-            if "nice" in values:
-                request.nice = int(values["nice"])
+            priority = int(values["priority"]) if "priority" in values else None
+            nice = int(values["nice"]) if "nice" in values else None
         except ValueError:
             fail(PROG, f"Invalid value: {' '.join(pairs)}")
-        _report(client.call("UpdateJob", request))
+        with reporting(PROG):
+            _report(client.update_job(job, priority=priority, nice=nice))
         return
     name = values.get("nodename")
     if not name:
@@ -192,28 +192,28 @@ def _update(client: Client, pairs: list[str]) -> None:
     from pslurm.core.hostlists import expand
 
     for node in expand(name):
-        client.call("UpdateNode", pb.UpdateNodeRequest(name=node, state=values.get("state", ""),
-                                                       reason=values.get("reason", "")))
+        with reporting(PROG):
+            client.update_node(node, values.get("state", ""), values.get("reason", ""))
 
 
 def _job_action(client: Client, verb: str, ids: list[str]) -> None:
     """hold / uhold / release / requeue, for each id (14, 14_3, 14_[5-9]; commas allowed)."""
     from pslurm.core.arrays import split_job_list
-    from pslurm.proto import pslurm_pb2 as pb
 
     errors = []
     for item in ids:
         for text in split_job_list(item):
-            errors.extend(client.call("UpdateJob", pb.UpdateJobRequest(job=text, action=verb)).errors)
-    _report(pb.UpdateJobReply(errors=errors))
+            with reporting(PROG):
+                errors.extend(client.update_job(text, action=verb))
+    _report(errors)
 
 
-def _report(reply: Any) -> None:
+def _report(errors: list[str]) -> None:
     import sys
 
-    for line in reply.errors:
+    for line in errors:
         print(f"{PROG}: error: {line}", file=sys.stderr)
-    if reply.errors:
+    if errors:
         raise SystemExit(1)
 
 

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
 from pslurm.cli import options as o
-from pslurm.cli.common import Client, print_listing, run, typer_app
+from pslurm.cli.common import connect, print_listing, reporting, run, typer_app
+
+if TYPE_CHECKING:
+    from pslurm.client import ClusterStatus
+    from pslurm.core.config import PartitionConfig
+    from pslurm.core.node import NodeStatus
 
 PROG = "psinfo"
 PARTITION_FORMAT = "%9P %.5a %.10l %.6D %.6t %N"
@@ -17,7 +22,7 @@ LONG_STATE = {"idle": "idle", "mix": "mixed", "alloc": "allocated", "drain": "dr
               "down": "down", "unk": "unknown"}
 
 
-def node_rows(info: Any, partitions: list[str] | None) -> list[tuple[Any, Any]]:
+def node_rows(info: ClusterStatus, partitions: list[str] | None) -> list[tuple[PartitionConfig, NodeStatus]]:
     """(partition, node) pairs, partitions in configuration order."""
     nodes = {n.name: n for n in info.nodes}
     return [(p, nodes[name]) for p in info.partitions if not partitions or p.name in partitions
@@ -25,14 +30,13 @@ def node_rows(info: Any, partitions: list[str] | None) -> list[tuple[Any, Any]]:
 
 
 def _fields() -> dict[str, tuple[str, Any]]:
-    from pslurm.core.convert import gres_from_pb
     from pslurm.core.gres import format_gres
     from pslurm.core.timefmt import format_duration
 
-    def limit(p: Any) -> str:
-        return "infinite" if not p.HasField("max_time") else format_duration(p.max_time)
+    def limit(p: PartitionConfig) -> str:
+        return "infinite" if p.max_time is None else format_duration(p.max_time)
 
-    def cpus_aiot(n: Any) -> str:
+    def cpus_aiot(n: NodeStatus) -> str:
         other = n.cpus if n.display_state in ("down", "drain", "unk") else 0
         idle = n.cpus - n.alloc_cpus - other
         return f"{n.alloc_cpus}/{max(idle, 0)}/{other}/{n.cpus}"
@@ -47,14 +51,15 @@ def _fields() -> dict[str, tuple[str, Any]]:
         "c": ("CPUS", lambda r: str(r[1].cpus)),
         "C": ("CPUS(A/I/O/T)", lambda r: cpus_aiot(r[1])),
         "m": ("MEMORY", lambda r: str(r[1].real_memory)),
-        "G": ("GRES", lambda r: format_gres(gres_from_pb(r[1].gres)) or "(null)"),
+        "G": ("GRES", lambda r: format_gres(r[1].gres) or "(null)"),
         "E": ("REASON", lambda r: r[1].reason or "none"),
         "N": ("NODELIST", None),
         "D": ("NODES", None),
     }
 
 
-def render_rows(fmt: str, rows: list[tuple[Any, Any]], node_oriented: bool, header: bool) -> list[str]:
+def render_rows(fmt: str, rows: list[tuple[PartitionConfig, NodeStatus]], node_oriented: bool,
+                header: bool) -> list[str]:
     """sinfo's grouping: rows equal in every field but NODELIST/NODES become one line."""
     from pslurm.cli.formats import parse_format, render
     from pslurm.core.hostlists import collect
@@ -81,12 +86,6 @@ def render_rows(fmt: str, rows: list[tuple[Any, Any]], node_oriented: bool, head
     return render(fmt, grouped, table, header, PROG)
 
 
-def cluster_json(info: Any) -> dict[str, Any]:
-    from google.protobuf.json_format import MessageToDict
-
-    return MessageToDict(info, preserving_proto_field_name=True, always_print_fields_with_no_presence=True)
-
-
 def make_app() -> typer.Typer:
     app = typer_app("Show partitions and nodes.")
 
@@ -99,10 +98,12 @@ def make_app() -> typer.Typer:
         as_json: o.Json = False,
     ) -> None:
         """Partition summary (nodes grouped by state), or one line per node with -N."""
-        from pslurm.proto import pslurm_pb2 as pb
-
-        info = Client(PROG).call("GetCluster", pb.Empty())
+        client = connect(PROG)
+        with reporting(PROG):
+            info = client.cluster()
         if as_json:
+            from pslurm.cli.jsonout import cluster_json
+
             print(json.dumps(cluster_json(info), indent=2))
             return
         rows = node_rows(info, partition.split(",") if partition else None)

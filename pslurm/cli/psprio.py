@@ -4,19 +4,22 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
 from pslurm.cli import options as o
-from pslurm.cli.common import Client, fail, print_listing, run, typer_app
+from pslurm.cli.common import connect, fail, print_listing, reporting, run, typer_app
+
+if TYPE_CHECKING:
+    from pslurm.client import PriorityWeights
 
 PROG = "psprio"
 DEFAULT_FORMAT = "%.15i %9r %.10Y %.10A %.10F %.10J %.10P %.10Q %.6N"
 LONG_FORMAT = "%.15i %9r %.8u %.10o %.10Y %.10A %.10F %.10J %.10P %.10Q %.6N"
 
 
-def prio_fields(weights: Any) -> dict[str, tuple[str, Any]]:
+def prio_fields(weights: PriorityWeights) -> dict[str, tuple[str, Any]]:
     def weighted(weight: int, attr: str) -> Any:
         return lambda j: str(int(round(weight * getattr(j, attr))))
 
@@ -55,23 +58,20 @@ def make_app() -> typer.Typer:
     ) -> None:
         """Each pending job's priority: weighted age, fair share, job size, partition and QOS factors, and nice."""
         from pslurm.cli.formats import render
-        from pslurm.proto import pslurm_pb2 as pb
 
-        query = pb.PriorityQuery()
+        job_ids: list[int] = []
         if jobs:
             try:
-                query.job_ids.extend(int(j) for j in jobs.split(",") if j)
+                job_ids = [int(j) for j in jobs.split(",") if j]
             except ValueError:
                 fail(PROG, f"Invalid job id specified: {jobs}")
-        if users:
-            query.users.extend(u for u in users.split(",") if u)
-        reply = Client(PROG).call("GetPriorities", query)
-        w = reply.weights
+        client = connect(PROG)
+        with reporting(PROG):
+            found, w = client.priorities(job_ids, [u for u in users.split(",") if u] if users else ())
         if as_json:
-            from google.protobuf.json_format import MessageToDict
+            from pslurm.cli.jsonout import priorities_json
 
-            print(json.dumps(MessageToDict(reply, preserving_proto_field_name=True,
-                                           always_print_fields_with_no_presence=True), indent=2))
+            print(json.dumps(priorities_json(found, w), indent=2))
             return
         if weights:
             header = "" if noheader else f"{'JOBID':>15} {'PARTITION':9} {'PRIORITY':>10} {'AGE':>10} " \
@@ -82,7 +82,7 @@ def make_app() -> typer.Typer:
         chosen = fmt or (LONG_FORMAT if long else DEFAULT_FORMAT)
         if norm and not fmt:
             chosen = "%.15i %9r %.10Y %.10a %.10f %.10j %.10p %.6N"
-        print_listing(PROG, lambda: render(chosen, list(reply.jobs), prio_fields(w), not noheader, PROG))
+        print_listing(PROG, lambda: render(chosen, found, prio_fields(w), not noheader, PROG))
 
     return app
 

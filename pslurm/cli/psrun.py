@@ -9,12 +9,16 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from pslurm.cli import options as o
-from pslurm.cli.common import Client, fail, run, typer_app, user_identity
+from pslurm.cli.common import connect, fail, reporting, run, typer_app, user_identity
+
+if TYPE_CHECKING:
+    from pslurm.client import Client
+    from pslurm.core.jobspec import JobRecord
 
 PROG = "psrun"
 RETRY_WAIT = 0.25  # seconds before asking again when the controller ended a wait early
@@ -43,10 +47,8 @@ def make_app() -> typer.Typer:
 
 
 def run_job(opts: o.JobOptions, argv: tuple[str, ...], forward_stdin: bool = True) -> int:
-    from pslurm.core.convert import spec_to_pb
     from pslurm.core.jobspec import SpecError
     from pslurm.core.request import build_spec
-    from pslurm.proto import pslurm_pb2 as pb
 
     user, uid, gid = user_identity()
     try:
@@ -54,13 +56,14 @@ def run_job(opts: o.JobOptions, argv: tuple[str, ...], forward_stdin: bool = Tru
                           argv=argv, default_name=os.path.basename(argv[0]), interactive=True)
     except SpecError as exc:
         fail(PROG, str(exc))
-    client = Client(PROG)
-    job_id = client.call("SubmitJob", pb.SubmitRequest(spec=spec_to_pb(spec)),
-                         "Unable to allocate resources: ").job_id
+    client = connect(PROG)
+    with reporting(PROG, "Unable to allocate resources: "):
+        job_id = client.submit(spec)
     try:
         return _follow(client, job_id, forward_stdin)
     except KeyboardInterrupt:
-        client.call("CancelJobs", pb.CancelRequest(job_ids=[job_id]))
+        with reporting(PROG):
+            client.cancel([job_id])
         print(f"{PROG}: Job step aborted: job {job_id} cancelled", file=sys.stderr)
         return 128 + signal.SIGINT
 
@@ -68,28 +71,25 @@ def run_job(opts: o.JobOptions, argv: tuple[str, ...], forward_stdin: bool = Tru
 def _follow(client: Client, job_id: int, forward_stdin: bool = True) -> int:
     """Wait for the job to start, stream its output from (and our stdin to) its node, return its
     exit status."""
-    import grpc
-
-    from pslurm.proto import pslurm_pb2 as pb
+    from pslurm.client import ClientError
+    from pslurm.core.states import JobReason, JobState
 
     queued = False
 
-    def note_queued(job: Any) -> None:
+    def note_queued(job: JobRecord) -> None:
         nonlocal queued
-        if job.state == "PENDING" and job.reason not in ("None", "") and not queued:
+        if job.state == JobState.PENDING and job.reason != JobReason.NONE and not queued:
             print(f"{PROG}: job {job_id} queued and waiting for resources", file=sys.stderr)
             queued = True
 
-    job = _wait_until(client, job_id, lambda j: j.state != "PENDING", note_queued)
+    job = _wait_until(client, job_id, lambda j: j.state != JobState.PENDING, note_queued)
     if queued:
         print(f"{PROG}: job {job_id} has been allocated resources", file=sys.stderr)
-    if job.state == "RUNNING" and job.node_target:
-        from pslurm.proto import pslurm_pb2_grpc as pb_grpc
-
-        agent = pb_grpc.NodeAgentStub(grpc.insecure_channel(job.node_target))
-        stdin = _StdinForwarder(agent, job_id, client.metadata, forward_stdin)
+    if job.state == JobState.RUNNING and job.node:
+        stdin = None
         try:
-            for chunk in agent.StreamOutput(pb.OutputRequest(job_id=job_id), metadata=client.metadata):
+            stdin = _StdinForwarder(client, job, forward_stdin)
+            for chunk in client.output(job):
                 if chunk.stdout:
                     sys.stdout.buffer.write(chunk.stdout)
                     sys.stdout.buffer.flush()
@@ -98,24 +98,25 @@ def _follow(client: Client, job_id: int, forward_stdin: bool = True) -> int:
                     sys.stderr.buffer.flush()
                 if chunk.done:
                     break
-        except grpc.RpcError:
+        except ClientError:
             pass  # the node went away: the controller's record below says how the job ended
         finally:
-            stdin.close()
+            if stdin is not None:
+                stdin.close()
     # the agent reports the end to the controller just after the stream ends
-    return _exit_status(_wait_until(client, job_id, lambda j: j.state not in ("PENDING", "RUNNING", "COMPLETING")))
+    return _exit_status(_wait_until(client, job_id, lambda j: j.state.is_final))
 
 
 class _StdinForwarder:
     """Our stdin to the job as it comes (srun's default); its end, or -i none, is the job's EOF.
 
-    A daemon thread reads stdin (it may never end: a terminal) into a queue that the SendInput
-    call's request stream drains; :meth:`close` ends that stream once the job is over, so psrun
-    never exits with a call still in flight."""
+    A daemon thread reads stdin (it may never end: a terminal) into a queue that the input stream
+    drains; :meth:`close` ends that stream once the job is over, so psrun never exits with a call
+    still in flight."""
 
-    def __init__(self, agent: Any, job_id: int, metadata: Any, forward: bool) -> None:
+    def __init__(self, client: Client, job: JobRecord, forward: bool) -> None:
         self._queue: queue.Queue[bytes | None] = queue.Queue()
-        self._call = agent.SendInput.future(self._chunks(job_id), metadata=metadata)
+        self._sending = client.send_input(job, self._chunks())
         if forward:
             threading.Thread(target=self._read, daemon=True, name="stdin").start()
         else:
@@ -131,54 +132,42 @@ class _StdinForwarder:
             if not data:
                 return
 
-    def _chunks(self, job_id: int) -> Iterator[Any]:
-        from pslurm.proto import pslurm_pb2 as pb
-
-        yield pb.InputChunk(job_id=job_id)  # names the job, also when there is nothing to send
+    def _chunks(self) -> Iterator[bytes]:
         while (data := self._queue.get()) is not None:
-            yield pb.InputChunk(job_id=job_id, data=data)
+            yield data
 
     def close(self) -> None:
         """The job has ended: end the stream (what stdin still holds has nowhere to go)."""
-        import grpc
-
         self._queue.put(None)
-        try:
-            self._call.result(timeout=5)
-        except (grpc.RpcError, grpc.FutureTimeoutError):
-            self._call.cancel()  # the node went away: nothing more to say to it
+        self._sending.close(timeout=5)
 
 
-def _wait_until(client: Client, job_id: int, done: Callable[[Any], bool],
-                seen: Callable[[Any], None] = lambda job: None) -> Any:
-    """Follow the job (WaitJob) until ``done(job)``, passing each update to ``seen``. A busy
-    controller may answer a wait with the job as it is now and end it: then ask again shortly."""
-    import grpc
-
-    from pslurm.proto import pslurm_pb2 as pb
-
+def _wait_until(client: Client, job_id: int, done: Callable[[JobRecord], bool],
+                seen: Callable[[JobRecord], None] = lambda job: None) -> JobRecord:
+    """Follow the job until ``done(job)``, passing each update to ``seen``. A busy controller may
+    answer a wait with the job as it is now and end it: then ask again shortly."""
     while True:
-        try:
-            for job in client.stream("WaitJob", pb.WaitRequest(job_id=job_id)):
+        with reporting(PROG):
+            for job in client.wait(job_id):
                 seen(job)
                 if done(job):
                     return job
-        except grpc.RpcError as exc:
-            client.rpc_failed(exc)
         time.sleep(RETRY_WAIT)
 
 
-def _exit_status(job: object) -> int:
-    state, code, sig, node = job.state, job.exit_code, job.exit_signal, job.node  # type: ignore[attr-defined]
-    if state == "COMPLETED":
+def _exit_status(job: JobRecord) -> int:
+    from pslurm.core.states import JobState
+
+    state, code, sig, node = job.state, job.exit_code, job.exit_signal, job.node or ""
+    if state == JobState.COMPLETED:
         return 0
-    if state == "FAILED" and code:
+    if state == JobState.FAILED and code:
         print(f"{PROG}: error: {node}: task 0: Exited with exit code {code}", file=sys.stderr)
         return int(code)
-    if state == "FAILED" and sig:
+    if state == JobState.FAILED and sig:
         print(f"{PROG}: error: {node}: task 0: {signal.Signals(sig).name}", file=sys.stderr)
         return 128 + int(sig)
-    print(f"{PROG}: error: job {job.job_id} ended {state}", file=sys.stderr)  # type: ignore[attr-defined]
+    print(f"{PROG}: error: job {job.job_id} ended {state.value}", file=sys.stderr)
     return int(code) or (128 + int(sig) if sig else 1)
 
 

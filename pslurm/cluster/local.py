@@ -218,29 +218,24 @@ def free_ports(count: int) -> list[int]:
 def wait_idle(config: ClusterConfig, names: set[str], timeout: float, check: object = None) -> dict[str, str]:
     """Poll the controller until every named node is UP and idle or drained; returns the drained
     ones (name -> reason), e.g. an agent that found fewer GPUs than configured."""
-    import grpc
+    from pslurm.client import Client, ClientError
+    from pslurm.core.states import NodeState
 
-    from pslurm.auth.transport import Credentials
-    from pslurm.proto import pslurm_pb2 as pb
-    from pslurm.proto import pslurm_pb2_grpc as pb_grpc
-
-    stub = pb_grpc.ControllerStub(grpc.insecure_channel(config.controller_target))
-    credentials = Credentials.for_cluster(config)
     deadline = time.time() + timeout
     states: dict[str, str] = {}
-    while time.time() < deadline:
-        if callable(check):
-            check()
-        try:
-            info = stub.GetCluster(pb.Empty(), timeout=2, metadata=credentials.metadata())
-            mine = [n for n in info.nodes if n.name in names]
-            states = {n.name: n.display_state for n in mine}
-            registered = all(n.state == "UP" and n.display_state in ("idle", "drain") for n in mine)
-            if len(states) == len(names) and registered:
-                return {n.name: n.reason for n in mine if n.drain}
-        except grpc.RpcError:
-            pass
-        time.sleep(0.05)
+    with Client(config, timeout=2) as client:
+        while time.time() < deadline:
+            if callable(check):
+                check()
+            try:
+                mine = [n for n in client.nodes() if n.name in names]
+                states = {n.name: n.display_state for n in mine}
+                registered = all(n.state == NodeState.UP and n.display_state in ("idle", "drain") for n in mine)
+                if len(states) == len(names) and registered:
+                    return {n.name: n.reason for n in mine if n.drain}
+            except ClientError:
+                pass
+            time.sleep(0.05)
     seen = ", ".join(f"{n}={s}" for n, s in sorted(states.items()))
     raise ClusterError(f"nodes not idle after {timeout:.0f}s: {seen or 'controller not answering'}")
 

@@ -48,3 +48,33 @@ class NodeRecord:
     def available(self) -> bool:
         """The scheduler may place new work here."""
         return self.state is NodeState.UP and not self.drain
+
+
+@dataclass(frozen=True)
+class NodeStatus:
+    """A node as the controller reports it to clients (``psinfo``, ``pscontrol show node``): its
+    configuration, its state, what is allocated on it now, and the word sinfo shows for it."""
+
+    name: str
+    addr: str = ""
+    port: int = 0
+    cpus: int = 0
+    real_memory: int = 0  # MB
+    gres: tuple[GresRequest, ...] = ()  # configured
+    state: NodeState = NodeState.UNKNOWN
+    drain: bool = False
+    reason: str = ""
+    partitions: tuple[str, ...] = ()
+    alloc_cpus: int = 0
+    alloc_mem: int = 0  # MB
+    alloc_gpus: tuple[int, ...] = ()  # the node's own GPU indices in use
+    display_state: str = "unk"  # idle, mix, alloc, drain, drng, down, unk (core.states.node_display_state)
+    running_jobs: int = 0
+    last_heartbeat: float = 0.0
+    gpus: tuple[GpuInfo, ...] = ()  # what the agent reported
+    isolation: str = ""  # "devices", or why there is none
+
+    @property
+    def target(self) -> str:
+        """host:port of the node's agent."""
+        return f"{self.addr}:{self.port}"

@@ -242,18 +242,10 @@ def status(state_dir: Path) -> list[dict[str, str]] | None:
 
 
 def _node_states(state_dir: Path) -> dict[str, str]:
-    import grpc
-
-    from pslurm.auth.credential import AuthError
-    from pslurm.auth.transport import Credentials
-    from pslurm.core.config import ConfigError, load_cluster_config
-    from pslurm.proto import pslurm_pb2 as pb
-    from pslurm.proto import pslurm_pb2_grpc as pb_grpc
+    from pslurm.client import Client, ClientError
 
     try:
-        config = load_cluster_config(str(state_dir / "pslurm.conf"))
-        stub = pb_grpc.ControllerStub(grpc.insecure_channel(config.controller_target))
-        info = stub.GetCluster(pb.Empty(), timeout=3, metadata=Credentials.for_cluster(config).metadata())
-    except (ConfigError, grpc.RpcError, AuthError):
+        with Client(state_dir / "pslurm.conf", timeout=3) as client:
+            return {n.name: n.display_state for n in client.nodes()}
+    except ClientError:
         return {}
-    return {n.name: n.display_state for n in info.nodes}

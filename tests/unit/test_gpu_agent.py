@@ -87,12 +87,15 @@ def test_usage_tracker_samples_the_jobs_own_processes(nvml: FakeNvml) -> None:
 
 def test_psacct_rendering() -> None:
     from pslurm.cli.psacct import account_fields, alloc_tres, format_elapsed, parse_fields, render
-    from pslurm.proto import pslurm_pb2 as pb
+    from pslurm.core.gres import GresRequest
+    from pslurm.core.jobspec import JobRecord, JobSpec
+    from pslurm.core.states import JobState
 
-    job = pb.Job(job_id=12, state="COMPLETED", submit_time=100.0, start_time=100.0, end_time=3800.0, node="c001",
-                 spec=pb.JobSpec(name="train", user="ana", partition="gpu", ntasks=1, cpus_per_task=4, mem_mb=1000,
-                                 gres=[pb.Gres(name="gpu", type="a100", count=2)]),
-                 gpu_seconds=7400.0, peak_gpu_memory_mb=30000, mean_gpu_util=87.25)
+    job = JobRecord(job_id=12, state=JobState.COMPLETED, submit_time=100.0, start_time=100.0, end_time=3800.0,
+                    node="c001", partition="gpu",
+                    spec=JobSpec(name="train", user="ana", uid=0, gid=0, workdir="/", partition="gpu", ntasks=1,
+                                 cpus_per_task=4, mem_mb=1000, gres=(GresRequest("gpu", "a100", 2),)),
+                    gpu_seconds=7400.0, peak_gpu_memory_mb=30000, mean_gpu_util=87.25)
     assert alloc_tres(job) == "cpu=4,gres/gpu=2,gres/gpu:a100=2,mem=1000M,node=1"
     assert format_elapsed(3700) == "01:01:40" and format_elapsed(90061) == "1-01:01:01"
     fields = account_fields(now=4000.0)
@@ -106,6 +109,7 @@ def test_psacct_rendering() -> None:
     assert table[2] == "12           tra+  COMPLETED       7400     30000M      87.2%   01:01:40"
     with pytest.raises(ValueError, match='Invalid field requested: "Bogus"'):
         parse_fields("JobID,Bogus", list(fields))
-    pending = pb.Job(job_id=13, state="PENDING", spec=pb.JobSpec(ntasks=1, cpus_per_task=1))
+    pending = JobRecord(job_id=13, state=JobState.PENDING,
+                        spec=JobSpec(name="p", user="ana", uid=0, gid=0, workdir="/"))
     assert fields["alloctres"](pending) == "" and fields["alloccpus"](pending) == "0"
     assert fields["gpuseconds"](pending) == "" and fields["nodelist"](pending) == "None assigned"

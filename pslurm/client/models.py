@@ -1,0 +1,81 @@
+"""The values the client returns that are not core domain objects: what ``GetCluster``,
+``GetPriorities`` and a job's output stream answer. Plain frozen dataclasses, no wire types."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from pslurm.core.config import PartitionConfig
+from pslurm.core.node import NodeStatus
+from pslurm.core.states import JobState
+
+
+@dataclass(frozen=True)
+class ClusterStatus:
+    """The cluster as the controller reports it: its partitions (configuration order; ``default``
+    marks the cluster's default one) and every node with its state and allocation."""
+
+    name: str
+    partitions: tuple[PartitionConfig, ...] = ()
+    nodes: tuple[NodeStatus, ...] = ()
+
+    def node(self, name: str) -> NodeStatus | None:
+        return next((n for n in self.nodes if n.name == name), None)
+
+    def partition(self, name: str) -> PartitionConfig | None:
+        return next((p for p in self.partitions if p.name == name), None)
+
+
+@dataclass(frozen=True)
+class JobPriority:
+    """A pending job's priority and its normalised factors (0..1), as sprio shows them; the
+    weighted value of a factor is its weight (:class:`PriorityWeights`) times the factor."""
+
+    job_id: int
+    display_id: str  # ``14`` or ``14_3`` (pslurm.core.jobspec.display_id)
+    user: str
+    account: str
+    partition: str
+    priority: int
+    age: float = 0.0
+    fairshare: float = 0.0
+    jobsize: float = 0.0
+    partition_factor: float = 0.0
+    qos: float = 0.0
+    nice: int = 0
+    admin_set: bool = False  # an operator set the priority
+
+
+@dataclass(frozen=True)
+class PriorityWeights:
+    """The configured PriorityWeight* values."""
+
+    age: int = 0
+    fairshare: int = 0
+    jobsize: int = 0
+    partition: int = 0
+    qos: int = 0
+
+
+@dataclass(frozen=True)
+class OutputChunk:
+    """A piece of a running job's output, from its node's agent. The last one has ``done`` set and
+    how the job ended (``state``, ``exit_code``, ``exit_signal``); ``state`` is None before that."""
+
+    stdout: bytes = b""
+    stderr: bytes = b""
+    done: bool = False
+    state: JobState | None = None
+    exit_code: int = 0
+    exit_signal: int = 0
+
+
+class InputStream(Protocol):
+    """Input being sent to a job's stdin in the background (:meth:`pslurm.client.Client.send_input`)."""
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Once the chunks' iterator has ended (the job's EOF), wait up to ``timeout`` seconds for
+        the agent to take it all; cancel the call if it does not. Never raises: how the job ended
+        is the controller's to say."""
+        ...
