@@ -26,7 +26,8 @@ from typing import Any
 from pslurm.core.states import FINAL_STATES, InvalidTransition, JobReason, JobState
 
 _ACTIVE = frozenset({JobState.RUNNING, JobState.COMPLETING})
-_AGENT_ENDS = frozenset({JobState.COMPLETED, JobState.FAILED, JobState.TIMEOUT, JobState.CANCELLED})
+_AGENT_ENDS = frozenset({JobState.COMPLETED, JobState.FAILED, JobState.TIMEOUT, JobState.CANCELLED,
+                         JobState.OUT_OF_MEMORY})
 
 
 @dataclass(frozen=True)
@@ -162,7 +163,7 @@ def finish(job: JobFlags, node: str, restarts: int, reported: JobState, exit_cod
     _same_run(job, node, restarts)
     if job.requeue_requested:
         return requeue(job, now, f"requeued (pscontrol requeue), ended on {node}", op="finish")
-    if job.cancel_requested and reported is not JobState.TIMEOUT:
+    if job.cancel_requested and reported not in (JobState.TIMEOUT, JobState.OUT_OF_MEMORY):
         reported = JobState.CANCELLED
     return _change("finish", job, reported, f"ended on {node}", end_time=now, exit_code=exit_code,
                    exit_signal=exit_signal, reason=end_reason(reported), **(usage or {}))
@@ -217,9 +218,11 @@ def node_lost(job: JobFlags, node: str, now: float, why: str) -> Change:
 
 
 def end_reason(state: JobState) -> JobReason:
-    """The Reason= a job ends with, as Slurm's: NonZeroExitCode, TimeLimit, NodeDown, else None."""
+    """The Reason= a job ends with, as Slurm's: NonZeroExitCode, TimeLimit, NodeDown, OutOfMemory,
+    else None."""
     return {JobState.FAILED: JobReason.NON_ZERO_EXIT_CODE, JobState.TIMEOUT: JobReason.TIME_LIMIT,
-            JobState.NODE_FAIL: JobReason.NODE_DOWN}.get(state, JobReason.NONE)
+            JobState.NODE_FAIL: JobReason.NODE_DOWN, JobState.OUT_OF_MEMORY: JobReason.OUT_OF_MEMORY,
+            }.get(state, JobReason.NONE)
 
 
 def _same_run(job: JobFlags, node: str, restarts: int) -> None:

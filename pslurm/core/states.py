@@ -17,6 +17,7 @@ class JobState(enum.StrEnum):
     CANCELLED = "CANCELLED"
     TIMEOUT = "TIMEOUT"
     NODE_FAIL = "NODE_FAIL"
+    OUT_OF_MEMORY = "OUT_OF_MEMORY"  # a process of the job was killed for going past its --mem
 
     @property
     def short(self) -> str:
@@ -51,10 +52,12 @@ _SHORT = {
     JobState.CANCELLED: "CA",
     JobState.TIMEOUT: "TO",
     JobState.NODE_FAIL: "NF",
+    JobState.OUT_OF_MEMORY: "OOM",
 }
 
 FINAL_STATES = frozenset(
-    {JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED, JobState.TIMEOUT, JobState.NODE_FAIL}
+    {JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED, JobState.TIMEOUT, JobState.NODE_FAIL,
+     JobState.OUT_OF_MEMORY}
 )
 
 
@@ -86,6 +89,7 @@ class JobReason(enum.StrEnum):
     TIME_LIMIT = "TimeLimit"
     NODE_DOWN = "NodeDown"
     JOB_LAUNCH_FAILURE = "JobLaunchFailure"
+    OUT_OF_MEMORY = "OutOfMemory"
 
     @classmethod
     def parse(cls, text: str | None) -> JobReason:

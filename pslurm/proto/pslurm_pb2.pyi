@@ -18,6 +18,7 @@ class JobState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     JOB_CANCELLED: _ClassVar[JobState]
     JOB_TIMEOUT: _ClassVar[JobState]
     JOB_NODE_FAIL: _ClassVar[JobState]
+    JOB_OUT_OF_MEMORY: _ClassVar[JobState]
 
 class JobReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -41,6 +42,7 @@ class JobReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     REASON_TIME_LIMIT: _ClassVar[JobReason]
     REASON_NODE_DOWN: _ClassVar[JobReason]
     REASON_JOB_LAUNCH_FAILURE: _ClassVar[JobReason]
+    REASON_OUT_OF_MEMORY: _ClassVar[JobReason]
 
 class NodeState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -57,6 +59,7 @@ JOB_FAILED: JobState
 JOB_CANCELLED: JobState
 JOB_TIMEOUT: JobState
 JOB_NODE_FAIL: JobState
+JOB_OUT_OF_MEMORY: JobState
 REASON_NONE: JobReason
 REASON_PRIORITY: JobReason
 REASON_RESOURCES: JobReason
@@ -77,6 +80,7 @@ REASON_NON_ZERO_EXIT_CODE: JobReason
 REASON_TIME_LIMIT: JobReason
 REASON_NODE_DOWN: JobReason
 REASON_JOB_LAUNCH_FAILURE: JobReason
+REASON_OUT_OF_MEMORY: JobReason
 NODE_STATE_UNSPECIFIED: NodeState
 NODE_UNKNOWN: NodeState
 NODE_UP: NodeState
