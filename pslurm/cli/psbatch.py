@@ -43,7 +43,7 @@ def make_app() -> typer.Typer:
 
 
 def _script_text(script: str | None, wrap: str | None, script_args: list[str] | None) -> tuple[str, str]:
-    from pslurm.core.directives import has_shebang
+    from pslurm.core.directives import DirectiveError, decode_script, script_problem
 
     if wrap is not None:
         if script is not None:
@@ -52,17 +52,21 @@ def _script_text(script: str | None, wrap: str | None, script_args: list[str] | 
     if script is None or script == "-":
         if script is None and sys.stdin.isatty():
             fail(PROG, "no batch script given: psbatch [options] script.sh, or --wrap 'command'")
-        text, name = sys.stdin.read(), "sbatch"
+        data, name = sys.stdin.buffer.read(), "sbatch"
     else:
         try:
-            with open(script) as f:
-                text = f.read()
+            with open(script, "rb") as f:
+                data = f.read()
         except OSError as exc:
             fail(PROG, f"Unable to open file {script}: {exc.strerror}")
         name = os.path.basename(script)
-    if not has_shebang(text):
-        fail(PROG, "This does not look like a batch script.  The first line must start with #! followed by "
-                   "the path to an interpreter.")
+    try:
+        text = decode_script(data)
+    except DirectiveError as exc:
+        fail(PROG, str(exc))
+    problem = script_problem(text)
+    if problem is not None:
+        fail(PROG, problem)
     if script_args:  # sbatch passes them as $1..; run them through the script's own interpreter
         import shlex
 
@@ -74,15 +78,21 @@ def _script_text(script: str | None, wrap: str | None, script_args: list[str] | 
 def _directive_params(app: typer.Typer, text: str) -> dict[str, object]:
     """The script's #SBATCH/#PSBATCH lines parsed by psbatch's own option parser."""
     from pslurm.cli.common import click_errors
-    from pslurm.core.directives import DirectiveError, parse_directives
+    from pslurm.core.directives import DirectiveError, directive_lines
 
     try:
-        tokens = parse_directives(text)
+        lines = directive_lines(text)
     except DirectiveError as exc:
         fail(PROG, f"invalid directive: {exc}")
-    if not tokens:
+    if not lines:
         return {}
     command = typer.main.get_command(app)
+    takes_value = {name for p in command.params if getattr(p, "opts", None) and not getattr(p, "is_flag", True)
+                   for name in p.opts}
+    for lineno, line in lines:  # as sbatch: a value missing at a line's end is an error, not the next line's
+        if line and line[-1] in takes_value:
+            fail(PROG, f"invalid #SBATCH directive on line {lineno}: option {line[-1]} requires an argument")
+    tokens = [token for _, line in lines for token in line]
     try:
         with command.make_context(PROG, [*tokens, "script"], resilient_parsing=False) as ctx:
             return dict(ctx.params)

@@ -10,6 +10,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 
 from pslurm.core.config import ClusterConfig, NodeConfig, PartitionConfig
+from pslurm.core.directives import script_problem
 from pslurm.core.gres import format_gres
 from pslurm.core.jobspec import JobSpec, SpecError
 from pslurm.core.request import hostlist_option
@@ -19,6 +20,10 @@ TIME_LIMIT_INVALID = "Requested time limit is invalid (missing or exceeds some l
 INT32_MAX = 2**31 - 1  # the store's INTEGER columns (counts, seconds)
 MEM_MAX_MB = 2**53  # more than any node has, and exact in a float
 GRES_MAX_CHARS = 256  # the store's gres column
+MAX_ENVIRONMENT = 1024 * 1024  # characters of NAME=value in all: more than exec(2) takes on Linux
+# a name on one line of psqueue, psacct and the output file patterns: no line breaks
+_ONE_LINE = {"name": "the job name", "account": "the account", "partition": "the partition name",
+             "user": "the user name", "dependency": "the dependency"}
 
 # The JobSpec's text fields: what a refusal calls each, and the most characters its store column
 # holds (None: a TEXT column, or kept only in the spec's JSON).
@@ -99,6 +104,15 @@ def _check_request(spec: JobSpec) -> None:
         _no_nul(text, what)
         if longest is not None and len(text) > longest:
             raise SpecError(f"Invalid job request: {what} is longer than {longest} characters")
+    for field, what in _ONE_LINE.items():
+        if any(c in (getattr(spec, field) or "") for c in "\n\r"):
+            raise SpecError(f"Invalid job request: {what} contains a line break")
+    if spec.script is not None:
+        problem = script_problem(spec.script)
+        if problem is not None:
+            raise SpecError(problem)
+    if sum(len(k) + len(v) + 2 for k, v in spec.environment.items()) > MAX_ENVIRONMENT:
+        raise SpecError(f"Invalid job request: the environment is larger than {MAX_ENVIRONMENT} characters")
     for arg in spec.argv:
         _no_nul(arg, "the command")
     for key, value in spec.environment.items():

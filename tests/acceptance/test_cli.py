@@ -175,6 +175,26 @@ def test_bad_input_is_refused_and_the_queue_is_unchanged(cluster, tmp_path, args
     assert cluster.run("psqueue", "-h", "-t", "all", "-o", "%i", check=True).stdout == before
 
 
+@pytest.mark.parametrize("content,message", [
+    (b"#!/bin/sh\n#SBATCH -J\n#SBATCH --gres=gpu:9\ntrue\n",  # -J must not swallow the next line
+     "invalid #SBATCH directive on line 2: option -J requires an argument"),
+    (b"\x7fELF\x02\x01\x01\x00\x00\x00", "does not allow scripts that contain a NULL character"),
+    (b"#!/bin/sh\necho \xff\xfe\n", "Batch script is not UTF-8 text"),
+    (b"#!/bin/sh\r\ntrue\r\n", "Batch script contains DOS line breaks"),
+    (b"echo no interpreter line\n", "This does not look like a batch script"),
+    (b"", "Batch script is empty!"),
+    (b"#!/bin/sh\n" + b"# padding\n" * 500_000, "Batch script is too large: 5000010 bytes, at most 4194304"),
+])
+def test_bad_scripts_get_one_line_and_the_queue_is_unchanged(cluster, tmp_path, content, message):
+    before = cluster.run("psqueue", "-h", "-t", "all", "-o", "%i", check=True).stdout
+    script = tmp_path / "job.sh"
+    script.write_bytes(content)
+    proc = cluster.run("psbatch", str(script), cwd=tmp_path)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 1 and len(lines) == 1 and message in lines[0], proc.stderr
+    assert cluster.run("psqueue", "-h", "-t", "all", "-o", "%i", check=True).stdout == before
+
+
 def test_psrun_refuses_an_impossible_request(cluster, tmp_path):
     proc = cluster.run("psrun", "--gres=gpu:3", "true", cwd=tmp_path)
     assert proc.returncode == 1

@@ -1,3 +1,5 @@
+import re
+
 import pytest
 
 from pslurm.controller.admission import UNAVAILABLE, admit
@@ -158,3 +160,17 @@ def test_a_gres_request_longer_than_the_store_holds_is_refused(config):
     message = r"^Invalid generic resource \(gres\) specification: longer than 256 characters$"
     with pytest.raises(SpecError, match=message):
         admit(spec(gres=gres), config)
+
+
+@pytest.mark.parametrize("kw,message", [
+    ({"name": "a\nb"}, "the job name contains a line break"),
+    ({"account": "x\ry"}, "the account contains a line break"),
+    ({"script": ""}, "Batch script is empty!"),
+    ({"script": "true\n"}, "This does not look like a batch script"),
+    ({"script": "#!/bin/sh\r\ntrue\r\n"}, "DOS line breaks"),
+    ({"script": "#!/bin/sh\n" + "#" * (4 * 1024 * 1024)}, "Batch script is too large"),
+    ({"environment": {"BIG": "x" * (1024 * 1024)}}, "the environment is larger than 1048576 characters"),
+])
+def test_what_sbatch_would_refuse_is_refused_again_at_the_controller(config, kw, message):
+    with pytest.raises(SpecError, match=re.escape(message)):
+        admit(spec(**kw), config)

@@ -64,3 +64,23 @@ def test_arbitrary_text_raises_only_directive_error(text: str) -> None:
 def test_directives_round_trip(opts: list[str]) -> None:
     script = "#!/bin/bash\n" + "".join(f"#SBATCH {o}\n" for o in opts) + "srun true\n"
     assert parse_directives(script) == opts
+
+
+def test_each_directive_line_stands_alone() -> None:
+    from pslurm.core.directives import directive_lines
+
+    assert directive_lines("#!/bin/sh\n#SBATCH -J\n#SBATCH --gres=gpu:1 -t 5\nhostname\n") == [
+        (2, ["-J"]), (3, ["--gres=gpu:1", "-t", "5"])]
+
+
+def test_script_checks_in_sbatchs_words() -> None:
+    from pslurm.core.directives import DirectiveError, decode_script, script_problem
+
+    assert script_problem("#!/bin/sh\ntrue\n") is None
+    assert script_problem("#!/bin/sh\ntrue\n", max_size=5) == (
+        "Batch script is too large: 15 bytes, at most 5 (max_script_size)")
+    assert decode_script("#!/bin/sh\necho é\n".encode()) == "#!/bin/sh\necho é\n"
+    with pytest.raises(DirectiveError, match="NULL character"):
+        decode_script(b"#!/bin/sh\x00")
+    with pytest.raises(DirectiveError, match="not UTF-8"):
+        decode_script(b"#!/bin/sh\n\xff")
