@@ -60,8 +60,11 @@ class GresConfLine:
 class CgroupConfig:
     """cgroup.conf beside pslurm.conf."""
 
-    constrain_devices: bool = False  # ConstrainDevices=yes
-    constrain_cores: bool = False  # ConstrainCores=yes
+    constrain_devices: bool = False  # ConstrainDevices=yes: a job opens only its own GPUs
+    constrain_cores: bool = False  # ConstrainCores=yes: a job's cpuset is its allocated CPUs
+    constrain_ram_space: bool = False  # ConstrainRAMSpace=yes: --mem becomes the job's memory limit
+    plugin: str = "autodetect"  # CgroupPlugin=autodetect|cgroup/v1|cgroup/v2|disabled
+    mountpoint: str = "/sys/fs/cgroup"  # CgroupMountpoint=: where the cgroup hierarchies are mounted
 
 
 @dataclass(frozen=True)

@@ -269,15 +269,29 @@ def gres_lines_for_node(lines: Iterable[GresConfLine], node_name: str) -> list[G
     return [ln for ln in lines if ln.node_names is None or node_name in ln.node_names]
 
 
+CGROUP_PLUGINS = ("autodetect", "cgroup/v1", "cgroup/v2", "disabled")
+_CGROUP_FLAGS = {"constraindevices": "constrain_devices", "constraincores": "constrain_cores",
+                 "constrainramspace": "constrain_ram_space"}
+
+
 def parse_cgroup_conf(text: str, path: str = "<string>") -> CgroupConfig:
-    """Parse cgroup.conf: ConstrainDevices=yes|no and ConstrainCores=yes|no; other keys are ignored."""
-    flags: dict[str, bool] = {}
+    """Parse cgroup.conf: ConstrainDevices, ConstrainCores, ConstrainRAMSpace (yes|no), CgroupPlugin
+    (autodetect, cgroup/v1, cgroup/v2, disabled) and CgroupMountpoint; other keys are ignored."""
+    values: dict[str, bool | str] = {}
     for lineno, pairs in _logical_lines(text, path):
         for key, value in pairs:
-            if key.lower() in ("constraindevices", "constraincores"):
-                field_name = "constrain_devices" if key.lower() == "constraindevices" else "constrain_cores"
-                flags[field_name] = _bool(path, lineno, key, value)
-    return CgroupConfig(**flags)
+            low = key.lower()
+            if low in _CGROUP_FLAGS:
+                values[_CGROUP_FLAGS[low]] = _bool(path, lineno, key, value)
+            elif low == "cgroupplugin":
+                if value.lower() not in CGROUP_PLUGINS:
+                    raise _err(path, lineno, f"{key}={value}: expected {', '.join(CGROUP_PLUGINS)}")
+                values["plugin"] = value.lower()
+            elif low == "cgroupmountpoint":
+                if not value.startswith("/"):
+                    raise _err(path, lineno, f"{key}={value}: expected an absolute path")
+                values["mountpoint"] = value.rstrip("/") or "/"
+    return CgroupConfig(**values)  # type: ignore[arg-type]
 
 
 # --- Files and locations ----------------------------------------------------------------------------

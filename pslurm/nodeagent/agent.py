@@ -15,7 +15,9 @@ from pslurm.core import convert
 from pslurm.core.config import CgroupConfig, ClusterConfig, NodeConfig
 from pslurm.core.jobspec import JobRecord, JobSpec
 from pslurm.core.states import JobState
-from pslurm.nodeagent.cgroups import CgroupError, DeviceCgroups, JobCgroup, affinity_for
+from pslurm.nodeagent.cgroupnode import NodeCgroups
+from pslurm.nodeagent.cgroups import CgroupError, JobCgroup
+from pslurm.nodeagent.cpus import affinity_for, pick_cpus
 from pslurm.nodeagent.environment import job_environment
 from pslurm.nodeagent.gpumon import GpuMonitor, JobGpuUsage, UsageTracker
 from pslurm.nodeagent.gpus import GpuDevice
@@ -52,16 +54,19 @@ class Agent:
         self.drain_reason = drain_reason or ""
         self.monitor = monitor
         self.usage = UsageTracker(monitor)
-        self.cgroups: DeviceCgroups | None = None
-        self.isolation = "none: ConstrainDevices=no"
-        if cgroup_conf.constrain_devices:
-            why_not = DeviceCgroups.probe()
-            if why_not is None:
-                self.cgroups = DeviceCgroups.detect(parent=f"pslurm/{node.name}")
-                self.isolation = "devices"
-            else:
-                self.isolation = f"none: {why_not}"
-                log.warning("ConstrainDevices=yes but jobs will not be isolated: %s", why_not)
+        self.cgroup_conf = cgroup_conf
+        # every job gets a cgroup when the agent can make one; cgroup.conf decides its limits
+        self.cgroups = NodeCgroups.setup(cgroup_conf, config.cluster_name, node.name)
+        self.isolation = "none: ConstrainDevices=no"  # reported at registration: pscontrol's DeviceIsolation
+        if self.cgroups is not None:
+            self.isolation = self.cgroups.isolation
+        elif cgroup_conf.constrain_devices:
+            self.isolation = ("none: CgroupPlugin=disabled" if cgroup_conf.plugin == "disabled" else
+                              f"none: device cgroups need root (the agent runs as uid {os.geteuid()})"
+                              if os.geteuid() != 0 else "none: no usable cgroup hierarchy")
+        if cgroup_conf.constrain_devices and self.isolation.startswith("none"):
+            log.warning("ConstrainDevices=yes but jobs will not be isolated: %s", self.isolation[len("none: "):])
+        self._run_cpus: dict[RunKey, frozenset[int]] = {}  # ConstrainCores: the CPUs each run was given
         spool = os.path.join(config.spool_dir, node.name)
         self.records = RunRecords(os.path.join(spool, "runs"))  # the runs started and not acknowledged ended
         self.launcher = Launcher(node.name, config.cluster_name, spool, config.kill_wait, self._ended,
@@ -84,6 +89,22 @@ class Agent:
         may run their jobs again with nothing of the old run alive."""
         for record, _, _ in kill_leftovers(self.records, self.launcher.reap_timeout):
             self.launcher.remove_script(record.job_id)
+        if self.cgroups is None:
+            return
+        # job cgroups under this node's path that no live run owns: a previous agent's, even those
+        # whose records were lost (their processes may have left the session the record names)
+        with self._lock:
+            live = {d for r in self._runs.values() if r.cgroup is not None and r.end is None for d in r.cgroup.dirs}
+        for cgroup in self.cgroups.leftovers(keep=live):
+            found = len(cgroup.pids())
+            left = cgroup.kill_all(self.launcher.reap_timeout)
+            if left:
+                log.error("leftover cgroup %s: %d process(es) survived SIGKILL: %s", cgroup.path, len(left), left)
+            elif not cgroup.remove(timeout=1.0):
+                log.error("leftover cgroup %s could not be removed", cgroup.path)
+            else:
+                log.warning("removed leftover cgroup %s%s", cgroup.path,
+                            f" and killed its {found} process(es)" if found else "")
 
     # -- controller side -------------------------------------------------------------------
 
@@ -289,15 +310,15 @@ class Agent:
                 return
             self.usage.begin(job.job_id, job.gpu_indices)
             try:
-                cgroup = self._cgroup_for(job)
+                cgroup, cpus = self._cgroup_for(job)
             except CgroupError as exc:  # no isolation promised is better than none given: fail the job
                 self.launcher.fail(job, str(exc), running)
                 return
             running.cgroup = cgroup  # removed when the run ends, however it ends
             # behind a device cgroup CUDA enumerates only the job's GPUs, so its ordinals start at 0
-            visible = list(range(len(job.gpu_indices))) if cgroup is not None else list(job.gpu_indices)
+            isolated = cgroup is not None and cgroup.devices
+            visible = list(range(len(job.gpu_indices))) if isolated else list(job.gpu_indices)
             env = job_environment(job, self.node.name, self.config.cluster_name, visible)
-            cpus = affinity_for(self.devices, job.gpu_indices) if job.gpu_indices else None
             self.launcher.start(job, env, cgroup, cpus, running)
             if running.proc is not None:
                 self.usage.set_session(job.job_id, running.proc.pid)  # start_new_session: pid == sid
@@ -311,13 +332,28 @@ class Agent:
             with self._launched:
                 self._launched.notify_all()
 
-    def _cgroup_for(self, job: JobRecord) -> JobCgroup | None:
+    def _cgroup_for(self, job: JobRecord) -> tuple[JobCgroup | None, set[int] | None]:
+        """The run's cgroup (None where the agent cannot make cgroups) and the CPUs to pin it to
+        with sched_setaffinity (None: its cpuset does, or nothing to pin). ConstrainCores=yes: the
+        job's ``cpus`` CPUs, those near its GPUs and unused by other runs first, as its cpuset
+        (affinity where there is no cpuset); otherwise affinity to its GPUs' cores, if known."""
+        near = affinity_for(self.devices, job.gpu_indices) if job.gpu_indices else None
+        cpus: set[int] | None = near
+        if self.cgroup_conf.constrain_cores:
+            with self._lock:  # forget the CPUs of runs that ended
+                self._run_cpus = {k: c for k, c in self._run_cpus.items()
+                                  if (r := self._runs.get(k)) is not None and r.end is None}
+                picked = pick_cpus(job.spec.cpus, os.sched_getaffinity(0), near or (), self._run_cpus.values())
+                self._run_cpus[(job.job_id, job.restarts)] = picked
+            cpus = set(picked)
         if self.cgroups is None:
-            return None
+            return None, cpus
         by_index = {d.index: d for d in self.devices}
         minors = [m for i in job.gpu_indices
                   if (m := by_index[i].minor if i in by_index else None) is not None]
-        return self.cgroups.create(job.job_id, minors)
+        cgroup = self.cgroups.create(job.job_id, minors, mem_mb=job.spec.mem_mb,
+                                     cpus=cpus if self.cgroup_conf.constrain_cores else None)
+        return cgroup, None if cgroup.cpus else cpus
 
     def signal(self, job_id: int, signum: int) -> None:
         """pscancel: signal the job's run; 0 cancels it (and any older run still ending)."""

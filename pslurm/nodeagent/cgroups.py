@@ -1,13 +1,22 @@
-"""Device isolation (cgroup v1 ``devices``) and CPU affinity for job processes.
+"""A job's cgroup (:class:`JobCgroup`), how its processes join it (:class:`ChildSetup`), and the
+devices it may open. Where job cgroups go on this node: :mod:`pslurm.nodeagent.cgroupnode`; its
+CPUs: :mod:`pslurm.nodeagent.cpus`.
+
+One job, one :class:`JobCgroup`, which may span hierarchies: on a pure cgroup v2 host it is one
+directory; on a v1 host one per controller used; on a hybrid host (v1 controllers plus the v2
+hierarchy at ``/sys/fs/cgroup/unified``, no controllers in it) the v2 directory carries what v2
+does without controllers (the device program, ``cgroup.kill``) and v1 ones memory, cpuset and
+devices. Every process of the job is in all of them, so any one lists the job's processes.
 
 A job is put into its cgroup *before* it execs, from ``subprocess.Popen``'s ``preexec_fn``
 (see :class:`ChildSetup`). Why preexec_fn and not a shell wrapper or a move after start:
 
 - moving the pid after ``Popen`` returns races with the job: it may already have opened a
   device or forked children that stay outside the cgroup;
-- the job runs as the submitting user, and ``cgroup.procs`` is root's: the fd is opened by
-  the (root) agent before fork and only *written* in the child, which v1 allows because the
-  writer moves itself. ``preexec_fn`` runs after ``setreuid``, so this covers ``user=``;
+- the job runs as the submitting user, and ``cgroup.procs`` is root's: the fds are opened by
+  the (root) agent before fork and only *written* in the child; the kernel checks a migration
+  against the credentials the file was opened with. ``preexec_fn`` runs after ``setreuid``, so
+  this covers ``user=``;
 - a ``sh -c 'echo $$ >&N; exec ...'`` wrapper cannot name fds above 9 in dash, and a Python
   wrapper needs an interpreter the job user can execute.
 
@@ -19,205 +28,207 @@ from __future__ import annotations
 
 import errno
 import os
+import signal
 import time
 from collections.abc import Iterable
 from types import TracebackType
 from typing import Self
 
-from pslurm.nodeagent.gpus import GpuDevice
+from pslurm.nodeagent.bpfdev import DeviceRule
 
 NVIDIA_MAJOR = 195
 NVIDIACTL_MINOR = 255
 NVIDIA_MODESET_MINOR = 254
 # /dev/null, zero, full, random, urandom, tty, console, ptmx, pts/*: what any process expects
-BASIC_DEVICES = ("c 1:3 rwm", "c 1:5 rwm", "c 1:7 rwm", "c 1:8 rwm", "c 1:9 rwm",
-                 "c 5:0 rwm", "c 5:1 rwm", "c 5:2 rwm", "c 136:* rwm")  # fmt: skip
-V1_MOUNT = "/sys/fs/cgroup/devices"
+BASIC_DEVICES = tuple(DeviceRule("c", major, minor) for major, minor in
+                      ((1, 3), (1, 5), (1, 7), (1, 8), (1, 9), (5, 0), (5, 1), (5, 2), (136, None)))
 
 
 class CgroupError(OSError):
-    """A job cgroup could not be created or set up; the message is one line."""
+    """A job cgroup could not be created or set up; ``str()`` is one line."""
+
+    def __str__(self) -> str:
+        return str(self.strerror) if self.strerror is not None else super().__str__()
 
 
-def parse_cpu_list(text: str) -> tuple[int, ...]:
-    """``"0-3,8,10-11"`` -> ``(0, 1, 2, 3, 8, 10, 11)`` (cpuset / Cores= syntax); ``""`` -> ``()``."""
-    cpus: set[int] = set()
-    for part in text.strip().split(","):
-        part = part.strip()
-        if not part:
-            continue
-        lo, _, hi = part.partition("-")
-        first, last = int(lo), int(hi) if hi else int(lo)
-        if last < first:
-            raise ValueError(f"bad CPU range {part!r}")
-        cpus.update(range(first, last + 1))
-    return tuple(sorted(cpus))
-
-
-def affinity_for(devices: list[GpuDevice], indices: Iterable[int]) -> set[int] | None:
-    """CPUs close to the allocated GPUs (union of their cores) that this process may use.
-
-    None when no allocated GPU has cores known, or when none of those cores is usable here
-    (better unbound than failing the launch).
-    """
-    wanted = set(indices)
-    cores: set[int] = set()
-    for d in devices:
-        if d.index in wanted and d.cores:
-            cores.update(d.cores)
-    if not cores:
-        return None
-    return (cores & os.sched_getaffinity(0)) or None
-
-
-def _find_v1_mount(mounts: str = "/proc/self/mounts") -> str | None:
-    try:
-        with open(mounts) as f:
-            for line in f:
-                fields = line.split()
-                if len(fields) >= 4 and fields[2] == "cgroup" and "devices" in fields[3].split(","):
-                    return fields[1]
-    except OSError:
-        pass
-    return None
-
-
-def nvidia_uvm_major(proc_devices: str = "/proc/devices") -> int | None:
-    """The (dynamic) major of ``nvidia-uvm`` from /proc/devices, or None when it is not loaded."""
+def dynamic_majors(names: Iterable[str], proc_devices: str = "/proc/devices") -> list[int]:
+    """The majors of the character drivers ``names`` (e.g. nvidia-uvm) from /proc/devices; those
+    not loaded are left out."""
+    wanted, found = set(names), []
     try:
         with open(proc_devices) as f:
             for line in f:
+                if line.startswith("Block"):
+                    break
                 fields = line.split()
-                if len(fields) == 2 and fields[1] == "nvidia-uvm":
-                    return int(fields[0])
+                if len(fields) == 2 and fields[1] in wanted and fields[0].isdigit():
+                    found.append(int(fields[0]))
     except OSError:
         pass
-    return None
+    return sorted(set(found))
 
 
-def _write(path: str, value: str) -> None:
-    # one rule per write(): the kernel parses a single rule per call
+def device_rules(gpu_minors: Iterable[int], proc_devices: str = "/proc/devices") -> list[DeviceRule]:
+    """What a job may open: the basic devices and, with GPUs, its own /dev/nvidiaN, nvidiactl,
+    nvidia-modeset, nvidia-uvm and nvidia-uvm-tools. Everything else is denied."""
+    minors = sorted(set(gpu_minors))
+    rules = list(BASIC_DEVICES) + [DeviceRule("c", NVIDIA_MAJOR, m) for m in minors]
+    if minors:
+        rules += [DeviceRule("c", NVIDIA_MAJOR, NVIDIACTL_MINOR), DeviceRule("c", NVIDIA_MAJOR, NVIDIA_MODESET_MINOR)]
+        rules += [DeviceRule("c", major, None) for major in dynamic_majors(["nvidia-uvm", "nvidia-uvm-tools"],
+                                                                           proc_devices)]
+    return rules
+
+
+def write(path: str, value: str) -> None:
+    """One value per write(): cgroup files parse a single value (or devices rule) per call."""
     with open(path, "w") as f:
         f.write(value)
 
 
-class JobCgroup:
-    """One job's devices cgroup (v1)."""
+def read_file(path: str) -> str | None:
+    """The file's text, None when it cannot be read (gone with its cgroup, say)."""
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return None
 
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.procs_path = os.path.join(path, "cgroup.procs")
+
+def _zombie(pid: int) -> bool:
+    text = read_file(f"/proc/{pid}/stat")
+    return text is None or text[text.rfind(")") + 2:][:1] in ("Z", "X", "x")
+
+
+def _first(dirs: Iterable[str], marker: str) -> str | None:
+    return next((d for d in dirs if os.path.exists(os.path.join(d, marker))), None)
+
+
+class JobCgroup:
+    """One run's cgroup: its directory in each hierarchy it uses, handled as one.
+
+    ``dirs`` may be given as one path or several (the first is the one a restarted agent is told
+    of: the v2 one, else the freezer's); which does what is read from the files each one has.
+    """
+
+    def __init__(self, dirs: str | Iterable[str], devices: bool = False, cpus: Iterable[int] | None = None) -> None:
+        self.dirs = (dirs,) if isinstance(dirs, str) else tuple(dirs)
+        self.path = self.dirs[0] if self.dirs else ""
+        self.procs_paths = [os.path.join(d, "cgroup.procs") for d in self.dirs]
+        self.devices = devices  # device rules applied: the job may open only its own GPUs
+        self.cpus = frozenset(cpus) if cpus else None  # its cpuset, when one was applied
+        self._v2 = _first(self.dirs, "cgroup.controllers")  # only v2 directories have it
+        self._freezer = _first(self.dirs, "freezer.state")
+        self._memory = _first(self.dirs, "memory.events") or _first(self.dirs, "memory.oom_control")
+
+    def __repr__(self) -> str:
+        return f"JobCgroup({list(self.dirs)!r})"
 
     def add_pid(self, pid: int) -> None:
         """Move process ``pid`` (all its threads) into the cgroup; its later children follow."""
-        _write(self.procs_path, str(pid))
+        for path in self.procs_paths:
+            write(path, str(pid))
 
     def pids(self) -> list[int]:
         """Processes in the cgroup now (empty once removed)."""
-        try:
-            with open(self.procs_path) as f:
-                return [int(x) for x in f.read().split()]
-        except FileNotFoundError:
-            return []
+        found: set[int] = set()
+        for path in self.procs_paths:
+            found.update(int(x) for x in (read_file(path) or "").split())
+        return sorted(found)
+
+    def signal(self, signum: int) -> None:
+        """Send ``signum`` to every process in the cgroup (racing with forks: use kill() to end it)."""
+        for pid in self.pids():
+            try:
+                os.kill(pid, signum)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def kill(self) -> None:
+        """SIGKILL every process in the cgroup, wherever in its session tree it went, without a race
+        against forks: ``cgroup.kill`` on v2 (Linux 5.14+), else freeze, SIGKILL, thaw (v1 freezer),
+        else signal what ``cgroup.procs`` lists (a process forked meanwhile may survive a round)."""
+        if self._v2 is not None:
+            try:
+                write(os.path.join(self._v2, "cgroup.kill"), "1")
+                return
+            except OSError:
+                pass  # an older kernel, or already removed
+        if self._freezer is not None:
+            state = os.path.join(self._freezer, "freezer.state")
+            try:
+                write(state, "FROZEN")
+            except OSError:
+                self.signal(signal.SIGKILL)
+                return
+            deadline = time.monotonic() + 1.0  # FREEZING while a task sleeps uninterruptibly: kill anyway
+            while (read_file(state) or "").strip() not in ("FROZEN", "") and time.monotonic() < deadline:
+                time.sleep(0.005)
+            self.signal(signal.SIGKILL)  # frozen: nobody forks; the signals land once thawed
+            try:
+                write(state, "THAWED")
+            except OSError:
+                pass
+            return
+        self.signal(signal.SIGKILL)
+
+    def kill_all(self, timeout: float) -> list[int]:
+        """kill() until the cgroup is empty or ``timeout`` seconds have passed; the processes left
+        (none: all gone). Zombies count as gone: their parent reaps them."""
+        deadline = time.monotonic() + timeout
+        while True:
+            self.kill()
+            time.sleep(0.01)
+            left = [pid for pid in self.pids() if not _zombie(pid)]
+            if not left or time.monotonic() >= deadline:
+                return left
+            time.sleep(0.05)
+
+    def oom_kills(self) -> int:
+        """How many of its processes the OOM killer has killed (0 without a memory cgroup): v2
+        ``memory.events`` oom_kill, v1 ``memory.oom_control`` oom_kill (``memory.failcnt`` on
+        kernels without that counter)."""
+        if self._memory is None:
+            return 0
+        for name in ("memory.events", "memory.oom_control"):
+            for line in (read_file(os.path.join(self._memory, name)) or "").splitlines():
+                key, _, value = line.partition(" ")
+                if key == "oom_kill" and value.strip().isdigit():
+                    return int(value)
+        failcnt = (read_file(os.path.join(self._memory, "memory.failcnt")) or "").strip()
+        return int(failcnt) if failcnt.isdigit() and int(failcnt) > 0 else 0
 
     def remove(self, timeout: float = 2.0) -> bool:
-        """rmdir the cgroup; True when it is gone (or never existed).
+        """rmdir the cgroup's directories (and any the job made below them); True when all are
+        gone (or never existed).
 
         A cgroup can only be removed once empty; exiting processes leave it asynchronously,
         so EBUSY is retried until ``timeout``. The launcher kills the job first.
         """
         deadline = time.monotonic() + timeout
         while True:
-            try:
-                os.rmdir(self.path)
+            busy = False
+            for top in self.dirs:
+                for path in [d for d, _, _ in os.walk(top, topdown=False)] or [top]:
+                    try:
+                        os.rmdir(path)
+                    except FileNotFoundError:
+                        pass
+                    except OSError as exc:
+                        if exc.errno != errno.EBUSY:
+                            return False
+                        busy = True
+            if not busy:
                 return True
-            except FileNotFoundError:
-                return True
-            except OSError as exc:
-                if exc.errno != errno.EBUSY or time.monotonic() >= deadline:
-                    return False
+            if time.monotonic() >= deadline:
+                return False
             time.sleep(0.02)
-
-
-class DeviceCgroups:
-    """Creates per-job device cgroups under ``<devices mount>/<parent>/job_<id>`` (cgroup v1)."""
-
-    def __init__(self, mount: str = V1_MOUNT, parent: str = "pslurm") -> None:
-        self.mount = mount
-        self.base = os.path.join(mount, parent)
-
-    @classmethod
-    def probe(cls, mount: str | None = None) -> str | None:
-        """None when device cgroups can be used here, else a one-line reason."""
-        if os.geteuid() != 0:
-            return f"device cgroups need root (the agent runs as uid {os.geteuid()})"
-        mount = mount or _find_v1_mount() or V1_MOUNT
-        if os.path.exists(os.path.join(mount, "devices.allow")):
-            if not os.access(os.path.join(mount, "devices.allow"), os.W_OK):
-                return f"{mount} is read-only here"
-            return None
-        if os.path.exists("/sys/fs/cgroup/cgroup.controllers"):
-            return "cgroup v2 device control (eBPF) is not supported by this agent"
-        return f"no cgroup v1 devices controller mounted (looked at {mount})"
-
-    @classmethod
-    def detect(cls, parent: str = "pslurm") -> DeviceCgroups:
-        """An instance on the devices hierarchy mounted on this host (call probe() first)."""
-        return cls(_find_v1_mount() or V1_MOUNT, parent)
-
-    def create(self, job_id: int, allowed_minors: list[int]) -> JobCgroup:
-        """Make (or reuse) the job's cgroup: deny all, then the basics and its own GPUs.
-
-        Raises CgroupError when a GPU rule cannot be written (e.g. the parent, such as an LXC
-        container's cgroup, does not allow that device); a basic rule the parent lacks is skipped.
-        """
-        path = os.path.join(self.base, f"job_{job_id}")
-        try:
-            os.makedirs(path, exist_ok=True)
-            _write(os.path.join(path, "devices.deny"), "a")
-        except OSError as exc:
-            raise CgroupError(exc.errno, f"cannot set up device cgroup {path}: {exc.strerror}") from None
-        allow = os.path.join(path, "devices.allow")
-        for rule in BASIC_DEVICES:
-            try:
-                _write(allow, rule)
-            except OSError:
-                pass  # not allowed by our own parent: the job cannot have it either
-        gpu_rules = [f"c {NVIDIA_MAJOR}:{m} rwm" for m in sorted(set(allowed_minors))]
-        if allowed_minors:
-            gpu_rules += [
-                f"c {NVIDIA_MAJOR}:{NVIDIACTL_MINOR} rwm",
-                f"c {NVIDIA_MAJOR}:{NVIDIA_MODESET_MINOR} rwm",
-            ]
-            uvm = nvidia_uvm_major()
-            if uvm is not None:
-                gpu_rules.append(f"c {uvm}:* rwm")
-        for rule in gpu_rules:
-            try:
-                _write(allow, rule)
-            except OSError as exc:
-                raise CgroupError(exc.errno, f"cannot allow '{rule}' in {path}: {exc.strerror}") from None
-        return JobCgroup(path)
-
-    def remove_parents(self) -> None:
-        """rmdir this agent's parent cgroup and, when no other agent uses it, the top one."""
-        path = self.base
-        while os.path.normpath(path) != os.path.normpath(self.mount):
-            try:
-                os.rmdir(path)
-            except OSError:
-                return  # not empty (a job still there, or another agent's node): leave it
-            path = os.path.dirname(path)
-
-    def get(self, job_id: int) -> JobCgroup:
-        """The job's cgroup object without touching the filesystem (for cleanup after a restart)."""
-        return JobCgroup(os.path.join(self.base, f"job_{job_id}"))
 
 
 class ChildSetup:
     """``preexec_fn`` for ``subprocess.Popen``: joins the job cgroup and sets CPU affinity.
 
-    Use as a context manager around Popen, so the cgroup fd is opened (as root) before the
+    Use as a context manager around Popen, so the cgroup fds are opened (as root) before the
     fork and closed after it::
 
         with ChildSetup(job_cgroup, cpus) as setup:
@@ -229,24 +240,32 @@ class ChildSetup:
     def __init__(self, cgroup: JobCgroup | None = None, cpus: Iterable[int] | None = None) -> None:
         self.cgroup = cgroup
         self.cpus = frozenset(cpus) if cpus else None
-        self._fd: int | None = None
+        self._fds: list[int] = []
 
     def __enter__(self) -> Self:
-        if self.cgroup is not None:
-            self._fd = os.open(self.cgroup.procs_path, os.O_WRONLY | os.O_CLOEXEC)
+        try:
+            for path in self.cgroup.procs_paths if self.cgroup is not None else ():
+                self._fds.append(os.open(path, os.O_WRONLY | os.O_CLOEXEC))
+        except BaseException:
+            self._close()
+            raise
         return self
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        self._close()
+
+    def _close(self) -> None:
+        fds, self._fds = self._fds, []
+        for fd in fds:
+            os.close(fd)
 
     def __call__(self) -> None:
         # runs in the child between fork and exec: keep to plain syscalls
-        if self._fd is not None:
-            os.write(self._fd, b"%d" % os.getpid())
-            os.close(self._fd)
+        pid = b"%d" % os.getpid()
+        for fd in self._fds:
+            os.write(fd, pid)
+            os.close(fd)
         if self.cpus:
             os.sched_setaffinity(0, self.cpus)

@@ -280,8 +280,11 @@ class Launcher:
             self._terminate(running)
         rc = proc.returncode
         self._reap(running)  # what the job left running in the background goes too, before the end is told
+        oom_kills = self._oom_kills(running)
         if running.timed_out:
             state = JobState.TIMEOUT
+        elif oom_kills:
+            state = JobState.OUT_OF_MEMORY
         elif running.cancelled:
             state = JobState.CANCELLED
         else:
@@ -290,10 +293,13 @@ class Launcher:
         self._finish(running)
 
     def _reap(self, running: RunningJob) -> None:
-        """SIGKILL the job's session and process group (and cgroup), and wait, re-sending SIGKILL,
-        until none of its processes is left, for at most ``reap_timeout`` seconds."""
+        """SIGKILL the job's cgroup (every process, even those that left its session), session and
+        process group, and wait, re-sending SIGKILL, until none of its processes is left, for at
+        most ``reap_timeout`` seconds."""
         assert running.proc is not None
         pgid = running.proc.pid
+        if running.cgroup is not None:
+            running.cgroup.kill()
         kill_pgid(pgid, signal.SIGKILL)
         left = kill_groups([Group(pgid, running.start_ticks, running.cgroup)], self.reap_timeout)
         if left:
@@ -319,15 +325,47 @@ class Launcher:
                 pass
 
     def _terminate(self, running: RunningJob) -> None:
-        """SIGTERM to the whole job, SIGKILL after KillWait."""
+        """SIGTERM to the whole job (its cgroup, session and process group), SIGKILL after KillWait.
+        What is left once the leader is gone, ``_watch`` reaps."""
         assert running.proc is not None
-        kill_pgid(running.proc.pid, signal.SIGCONT)
-        kill_pgid(running.proc.pid, signal.SIGTERM)
+        for signum in (signal.SIGCONT, signal.SIGTERM):
+            self._signal_all(running, signum)
         try:
             running.proc.wait(timeout=self.kill_wait)
         except subprocess.TimeoutExpired:
+            if running.cgroup is not None:
+                running.cgroup.kill()
             kill_pgid(running.proc.pid, signal.SIGKILL)
             running.proc.wait()
+
+    @staticmethod
+    def _signal_all(running: RunningJob, signum: int) -> None:
+        assert running.proc is not None
+        kill_pgid(running.proc.pid, signum)
+        if running.cgroup is not None:
+            running.cgroup.signal(signum)
+
+    def _oom_kills(self, running: RunningJob) -> int:
+        """How many of the run's processes the OOM killer took (its memory cgroup says); when any,
+        slurmstepd's line goes to the job's stderr."""
+        count = running.cgroup.oom_kills() if running.cgroup is not None else 0
+        if count:
+            step = "0" if running.job.spec.interactive else "batch"
+            self._oom_note(running, f"slurmstepd: error: Detected {count} oom_kill event{'s' if count > 1 else ''} "
+                                    f"in StepId={running.job.job_id}.{step}. "
+                                    "Some of the step tasks have been OOM Killed.\n")
+        return count
+
+    def _oom_note(self, running: RunningJob, line: str) -> None:
+        """``line`` to the job's stderr: psrun's stream, or its file (as ``_note`` writes there)."""
+        if running.job.spec.interactive:
+            with running.changed:
+                buffer = running.outputs.get("stderr")
+                if buffer is not None:
+                    buffer.data.extend(line.encode())
+                    running.changed.notify_all()
+        elif running.stderr_path:
+            _append(running.stderr_path, line)
 
     def cancel(self, running: RunningJob) -> None:
         """scancel: the job ends CANCELLED (idempotent; a second cancel does nothing more). A run
@@ -342,8 +380,9 @@ class Launcher:
         threading.Thread(target=self._terminate, args=(running,), daemon=True).start()
 
     def signal(self, running: RunningJob, signum: int) -> None:
+        """pscancel -s: ``signum`` to every process of the job."""
         if running.proc is not None and running.end is None:
-            kill_pgid(running.proc.pid, signum)
+            self._signal_all(running, signum)
 
     def _note(self, running: RunningJob, why: str) -> None:
         """slurmstepd's line in the job's stderr when it is ended from outside."""

@@ -1,7 +1,9 @@
 """A run's processes, in /proc and on disk.
 
-Each job runs in a session of its own, so its processes are those whose process group or session
-is the leader's pid (the pgid), plus, with device isolation, those in its cgroup. Linux does not
+Each job runs in a session of its own and, when the agent can make one (as root), in a cgroup of
+its own. The cgroup is the reliable account: a process that leaves the job's session and process
+group (``setsid``) is still in it, and ``cgroup.kill`` ends all of them at once. Without one, the
+job's processes are those whose process group or session is the leader's pid (the pgid). Linux does not
 hand a pid out again while any process still uses it as a process group or session id, so while
 one of them lives the number stands for that run alone; the leader's start time (``/proc/<pid>/stat``
 field 22) tells a later, unrelated session that reuses the number once they are all gone.
@@ -84,7 +86,7 @@ def boot_id() -> str:
 @dataclass(frozen=True)
 class Group:
     """A run's processes: its session/process group ``pgid``, started no earlier than ``since``
-    (the leader's start ticks; None: unknown), and its cgroup's processes where it has one."""
+    (the leader's start ticks; None: unknown), and every process in its cgroup where it has one."""
 
     pgid: int
     since: int | None = None
@@ -107,14 +109,16 @@ def members(groups: Iterable[Group]) -> dict[int, list[int]]:
                 break
     for pgid, g in wanted.items():
         if g.cgroup is not None:
-            found[pgid] = sorted(set(found[pgid]) | set(g.cgroup.pids()))
+            live = [pid for pid in g.cgroup.pids() if (info := proc_info(pid)) is not None and info.state not in "ZXx"]
+            found[pgid] = sorted(set(found[pgid]) | set(live))
     return found
 
 
 def kill_groups(groups: Iterable[Group], timeout: float) -> dict[int, list[int]]:
     """SIGKILL every process of the groups, again and again, until none is left or ``timeout``
-    seconds have passed; the processes still there then, by pgid (none: all gone). The common case,
-    nothing left, costs one scan of /proc."""
+    seconds have passed; the processes still there then, by pgid (none: all gone). A group with a
+    cgroup is killed through it (``JobCgroup.kill``: no fork escapes), its session and process
+    group as well. The common case, nothing left, costs one scan of /proc."""
     pending = list(groups)
     deadline = time.monotonic() + timeout
     delay = 0.005
@@ -123,6 +127,9 @@ def kill_groups(groups: Iterable[Group], timeout: float) -> dict[int, list[int]]
         if not left or time.monotonic() >= deadline:
             return left
         pending = [g for g in pending if g.pgid in left]
+        for g in pending:
+            if g.cgroup is not None:
+                g.cgroup.kill()
         for pgid, pids in left.items():
             kill_pgid(pgid, signal.SIGKILL)
             for pid in pids:
@@ -150,7 +157,7 @@ class RunRecord:
     pgid: int
     start_ticks: int | None  # the leader's (None: it was gone before it could be read)
     boot_id: str = ""
-    cgroup: str = ""  # the run's device cgroup directory, "" when it has none
+    cgroup: str = ""  # the run's cgroup directory ("" when it has none): v2's, else the v1 freezer's
     started: float = 0.0
 
     def group(self) -> Group:

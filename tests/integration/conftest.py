@@ -22,7 +22,7 @@ class Procs:
         ports = free_ports(3)
         self.tmp = tmp
         self.conf = tmp / "pslurm.conf"
-        self.conf.write_text(f"""ClusterName=fail
+        self.conf.write_text(f"""ClusterName=fail{os.getpid()}
 SlurmctldHost=localhost(127.0.0.1)
 SlurmctldPort={ports[0]}
 StateSaveLocation={tmp}

@@ -70,7 +70,9 @@ def make_agent(tmp_path: Path) -> Iterator[Callable[..., tuple[Agent, FakeContro
     agents: list[Agent] = []
 
     def make(kill_wait: int = 1) -> tuple[Agent, FakeController]:
-        config = ClusterConfig(path=str(tmp_path / "pslurm.conf"), controller_port=1,
+        # a cluster name of its own: job cgroups are named by cluster and node, and an agent's
+        # recovery removes its node's leftovers (never another cluster's, such as a `pslurm up` one)
+        config = ClusterConfig(path=str(tmp_path / "pslurm.conf"), controller_port=1, cluster_name=f"unit{os.getpid()}",
                                spool_dir=str(tmp_path / "spool"), kill_wait=kill_wait)
         agent = Agent(config, NodeConfig("c000", port=2), [], CgroupConfig())
         controller = FakeController()
