@@ -53,6 +53,13 @@ def print_listing(prog: str, render: Callable[[], list[str]]) -> None:
     sys.stdout.write("".join(line + "\n" for line in lines))
 
 
+def current_umask() -> int:
+    """This process's umask (read by setting it and back: the commands are single-threaded)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def user_identity() -> tuple[str, int, int]:
     import pwd
 

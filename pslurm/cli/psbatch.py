@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from pslurm.cli import options as o
-from pslurm.cli.common import connect, fail, reporting, run, typer_app, user_identity
+from pslurm.cli.common import connect, current_umask, fail, reporting, run, typer_app, user_identity
 
 PROG = "psbatch"
 WRAP_HEADER = "#!/bin/sh\n# This script was created by psbatch --wrap.\n\n"
@@ -106,7 +106,7 @@ def submit(opts: o.JobOptions, text: str, default_name: str, parsable: bool) -> 
 
     user, uid, gid = user_identity()
     try:
-        spec = build_spec(opts, user=user, uid=uid, gid=gid, cwd=os.getcwd(), environ=os.environ,
+        spec = build_spec(opts, user=user, uid=uid, gid=gid, cwd=os.getcwd(), environ=os.environ, umask=current_umask(),
                           script=text, default_name=default_name)
     except SpecError as exc:
         fail(PROG, str(exc))

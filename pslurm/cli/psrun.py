@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from pslurm.cli import options as o
-from pslurm.cli.common import connect, fail, reporting, run, typer_app, user_identity
+from pslurm.cli.common import connect, current_umask, fail, reporting, run, typer_app, user_identity
 
 if TYPE_CHECKING:
     from pslurm.client import Client
@@ -52,7 +52,7 @@ def run_job(opts: o.JobOptions, argv: tuple[str, ...], forward_stdin: bool = Tru
 
     user, uid, gid = user_identity()
     try:
-        spec = build_spec(opts, user=user, uid=uid, gid=gid, cwd=os.getcwd(), environ=os.environ,
+        spec = build_spec(opts, user=user, uid=uid, gid=gid, cwd=os.getcwd(), environ=os.environ, umask=current_umask(),
                           argv=argv, default_name=os.path.basename(argv[0]), interactive=True)
     except SpecError as exc:
         fail(PROG, str(exc))

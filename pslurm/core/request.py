@@ -97,10 +97,18 @@ def export_environment(export: str | None, environ: Mapping[str, str]) -> dict[s
     return env
 
 
+def _with_umask(env: dict[str, str], umask: int | None) -> dict[str, str]:
+    if umask is not None:
+        env["SLURM_UMASK"] = f"{umask:04o}"
+    return env
+
+
 def build_spec(opts: JobOptions, *, user: str, uid: int, gid: int, cwd: str, environ: Mapping[str, str],
                script: str | None = None, argv: tuple[str, ...] = (), default_name: str = "",
-               interactive: bool = False) -> JobSpec:
-    """Check the options and make the JobSpec the controller will be sent. Raises SpecError."""
+               interactive: bool = False, umask: int | None = None) -> JobSpec:
+    """Check the options and make the JobSpec the controller will be sent. Raises SpecError.
+    ``umask``: the submitting process's, passed on as SLURM_UMASK (as sbatch and srun do): the
+    job's output files and processes get it."""
     try:
         gres: tuple[GresRequest, ...] = parse_gres(opts.gres) if opts.gres else ()
         for gpus in (opts.gpus, opts.gpus_per_node):  # -N 1: the same thing as --gres=gpu:N
@@ -131,7 +139,7 @@ def build_spec(opts: JobOptions, *, user: str, uid: int, gid: int, cwd: str, env
         raise SpecError(f"Invalid --kill-on-invalid-dep value: {opts.kill_on_invalid_dep} (yes or no)")
     return JobSpec(
         name=opts.job_name or default_name or "sbatch", user=user, uid=uid, gid=gid, workdir=workdir,
-        script=script, argv=argv, environment=export_environment(opts.export, environ),
+        script=script, argv=argv, environment=_with_umask(export_environment(opts.export, environ), umask),
         partition=opts.partition, stdout=opts.output, stderr=opts.error, time_limit=time_limit,
         num_nodes=_nodes(opts.nodes), ntasks=_count("--ntasks", opts.ntasks, 1),
         cpus_per_task=_count("--cpus-per-task", opts.cpus_per_task, 1),

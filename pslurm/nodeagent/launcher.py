@@ -1,9 +1,11 @@
 """Start a job's processes and watch them: output files, time limit, cancel, exit status.
 
 Each job runs in its own session (process group) in its submit directory, as its user when the
-agent is root. A watcher thread per job enforces the time limit (SIGTERM, KillWait, SIGKILL) and
-reports the end through ``on_end`` once none of the job's processes is left. A job that cannot be
-started at all ends FAILED with ``launch_failure`` saying why; ``start`` never raises.
+agent is root. What is the user's (the output files, the working directory, slurmstepd's lines in
+the stderr file) the agent touches only as the user: see :mod:`pslurm.nodeagent.userfiles`. A
+watcher thread per job enforces the time limit (SIGTERM, KillWait, SIGKILL) and reports the end
+through ``on_end`` once none of the job's processes is left. A job that cannot be started at all
+ends FAILED with ``launch_failure`` saying why; ``start`` never raises.
 """
 
 from __future__ import annotations
@@ -12,7 +14,6 @@ import contextlib
 import logging
 import os
 import signal
-import stat
 import subprocess
 import threading
 import time
@@ -26,6 +27,7 @@ from pslurm.core.states import JobState
 from pslurm.core.timefmt import format_timestamp
 from pslurm.nodeagent.cgroups import ChildSetup, JobCgroup
 from pslurm.nodeagent.runs import Group, RunRecord, RunRecords, boot_id, kill_groups, kill_pgid, start_ticks
+from pslurm.nodeagent.userfiles import JobUser, UserFile, UserStart, append_as, file_umask, write_private_file
 
 log = logging.getLogger("psd")
 
@@ -53,6 +55,7 @@ class RunningJob:
     started: float
     cgroup: JobCgroup | None = None
     stderr_path: str | None = None
+    stderr_file: UserFile | None = None  # the stderr file as the job's user opened it, for slurmstepd's lines
     cancelled: bool = False
     timed_out: bool = False
     end: JobEnd | None = None
@@ -166,8 +169,8 @@ class Launcher:
         if job.spec.interactive:
             running.outputs = {"stdout": OutputBuffer(closed=True),
                                "stderr": OutputBuffer(bytearray(message.encode()), closed=True)}
-        elif running.stderr_path:
-            _append(running.stderr_path, message)
+        else:
+            self.note_stderr(running, message)
         running.launch_failure = why
         running.end = JobEnd(JobState.FAILED, 2, 0, time.time())
         self._finish(running)
@@ -175,13 +178,19 @@ class Launcher:
 
     def _spawn(self, running: RunningJob, env: dict[str, str], cgroup: JobCgroup | None,
                cpus: set[int] | None) -> subprocess.Popen[bytes]:
-        """Start the job's leader; LaunchError with slurmstepd's reason when it cannot."""
+        """Start the job's leader; LaunchError with slurmstepd's reason when it cannot.
+
+        The leader's child side (:class:`UserStart`, then :class:`ChildSetup`) enters the working
+        directory and opens the output files as the user, never root: Popen gets no ``cwd``."""
         job, spec = running.job, running.job.spec
+        out_path = err_path = None
         if not spec.interactive:
             out_path, err_path = self._output_paths(job)
             running.stderr_path = err_path
         _check_strings(spec.workdir, spec.argv if spec.script is None else (), env)
-        _check_workdir(spec.workdir)
+        for which, path in (("stdout", out_path), ("stderr", err_path)):
+            if path is not None and "\0" in path:
+                raise LaunchError(f"the {which} file name contains a NUL byte")
         if spec.script is not None:
             try:
                 argv = [self._write_script(job)]
@@ -194,33 +203,25 @@ class Launcher:
         user_kw: dict[str, object] = {}
         if self.as_root and spec.uid != 0:  # run as the submitter, never as root on their behalf
             user_kw = {"user": spec.uid, "group": spec.gid, "extra_groups": _groups_of(spec.user, spec.gid)}
-        with ChildSetup(cgroup, cpus) as setup:
-            preexec = setup if (cgroup is not None or cpus) else None
-            if spec.interactive:
-                with _exec_errors(argv, spec.workdir):
-                    proc = subprocess.Popen(argv, cwd=spec.workdir, env=env, stdin=subprocess.PIPE,
-                                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                            start_new_session=True, preexec_fn=preexec, **user_kw)  # type: ignore[call-overload]
-                running.stdin = proc.stdin  # psrun's stdin goes here (srun forwards it to the task)
-                running.outputs = {"stdout": OutputBuffer(), "stderr": OutputBuffer()}
-                for name, pipe in (("stdout", proc.stdout), ("stderr", proc.stderr)):
-                    threading.Thread(target=self._pump, args=(running, name, pipe), daemon=True).start()
-                return proc  # type: ignore[no-any-return]
-            out = self._open_output(out_path, spec.uid, spec.gid, "stdout")
+        if spec.interactive:
+            streams: dict[str, Any] = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
+        else:  # stdout and stderr: the child's own files, dup2'd onto 1 and 2 before exec
+            streams = {"stdin": subprocess.DEVNULL}
+        with ChildSetup(cgroup, cpus) as setup, UserStart(spec.workdir, out_path, err_path, env, setup) as child:
             try:
-                err = out if err_path == out_path else self._open_output(err_path, spec.uid, spec.gid, "stderr")
-            except BaseException:
-                os.close(out)
-                raise
-            try:
-                with _exec_errors(argv, spec.workdir):
-                    return subprocess.Popen(argv, cwd=spec.workdir, env=env, stdin=subprocess.DEVNULL,  # type: ignore[call-overload, no-any-return]
-                                            stdout=out, stderr=err, start_new_session=True,
-                                            preexec_fn=preexec, **user_kw)
-            finally:
-                os.close(out)
-                if err != out:
-                    os.close(err)
+                with _exec_errors():
+                    proc: subprocess.Popen[bytes] = subprocess.Popen(  # type: ignore[call-overload]
+                        argv, cwd=None, env=env, start_new_session=True, preexec_fn=child, **streams, **user_kw)
+            except LaunchError as exc:
+                failure, running.stderr_file = child.collect()
+                raise LaunchError(failure or exc.reason) from exc  # the child's own words when it said why
+            running.stderr_file = child.collect()[1]
+        if spec.interactive:
+            running.stdin = proc.stdin  # psrun's stdin goes here (srun forwards it to the task)
+            running.outputs = {"stdout": OutputBuffer(), "stderr": OutputBuffer()}
+            for name, pipe in (("stdout", proc.stdout), ("stderr", proc.stderr)):
+                threading.Thread(target=self._pump, args=(running, name, pipe), daemon=True).start()
+        return proc
 
     def _output_paths(self, job: JobRecord) -> tuple[str, str]:
         spec = job.spec
@@ -234,28 +235,37 @@ class Launcher:
         out = resolve(spec.stdout or default_output_pattern(job.array_job_id is not None))
         return out, resolve(spec.stderr) if spec.stderr else out
 
-    def _open_output(self, path: str, uid: int, gid: int, which: str) -> int:
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-        except OSError as exc:
-            raise LaunchError(f"Could not open {which} file {path}: {_os_error(exc)}") from exc
-        except ValueError as exc:
-            raise LaunchError(f"the {which} file name contains a NUL byte") from exc
-        if self.as_root:
-            os.fchown(fd, uid, gid)
-        return fd
-
     def _write_script(self, job: JobRecord) -> str:
+        """The batch script, in a fresh directory of the spool that is the user's (0700) once written."""
         job_dir = os.path.join(self.spool_dir, f"job{job.job_id:05d}")
-        os.makedirs(job_dir, exist_ok=True)
-        path = os.path.join(job_dir, "slurm_script")
-        with open(path, "w") as f:
-            f.write(job.spec.script or "")
-        os.chmod(path, stat.S_IRWXU)
-        if self.as_root:
-            os.chown(job_dir, job.spec.uid, job.spec.gid)
-            os.chown(path, job.spec.uid, job.spec.gid)
-        return path
+        owner = (job.spec.uid, job.spec.gid) if self.as_root else None
+        return write_private_file(job_dir, "slurm_script", job.spec.script or "", owner)
+
+    def _job_user(self, job: JobRecord) -> JobUser:
+        spec = job.spec
+        switch = self.as_root and spec.uid != 0
+        return JobUser(spec.uid, spec.gid, tuple(_groups_of(spec.user, spec.gid)) if switch else (), switch)
+
+    def note_stderr(self, running: RunningJob, text: str) -> None:
+        """Add slurmstepd's ``text`` (whole lines) to the job's stderr: psrun's stream, or the
+        stderr file, written as the job's user: through the file the job's process opened for the
+        agent at launch, else (the launch failed before that) from a child that becomes the user.
+        Never by path as root. Never raises; a line that cannot be written is dropped."""
+        spec = running.job.spec
+        if spec.interactive:
+            with running.changed:
+                buffer = running.outputs.get("stderr")
+                if buffer is not None:
+                    buffer.data.extend(text.encode())
+                    running.changed.notify_all()
+        elif running.stderr_file is not None:
+            running.stderr_file.write(text)  # closed once the run ended: then nothing
+        elif running.stderr_path:
+            try:
+                with self._spawn_lock:  # a fork while a script is open for writing: ETXTBSY (see __init__)
+                    append_as(self._job_user(running.job), running.stderr_path, text, file_umask(spec.environment))
+            except OSError as exc:  # fork failed: the end is reported all the same
+                log.warning("job %d: could not write to its stderr file: %s", running.job.job_id, exc)
 
     def _pump(self, running: RunningJob, name: str, pipe: object) -> None:
         buffer = running.outputs[name]
@@ -310,6 +320,8 @@ class Launcher:
         with running.changed:
             running.changed.notify_all()
         close_input(running)
+        if running.stderr_file is not None:
+            running.stderr_file.close()  # the run is over: no more lines from the agent
         if running.cgroup is not None:
             running.cgroup.remove()
         self.remove_script(running.job.job_id)
@@ -351,21 +363,10 @@ class Launcher:
         count = running.cgroup.oom_kills() if running.cgroup is not None else 0
         if count:
             step = "0" if running.job.spec.interactive else "batch"
-            self._oom_note(running, f"slurmstepd: error: Detected {count} oom_kill event{'s' if count > 1 else ''} "
+            self.note_stderr(running, f"slurmstepd: error: Detected {count} oom_kill event{'s' if count > 1 else ''} "
                                     f"in StepId={running.job.job_id}.{step}. "
                                     "Some of the step tasks have been OOM Killed.\n")
         return count
-
-    def _oom_note(self, running: RunningJob, line: str) -> None:
-        """``line`` to the job's stderr: psrun's stream, or its file (as ``_note`` writes there)."""
-        if running.job.spec.interactive:
-            with running.changed:
-                buffer = running.outputs.get("stderr")
-                if buffer is not None:
-                    buffer.data.extend(line.encode())
-                    running.changed.notify_all()
-        elif running.stderr_path:
-            _append(running.stderr_path, line)
 
     def cancel(self, running: RunningJob) -> None:
         """scancel: the job ends CANCELLED (idempotent; a second cancel does nothing more). A run
@@ -388,14 +389,7 @@ class Launcher:
         """slurmstepd's line in the job's stderr when it is ended from outside."""
         line = (f"slurmstepd: error: *** JOB {running.job.job_id} ON {self.node} CANCELLED AT "
                 f"{format_timestamp(time.time())} {why}***\n")
-        if running.job.spec.interactive:
-            with running.changed:
-                buffer = running.outputs.get("stderr")
-                if buffer is not None:
-                    buffer.data.extend(line.encode())
-                    running.changed.notify_all()
-        elif running.stderr_path:
-            _append(running.stderr_path, line)
+        self.note_stderr(running, line)
 
 
 class LaunchError(Exception):
@@ -432,36 +426,18 @@ def _check_strings(workdir: str, argv: tuple[str, ...], env: dict[str, str]) -> 
             raise LaunchError(f"the environment contains an invalid variable name {name!r}")
 
 
-def _check_workdir(workdir: str) -> None:
-    try:
-        st = os.stat(workdir)
-    except OSError as exc:
-        raise LaunchError(f"chdir({workdir}): {exc.strerror}") from exc
-    if not stat.S_ISDIR(st.st_mode):
-        raise LaunchError(f"chdir({workdir}): Not a directory")
-
-
 @contextlib.contextmanager
-def _exec_errors(argv: list[str], workdir: str) -> Iterator[None]:
-    """Popen's failures as slurmstepd's lines: the chdir, the execve, or the child's setup."""
+def _exec_errors() -> Iterator[None]:
+    """Popen's failures as slurmstepd's lines: the execve, or the child's setup (whose own reason,
+    when it sent one, the caller puts first)."""
     try:
         yield
     except OSError as exc:
-        if exc.filename == workdir and exc.filename != argv[0]:
-            raise LaunchError(f"chdir({workdir}): {exc.strerror}") from exc
         raise LaunchError(f"execve(): {_os_error(exc)}") from exc
     except subprocess.SubprocessError as exc:
         raise LaunchError(f"setting up the job's process failed: {describe(exc)}") from exc
     except ValueError as exc:
         raise LaunchError(f"execve(): {describe(exc)}") from exc
-
-
-def _append(path: str, text: str) -> None:
-    try:
-        with open(path, "a") as f:
-            f.write(text)
-    except (OSError, ValueError):
-        pass
 
 
 def _groups_of(user: str, gid: int) -> list[int]:

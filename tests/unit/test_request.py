@@ -58,3 +58,9 @@ def test_nodelist_and_exclude_are_hostlists():
     assert (built.nodelist, built.exclude) == ("c001", "c[002-003]")
     with pytest.raises(SpecError, match=r"^Invalid --exclude specification: Invalid hostlist: c\[2-1\]"):
         build_spec(JobOptions(exclude="c[2-1]"), user="u", uid=1, gid=1, cwd="/tmp", environ={}, script="x")
+
+
+def test_the_submitters_umask_travels_as_slurm_umask():
+    spec = build_spec(JobOptions(), umask=0o027, **IDENT)
+    assert spec.environment["SLURM_UMASK"] == "0027"
+    assert "SLURM_UMASK" not in build_spec(JobOptions(), **IDENT).environment
