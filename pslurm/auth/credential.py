@@ -1,11 +1,13 @@
-"""Credentials and the cluster key: pure functions over bytes and strings."""
+"""Credentials and the cluster key: pure functions over bytes and strings, and the replay cache."""
 
 from __future__ import annotations
 
 import hashlib
+import heapq
 import hmac
 import os
 import secrets
+import threading
 from dataclasses import dataclass
 
 VERSION = "p1"
@@ -30,7 +32,13 @@ def sign(key: bytes, who: Identity, now: float, ttl: int = TTL) -> str:
 
 def verify(key: bytes, credential: str, now: float) -> Identity:
     """The identity ``credential`` vouches for; AuthError when it is malformed, signed with
-    another key, or expired (or dated further ahead than clock skew explains)."""
+    another key, or expired (or dated further ahead than clock skew explains). Says nothing about
+    whether it was used before: that is :class:`ReplayCache`'s."""
+    return _checked(key, credential, now)[0]
+
+
+def _checked(key: bytes, credential: str, now: float) -> tuple[Identity, int, str]:
+    """verify(), and the credential's expiry and nonce."""
     body, _, mac = credential.rpartition(".")
     parts = body.split(".")
     if len(parts) != 5 or parts[0] != VERSION or not all(p.isdigit() for p in parts[1:4]):
@@ -42,7 +50,51 @@ def verify(key: bytes, credential: str, now: float) -> Identity:
         raise AuthError("credential expired")
     if expires > now + 2 * TTL:
         raise AuthError("credential dated in the future (are the clocks apart?)")
-    return Identity(uid, gid)
+    return Identity(uid, gid), expires, parts[4]
+
+
+REPLAY_CACHE_MAX = 500_000  # credentials remembered at most (~50 MB); hundreds of calls a second need far fewer
+
+
+class ReplayCache:
+    """Single use: remembers the nonce of every credential accepted until that credential expires,
+    and refuses a credential whose nonce it has seen (MUNGE's replay cache), so that a credential
+    captured on the wire is worth nothing. Memory is bounded: entries leave when their credential
+    expires (at most ``2 * TTL`` ahead), and past ``max_entries`` live ones new credentials are
+    refused rather than old ones forgotten (forgetting would let a replay through)."""
+
+    def __init__(self, max_entries: int = REPLAY_CACHE_MAX) -> None:
+        self.max_entries = max_entries
+        self._seen: set[str] = set()
+        self._by_expiry: dict[int, list[str]] = {}  # expiry second -> nonces that expire then
+        self._expiries: list[int] = []  # heap of the keys of _by_expiry
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._seen)
+
+    def verify_once(self, key: bytes, credential: str, now: float) -> Identity:
+        """verify(), and refuse a credential already accepted (AuthError)."""
+        who, expires, nonce = _checked(key, credential, now)
+        with self._lock:
+            self._forget_expired(now)
+            if nonce in self._seen:
+                raise AuthError("credential already used (credentials are single-use)")
+            if len(self._seen) >= self.max_entries:
+                raise AuthError("too many credentials in use at once: try again shortly")
+            self._seen.add(nonce)
+            bucket = self._by_expiry.get(expires)
+            if bucket is None:
+                bucket = self._by_expiry[expires] = []
+                heapq.heappush(self._expiries, expires)
+            bucket.append(nonce)
+        return who
+
+    def _forget_expired(self, now: float) -> None:
+        # an expired credential is refused as expired: its nonce need not be kept
+        while self._expiries and self._expiries[0] < now:
+            for nonce in self._by_expiry.pop(heapq.heappop(self._expiries)):
+                self._seen.discard(nonce)
 
 
 def _mac(key: bytes, body: str) -> str:

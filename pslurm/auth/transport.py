@@ -12,10 +12,15 @@ from typing import Any
 
 import grpc
 
-from pslurm.auth.credential import TTL, AuthError, Identity, load_key, sign, verify
+from pslurm.auth.credential import AuthError, Identity, ReplayCache, load_key, sign, verify
 from pslurm.core.config import ClusterConfig
 
 METADATA_KEY = "x-pslurm-cred"
+# The most a server takes in one message: a submit (or a launch) with a 4 MiB script and a 1 Mi-character
+# environment (up to 4 MiB of UTF-8), with room to spare. Bigger ones are refused (RESOURCE_EXHAUSTED)
+# by gRPC itself, never reaching a handler; gRPC's default would be 4 MiB, too small for such a job.
+MAX_REQUEST_BYTES = 12 * 1024 * 1024
+SERVER_OPTIONS = [("grpc.max_receive_message_length", MAX_REQUEST_BYTES), ("grpc.so_reuseport", 0)]
 Clock = Callable[[], float]
 Metadata = tuple[tuple[str, str], ...]  # what a gRPC call takes as metadata=
 
@@ -26,45 +31,59 @@ def signed_metadata(key: bytes, clock: Clock = time.time) -> Metadata:
 
 
 class Credentials:
-    """A client's credential, for this process's uid and gid: signed here when this process can
-    read the key, else got from the credential socket; renewed well before it expires."""
+    """A client's credentials, for this process's uid and gid: a fresh one for every call, since a
+    server accepts each credential once. Signed here when this process can read the key (the key
+    is read once), else asked of the credential socket per call (a local round trip, well under a
+    millisecond)."""
 
     def __init__(self, key_path: str, socket_path: str, clock: Clock = time.time) -> None:
         self.key_path, self.socket_path, self._clock = key_path, socket_path, clock
-        self._credential = ""
-        self._made = 0.0
+        self._key: bytes | None = None
+        self._unreadable: AuthError | None = None  # why the key could not be read: ask the socket
+        self._lock = threading.Lock()
 
     @classmethod
     def for_cluster(cls, config: ClusterConfig) -> Credentials:
         return cls(config.auth_key_path, config.auth_socket_path)
 
     def metadata(self) -> Metadata:
-        """gRPC metadata to send with a call. Raises AuthError when no credential can be had."""
-        now = self._clock()
-        if not self._credential or now - self._made > TTL / 2:
-            self._credential, self._made = self._fetch(now), now
-        return ((METADATA_KEY, self._credential),)
+        """gRPC metadata with a new credential, for one call. Raises AuthError when none can be had."""
+        return ((METADATA_KEY, self._fetch(self._clock())),)
 
     def _fetch(self, now: float) -> str:
+        with self._lock:
+            if self._key is None and self._unreadable is None:
+                try:
+                    self._key = load_key(self.key_path)
+                except AuthError as exc:
+                    self._unreadable = exc
+            key, unreadable = self._key, self._unreadable
+        if key is not None:
+            return sign(key, Identity(os.getuid(), os.getgid()), now)
         try:
-            key = load_key(self.key_path)
-        except AuthError as unreadable:
-            try:
-                return ask_credential_socket(self.socket_path)
-            except AuthError as no_service:
-                raise AuthError(f"{unreadable}, and {no_service}") from None
-        return sign(key, Identity(os.getuid(), os.getgid()), now)
+            return ask_credential_socket(self.socket_path)
+        except AuthError as no_service:
+            raise AuthError(f"{unreadable}, and {no_service}") from None
 
 
 class Authenticator:
-    """A server's side: refuses requests without a good credential (as a gRPC interceptor) and
-    tells handlers who sent a request (checked again: an HMAC is cheap, and no handler then
-    trusts metadata that it did not verify itself)."""
+    """A server's side: refuses requests without a good, unused credential (as a gRPC interceptor,
+    before the request is even read) and tells handlers who sent a request.
 
-    def __init__(self, key: bytes, clock: Clock = time.time) -> None:
+    The interceptor spends the credential (:class:`ReplayCache`); :meth:`identity` checks it again
+    for the handler without spending it (an HMAC is cheap, and no handler then trusts metadata
+    that it did not verify itself)."""
+
+    def __init__(self, key: bytes, clock: Clock = time.time, replay: ReplayCache | None = None) -> None:
         self.key, self._clock = key, clock
+        self.replay = replay or ReplayCache()
+
+    def admit(self, metadata: Any) -> Identity:
+        """The sender of a new call, its credential now spent; AuthError when it is bad or used."""
+        return self.replay.verify_once(self.key, _credential_in(metadata), self._clock())
 
     def identity(self, context: grpc.ServicerContext) -> Identity:
+        """Who sent the call being handled (admitted by the interceptor)."""
         return verify(self.key, _credential_in(context.invocation_metadata()), self._clock())
 
     def interceptor(self) -> grpc.ServerInterceptor:
@@ -80,8 +99,7 @@ class _CredentialInterceptor(grpc.ServerInterceptor):
         if handler is None:
             return None
         try:
-            verify(self._auth.key, _credential_in(handler_call_details.invocation_metadata),
-                   self._auth._clock())
+            self._auth.admit(handler_call_details.invocation_metadata)
         except AuthError as exc:
             return _refusal(handler, f"authentication failed: {exc}")
         return handler
@@ -95,19 +113,23 @@ def _credential_in(metadata: Any) -> str:
 
 
 def _refusal(handler: grpc.RpcMethodHandler, message: str) -> grpc.RpcMethodHandler:
-    """A handler of the same shape as ``handler`` that answers UNAUTHENTICATED."""
+    """A handler that answers UNAUTHENTICATED without reading the request.
 
-    def refuse(request: Any, context: grpc.ServicerContext) -> Any:
+    It takes the request as a stream, whatever the method's shape, and never reads it: the body
+    of an unauthenticated call is never received into Python, let alone parsed (the method's
+    deserializer would log every undecodable body). On the wire a unary request is a stream of
+    one message, so the caller, unary or not, just gets the status."""
+
+    def refuse(requests: Iterator[bytes], context: grpc.ServicerContext) -> Any:
         context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
 
-    def refuse_stream(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
-        refuse(request, context)
+    def refuse_stream(requests: Iterator[bytes], context: grpc.ServicerContext) -> Iterator[Any]:
+        refuse(requests, context)
         yield  # unreachable: makes this a generator, as a streaming handler must be
 
-    codec = dict(request_deserializer=handler.request_deserializer, response_serializer=handler.response_serializer)
     if handler.response_streaming:
-        return grpc.unary_stream_rpc_method_handler(refuse_stream, **codec)
-    return grpc.unary_unary_rpc_method_handler(refuse, **codec)
+        return grpc.stream_stream_rpc_method_handler(refuse_stream)
+    return grpc.stream_unary_rpc_method_handler(refuse)
 
 
 # -- the credential socket ---------------------------------------------------------------------

@@ -17,7 +17,7 @@ from pslurm.cli import options as o
 from pslurm.cli.common import connect, current_umask, fail, reporting, run, typer_app, user_identity
 
 if TYPE_CHECKING:
-    from pslurm.client import Client
+    from pslurm.client import Client, OutputChunk
     from pslurm.core.jobspec import JobRecord
 
 PROG = "psrun"
@@ -89,7 +89,7 @@ def _follow(client: Client, job_id: int, forward_stdin: bool = True) -> int:
         stdin = None
         try:
             stdin = _StdinForwarder(client, job, forward_stdin)
-            for chunk in client.output(job):
+            for chunk in _output(client, job):
                 if chunk.stdout:
                     sys.stdout.buffer.write(chunk.stdout)
                     sys.stdout.buffer.flush()
@@ -105,6 +105,27 @@ def _follow(client: Client, job_id: int, forward_stdin: bool = True) -> int:
                 stdin.close()
     # the agent reports the end to the controller just after the stream ends
     return _exit_status(_wait_until(client, job_id, lambda j: j.state.is_final))
+
+
+def _output(client: Client, job: JobRecord, patience: float = 10.0) -> Iterator[OutputChunk]:
+    """The job's output stream. An agent answers NOT_FOUND for a job whose launch it has not seen
+    yet (it waits only briefly, to keep its threads for its controller): ask again while the job
+    still runs, until the first chunk comes."""
+    from pslurm.client import NotFound
+
+    deadline = time.monotonic() + patience
+    while True:
+        started = False
+        try:
+            for chunk in client.output(job):
+                started = True
+                yield chunk
+            return
+        except NotFound:
+            current = client.job(job.job_id)
+            if started or time.monotonic() > deadline or current is None or current.state.is_final:
+                raise
+            time.sleep(0.2)
 
 
 class _StdinForwarder:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from pslurm.auth.credential import create_key
+from pslurm.auth.secretfiles import has_password, write_private
 from pslurm.core.config import (
     ClusterConfig,
     ConfigError,
@@ -36,6 +37,12 @@ from pslurm.core.config import (
     render_slurm_conf,
 )
 from pslurm.core.gres import GresRequest
+
+# Inside the state directory: the controller's own (StateSaveLocation: the SQLite store, 0700, psctld's
+# user's alone), and the database URL when it holds a password (DatabaseURLFile, 0600). The state
+# directory itself stays open: the agents' spool, and for a root cluster its users' config and socket.
+CONTROLLER_DIR = "ctld"
+DATABASE_URL_FILE = "database.url"
 
 
 class ClusterError(Exception):
@@ -59,6 +66,22 @@ class LocalCluster:
     def log_dir(self) -> Path:
         return self.state_dir / "log"
 
+    @property
+    def controller_dir(self) -> Path:
+        """The controller's StateSaveLocation (psctld makes it 0700)."""
+        return self.state_dir / CONTROLLER_DIR
+
+    def _private_database(self, config: ClusterConfig) -> ClusterConfig:
+        """``config`` with a database URL that holds a password moved out of pslurm.conf (which
+        every user of the cluster reads: psctld would refuse it) into a 0600 DatabaseURLFile."""
+        path = self.state_dir / DATABASE_URL_FILE
+        if not has_password(config.database_url):
+            if config.database_url_file != str(path):
+                path.unlink(missing_ok=True)  # an earlier cluster's
+            return config
+        write_private(str(path), config.database_url + "\n")
+        return replace(config, database_url="", database_url_file=str(path))
+
     # -- up --------------------------------------------------------------------------------
 
     def write_config(self, nodes: int, gpus_per_node: int, cpus: int, memory_mb: int, db_url: str | None,
@@ -70,14 +93,15 @@ class LocalCluster:
         config = ClusterConfig(
             path=str(self.conf_path), cluster_name=cluster_name, controller_host="localhost",
             controller_addr="127.0.0.1", controller_port=ports[0],
-            database_url=db_url or f"sqlite:///{self.state_dir / 'pslurm.db'}",
-            state_dir=str(self.state_dir), spool_dir=str(self.state_dir / "spool"),
+            database_url=db_url or f"sqlite:///{self.controller_dir / 'pslurm.db'}",
+            state_dir=str(self.controller_dir), spool_dir=str(self.state_dir / "spool"),
             slurmd_timeout=10, kill_wait=5,
             nodes={n: NodeConfig(n, "127.0.0.1", p, cpus, memory_mb, gres)
                    for n, p in zip(names, ports[1:], strict=True)},
             partitions={"gpu": PartitionConfig("gpu", tuple(names), default=True)},
         )
         self.state_dir.mkdir(parents=True, exist_ok=True)
+        config = self._private_database(config)
         self.conf_path.write_text(render_slurm_conf(config))
         gres_lines = [f"NodeName={n} Name=gpu Count={gpus_per_node}" for n in names if gpus_per_node]
         (self.state_dir / "gres.conf").write_text("# simulated GPUs written by pslurm up\n"
@@ -90,9 +114,11 @@ class LocalCluster:
         gres.conf and cgroup.conf beside ``source``.
 
         What the file leaves out is made local: the controller on a free port of 127.0.0.1
-        (SlurmctldHost/SlurmctldPort), SQLite in the state dir (DatabaseURL), the state dir for
-        StateSaveLocation and SlurmdSpoolDir, and free loopback ports for the agents when no
-        NodeName= line sets Port=. ``db_url`` overrides DatabaseURL. Raises ClusterError.
+        (SlurmctldHost/SlurmctldPort), SQLite in the state dir's ``ctld`` (DatabaseURL),
+        ``ctld`` for StateSaveLocation, the state dir's ``spool`` for SlurmdSpoolDir, and free
+        loopback ports for the agents when no NodeName= line sets Port=. ``db_url`` overrides
+        DatabaseURL (and DatabaseURLFile). A database URL with a password is written to a 0600 file
+        named by DatabaseURLFile, not into pslurm.conf. Raises ClusterError.
         """
         try:
             text = source.read_text()
@@ -114,11 +140,12 @@ class LocalCluster:
         if "slurmctldport" not in given:
             values["controller_port"] = ports[0]
         if "statesavelocation" not in given:
-            values["state_dir"] = str(self.state_dir)
+            values["state_dir"] = str(self.controller_dir)
         if "slurmdspooldir" not in given:
             values["spool_dir"] = str(self.state_dir / "spool")
-        if db_url or "databaseurl" not in given:
-            values["database_url"] = db_url or f"sqlite:///{self.state_dir / 'pslurm.db'}"
+        if db_url or not given & {"databaseurl", "databaseurlfile"}:
+            values["database_url"] = db_url or f"sqlite:///{self.controller_dir / 'pslurm.db'}"
+            values["database_url_file"] = ""
         nodes = cfg.nodes
         if not node_ports:  # every node would get 6818 on one address
             nodes = {n: replace(node, port=p)
@@ -131,6 +158,7 @@ class LocalCluster:
                 shutil.copyfile(src, dst)
             elif not src.exists():
                 dst.unlink(missing_ok=True)  # a stale copy would give the nodes GPUs they do not have
+        config = self._private_database(config)
         self.conf_path.write_text(render_slurm_conf(config))
         return config
 

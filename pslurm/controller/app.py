@@ -12,6 +12,7 @@ import argparse
 import logging
 import os
 import signal
+import stat
 import sys
 import threading
 import time
@@ -20,9 +21,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import grpc
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
 
 from pslurm.auth.credential import AuthError, create_key, load_key
-from pslurm.auth.transport import Authenticator, CredentialService, signed_metadata
+from pslurm.auth.secretfiles import check_cluster_secrets, read_database_url
+from pslurm.auth.transport import SERVER_OPTIONS, Authenticator, CredentialService, signed_metadata
 from pslurm.controller.agents import AgentClient
 from pslurm.controller.jobs import JobService
 from pslurm.controller.monitor import NodeMonitor
@@ -90,14 +94,16 @@ def serve(conf_path: str, ready: threading.Event | None = None, stop: threading.
     config = load_cluster_config(conf_path)
     if create_key(config.auth_key_path):
         log.info("created the cluster key %s: every node's agent needs a copy", config.auth_key_path)
+    check_cluster_secrets(config)  # before anything is served: a readable secret is no secret
     auth = Authenticator(load_key(config.auth_key_path))
-    store = Store(config.database_url)
+    database_url = config.database_url or read_database_url(config.database_url_file)
+    make_state_private(config, database_url)
+    store = Store(database_url)
     store.migrate()
     agents = AgentClient(lambda: signed_metadata(auth.key))
     parts = assemble(config, store, agents, operators=frozenset({0, os.getuid()}))
     server = grpc.server(ThreadPoolExecutor(max_workers=RPC_WORKERS, thread_name_prefix="rpc"),
-                         interceptors=[auth.interceptor()],
-                         options=[("grpc.so_reuseport", 0)])
+                         interceptors=[auth.interceptor()], options=SERVER_OPTIONS)
     servicer = ControllerServicer(parts.jobs, parts.scheduler, parts.monitor, parts.watch, auth,
                                   wait_slots=RPC_WORKERS - RPC_WORKERS_KEPT_FREE)
     pb_grpc.add_ControllerServicer_to_server(servicer, server)
@@ -127,6 +133,44 @@ def serve(conf_path: str, ready: threading.Event | None = None, stop: threading.
     store.close()
 
 
+def make_state_private(config: ClusterConfig, database_url: str) -> None:
+    """StateSaveLocation 0700 and the SQLite database with its -wal, -shm (and -journal) files 0600,
+    made so when created and fixed at every start: they hold every job's environment and script,
+    and whoever could lock pslurm.db-shm would stall every write of the controller.
+
+    Where SlurmdSpoolDir lies inside StateSaveLocation (one host for both), the directory is 0711
+    instead: an agent's jobs, running as their users, pass through it to their scripts; no other
+    user may list it, and every file of the controller's in it is 0600. Raises ConfigError."""
+    state = os.path.abspath(config.state_dir)
+    spool = os.path.abspath(config.spool_dir)
+    mode = 0o711 if os.path.commonpath([state, spool]) == state else 0o700
+    try:
+        os.makedirs(state, mode=mode, exist_ok=True)
+        now = os.stat(state).st_mode
+        if now & (stat.S_ISVTX | stat.S_IWOTH):  # /tmp, /var/tmp: not a directory to take over
+            raise ConfigError(f"StateSaveLocation {state} is a shared directory (mode {stat.S_IMODE(now):04o}): "
+                              "give psctld a directory of its own")
+        if stat.S_IMODE(now) != mode:
+            os.chmod(state, mode)
+    except OSError as exc:
+        raise ConfigError(f"cannot make StateSaveLocation {state} private (mode {mode:04o}): {exc.strerror}") from None
+    try:
+        url = make_url(database_url)
+    except ArgumentError:
+        return  # not a URL: the store says so
+    if not url.drivername.startswith("sqlite") or url.database in (None, "", ":memory:"):
+        return
+    db = os.path.abspath(url.database)
+    try:
+        # SQLite gives the -wal, -shm and -journal files the database file's mode: make it 0600 first
+        os.close(os.open(db, os.O_RDWR | os.O_CREAT, 0o600))
+        for path in (db, f"{db}-wal", f"{db}-shm", f"{db}-journal"):
+            if os.path.exists(path) and stat.S_IMODE(os.stat(path).st_mode) != 0o600:
+                os.chmod(path, 0o600)
+    except OSError as exc:
+        raise ConfigError(f"cannot make the database {db} private (mode 0600): {exc.strerror}") from None
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="psctld", description="pslurm controller")
     parser.add_argument("-f", "--conf", default=None, help="pslurm.conf (default: $PSLURM_CONF, ...)")
@@ -138,6 +182,7 @@ def main(argv: list[str] | None = None) -> None:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
+    os.umask(0o077)  # whatever psctld creates (the store, its journals, a new key) is its user's alone
     try:
         serve(args.conf or find_config_path(), stop=stop)
     except (ConfigError, AuthError) as exc:

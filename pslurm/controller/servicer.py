@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import replace
 from typing import TypeVar
 
 import grpc
@@ -17,7 +18,7 @@ from pslurm.controller.scheduler import Scheduler
 from pslurm.controller.store import StoreError
 from pslurm.controller.watch import JobWatch
 from pslurm.core import convert
-from pslurm.core.jobspec import JobRecord, SpecError, display_id
+from pslurm.core.jobspec import JobRecord, JobSpec, SpecError, display_id
 from pslurm.core.states import InvalidTransition
 from pslurm.proto import pslurm_pb2 as pb
 from pslurm.proto import pslurm_pb2_grpc as pb_grpc
@@ -79,10 +80,16 @@ class ControllerServicer(pb_grpc.ControllerServicer):
         return pb.SubmitReply(job_id=_guard(context, lambda: self.jobs.submit(spec, caller)))
 
     def GetJobs(self, request: pb.JobQuery, context: grpc.ServicerContext) -> pb.JobList:
+        """The jobs asked for; another user's without their environment and script unless the
+        caller is an operator (Slurm's PrivateData=jobs, for what a job carries: its argv stays,
+        squeue shows the command)."""
         states = _guard(context, lambda: [convert.job_state_from_pb(s) for s in request.states])
         since = request.since if request.HasField("since") else None
+        caller = self._caller(context)
         jobs = self.jobs.jobs(list(request.job_ids), list(request.users), states, request.include_finished,
                            since, light=request.light, collapse_arrays=request.collapse_arrays)
+        if caller.uid not in self.jobs.operators:
+            jobs = _private_for(caller.uid, jobs)
         specs: dict[int, pb.JobSpec] = {}  # converted once per shared spec (an array's tasks)
         return pb.JobList(jobs=[convert.job_to_pb(j, specs=specs) for j in jobs])
 
@@ -145,13 +152,18 @@ class ControllerServicer(pb_grpc.ControllerServicer):
         return self._node_pb(_guard(context, lambda: self.monitor.update_node(request.name, request.state,
                                                                               request.reason)))
 
+    def _visible(self, uid: int, job: JobRecord) -> JobRecord:
+        """The job as ``uid`` may see it (PrivateData: another user's environment and script left out)."""
+        return job if uid in self.jobs.operators else _private_for(uid, [job])[0]
+
     def WaitJob(self, request: pb.WaitRequest, context: grpc.ServicerContext) -> Iterator[pb.Job]:
         """The job now and at each change until it ends. With every waiting slot taken, the job
         now and no more: the caller (psrun) asks again shortly, and no thread is held meanwhile."""
-        updates = self.watch.wait(request.job_id)
+        caller = self._caller(context)
+        updates = self.watch.wait(request.job_id)  # light records: no environment, no script
         if not self._wait_slots.acquire(blocking=False):
             try:
-                yield self._job_pb(_guard(context, lambda: next(updates)))
+                yield self._job_pb(self._visible(caller.uid, _guard(context, lambda: next(updates))))
             finally:
                 updates.close()
             return
@@ -160,7 +172,7 @@ class ControllerServicer(pb_grpc.ControllerServicer):
                 job = _guard(context, lambda: next(updates, None))
                 if job is None:
                     return
-                yield self._job_pb(job)
+                yield self._job_pb(self._visible(caller.uid, job))
         finally:
             updates.close()  # the controller stops watching the job (the client may have gone)
             self._wait_slots.release()
@@ -192,6 +204,23 @@ class ControllerServicer(pb_grpc.ControllerServicer):
         self.jobs.job_ended(request.job_id, request.node, request.restarts, state, request.exit_code,
                             request.exit_signal, request.end_time, usage, request.launch_failure)
         return pb.Empty()
+
+
+def _private_for(uid: int, jobs: list[JobRecord]) -> list[JobRecord]:
+    """``jobs`` as user ``uid`` may see them: the environment and script of other users' jobs left
+    out. Records that shared a spec (an array's tasks) share the stripped one."""
+    stripped: dict[int, JobSpec] = {}
+    out = []
+    for job in jobs:
+        spec = job.spec
+        if spec.uid == uid or (not spec.environment and spec.script is None):
+            out.append(job)
+            continue
+        bare = stripped.get(id(spec))
+        if bare is None:
+            bare = stripped[id(spec)] = replace(spec, environment={}, script=None)
+        out.append(replace(job, spec=bare))
+    return out
 
 
 def _runs(runs: Iterable[pb.JobRun]) -> list[Run]:

@@ -77,6 +77,9 @@ class ClusterConfig:
     controller_addr: str = "127.0.0.1"  # ... and the address to reach it on
     controller_port: int = 6817  # SlurmctldPort=
     database_url: str = ""  # DatabaseURL= (pslurm's own key); "" -> sqlite in state_dir
+    # DatabaseURLFile= (pslurm's own): a file only the controller's user reads, holding the URL (and
+    # its password), as Slurm keeps StoragePass in a 0600 slurmdbd.conf; read by psctld alone
+    database_url_file: str = ""
     state_dir: str = "/var/spool/pslurm"  # StateSaveLocation=
     spool_dir: str = "/var/spool/pslurm/d"  # SlurmdSpoolDir=
     slurmd_timeout: int = 300  # SlurmdTimeout=, seconds without heartbeat before DOWN
@@ -217,12 +220,15 @@ def _read(path: str) -> str | None:
 
 
 def load_cluster_config(path: str) -> ClusterConfig:
-    """Read and parse pslurm.conf; an empty DatabaseURL becomes ``sqlite:///<state_dir>/pslurm.db``."""
+    """Read and parse pslurm.conf; with neither DatabaseURL nor DatabaseURLFile the database is
+    ``sqlite:///<state_dir>/pslurm.db``."""
     text = _read(path)
     if text is None:
         raise ConfigError(f"{path}: cannot read: No such file or directory")
     cfg = parse_slurm_conf(text, path)
-    if not cfg.database_url:
+    if cfg.database_url and cfg.database_url_file:
+        raise ConfigError(f"{path}: DatabaseURL and DatabaseURLFile are both set: keep one")
+    if not cfg.database_url and not cfg.database_url_file:
         cfg = replace(cfg, database_url=f"sqlite:///{cfg.state_dir}/pslurm.db")
     return cfg
 

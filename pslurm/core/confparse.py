@@ -84,7 +84,7 @@ def _time(path: str, lineno: int, key: str, value: str) -> int | None:
         raise _err(path, lineno, f"{key}: {exc}") from None
 
 
-_GLOBAL_STR = {"clustername": "cluster_name", "databaseurl": "database_url",
+_GLOBAL_STR = {"clustername": "cluster_name", "databaseurl": "database_url", "databaseurlfile": "database_url_file",
                "statesavelocation": "state_dir", "slurmdspooldir": "spool_dir",
                "authkey": "auth_key", "authsocket": "auth_socket"}  # fmt: skip
 _GLOBAL_INT = {"slurmctldport": "controller_port", "slurmdtimeout": "slurmd_timeout", "killwait": "kill_wait",
@@ -149,9 +149,10 @@ def parse_slurm_conf(text: str, path: str = "<string>") -> ClusterConfig:
 
     Keys are case-insensitive. Globals: ClusterName, SlurmctldHost (``name`` or ``name(addr)``;
     without an address, ``localhost`` is reached on 127.0.0.1 and any other name on itself),
-    SlurmctldPort, DatabaseURL, AuthKey and AuthSocket (pslurm's own), StateSaveLocation, SlurmdSpoolDir,
-    SlurmdTimeout, KillWait, BatchStartTimeout; other global keys are kept in ``extra``. ``NodeName=c[000-003]``
-    lines take NodeAddr (one address for all nodes, or a hostlist with one per node), Port, CPUs, RealMemory, Gres.
+    SlurmctldPort, DatabaseURL, DatabaseURLFile, AuthKey and AuthSocket (pslurm's own), StateSaveLocation,
+    SlurmdSpoolDir, SlurmdTimeout, KillWait, BatchStartTimeout; other global keys are kept in ``extra``.
+    ``NodeName=c[000-003]`` lines take NodeAddr (one address for all nodes, or a hostlist with one per
+    node), Port, CPUs, RealMemory, Gres.
     When nodes of one line share an address, ``Port`` is a base: node i gets Port+i, so several
     agents can run on one host. ``PartitionName=`` lines take Nodes (a hostlist or ALL), Default,
     MaxTime, DefaultTime, State, MaxNodes, PriorityJobFactor, AllowGroups. Scheduling keys are read
@@ -319,7 +320,8 @@ def render_slurm_conf(cfg: ClusterConfig) -> str:
         f"KillWait={cfg.kill_wait}",
         f"BatchStartTimeout={cfg.batch_start_timeout}",
     ]
-    lines += [f"{key}={q(value)}" for key, value in (("AuthKey", cfg.auth_key), ("AuthSocket", cfg.auth_socket))
+    lines += [f"{key}={q(value)}" for key, value in (("DatabaseURLFile", cfg.database_url_file),
+                                                     ("AuthKey", cfg.auth_key), ("AuthSocket", cfg.auth_socket))
               if value]
     lines += [f"{key}={q(value)}" for key, value in cfg.extra.items()]
     for n in cfg.nodes.values():

@@ -39,7 +39,10 @@ def cluster_config(plan: LxcPlan) -> ClusterConfig:
     return ClusterConfig(
         path=str(plan.conf_path), cluster_name=plan.prefix, controller_host=f"{plan.prefix}-ctld",
         controller_addr=plan.bridge_addr, controller_port=plan.controller_port,
-        database_url=f"sqlite:///{state / 'pslurm.db'}", state_dir=str(state), spool_dir=str(state / "spool"),
+        # the controller's store in a directory of its own, which psctld makes 0700; the spool beside it
+        # stays reachable for the jobs, which run as their users
+        database_url=f"sqlite:///{state / 'ctld' / 'pslurm.db'}", state_dir=str(state / "ctld"),
+        spool_dir=str(state / "spool"),
         slurmd_timeout=10, kill_wait=5,
         nodes={n.name: NodeConfig(n.name, n.addr, plan.agent_port, plan.cpus, plan.memory_mb,
                                   (GresRequest("gpu", None, len(n.gpus)),) if n.gpus else ())

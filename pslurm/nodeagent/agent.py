@@ -29,6 +29,14 @@ from pslurm.proto import pslurm_pb2_grpc as pb_grpc
 log = logging.getLogger("psd")
 
 KEEP_ENDED = 300.0  # seconds an ended job's record (and psrun output) is kept for late readers
+# psrun's streams (StreamOutput, SendInput): how long one waits for its job, and what it may hold
+LAUNCH_GRACE = 2.0  # seconds a stream waits for the launch of a job this agent has not heard of
+START_WAIT = 30.0  # seconds it waits for a launched job to start
+STREAMS_PER_JOB = 2  # streams of each kind one job may have at once: psrun's, and a reconnect's
+LAUNCH_WAITS = 16  # streams of users (not operators) that may wait for a launch at once, all users together
+LAUNCH_WAITS_PER_USER = 4  # ... and of one user
+FIRST_INPUT_WAIT = 10.0  # seconds SendInput may take to send the chunk that names its job
+INPUT_LINGER = 5.0  # seconds an input stream may stay open after its job ended (psrun closes it sooner)
 USAGE_INTERVAL = 1.0  # seconds between NVML usage samples of running jobs
 
 RunKey = tuple[int, int]  # (job_id, restarts): one run of a job; a requeued job runs again with restarts + 1
@@ -368,23 +376,36 @@ class Agent:
         else:
             self.launcher.signal(newest, signum)
 
-    def _interactive(self, job_id: int, allowed: Callable[[JobSpec], bool]) -> RunningJob | None:
-        """The started psrun job ``job_id`` (waiting for its launch), None if there is none;
-        PermissionError unless ``allowed`` (its owner, or an operator)."""
+    def _interactive(self, job_id: int, allowed: Callable[[JobSpec], bool],
+                     active: Callable[[], bool] = lambda: True, grace: float = LAUNCH_GRACE) -> RunningJob:
+        """The started psrun job ``job_id``: JobNotHere when this agent runs no such job,
+        PermissionError unless ``allowed`` (its owner, or an operator).
+
+        psrun asks once the controller holds the job RUNNING, its launch sent or about to be: a job
+        this agent has not heard of is waited for ``grace`` seconds only (a stream for a job that
+        never comes holds a thread that long, not half a minute), a launched one until it has
+        started (START_WAIT at most); both end early when the caller goes (``active``)."""
+        begun = time.monotonic()
         with self._launched:
-            self._launched.wait_for(lambda: self._started(job_id), timeout=30.0)
+            while not self._started(job_id) and active():
+                left = begun + (START_WAIT if job_id in self.jobs else grace) - time.monotonic()
+                if left <= 0:
+                    break
+                self._launched.wait(min(left, 1.0))  # the launch itself does not notify: look again
             running = self.jobs.get(job_id)
         if running is None or not running.job.spec.interactive:
-            return None
+            raise JobNotHere(f"Invalid job id specified: no psrun job {job_id} on node {self.node.name}")
         if not allowed(running.job.spec):
             raise PermissionError(f"Access/permission denied: job {job_id} is not yours")
         return running
 
-    def input(self, job_id: int, chunks: Iterator[bytes], may_write: Callable[[JobSpec], bool]) -> None:
-        """psrun's stdin for the job: write the chunks to its stdin, then end it (EOF)."""
-        running = self._interactive(job_id, may_write)
-        if running is None:
-            return
+    def input(self, job_id: int, chunks: Iterator[bytes], may_write: Callable[[JobSpec], bool],
+              opened: Callable[[RunningJob], None] = lambda running: None, grace: float = LAUNCH_GRACE) -> None:
+        """psrun's stdin for the job: write the chunks to its stdin, then end it (EOF). ``opened`` is
+        told the run once found (the servicer ends the stream of a job that has ended).
+        JobNotHere, PermissionError, ``grace``: see :meth:`_interactive`."""
+        running = self._interactive(job_id, may_write, grace=grace)
+        opened(running)
         try:
             for data in chunks:
                 pipe = running.stdin
@@ -397,12 +418,14 @@ class Agent:
         finally:
             close_input(running)
 
-    def output(self, job_id: int, may_read: Callable[[JobSpec], bool]) -> Iterator[pb.OutputChunk]:
-        """psrun's stream: output as it comes, then the end. PermissionError unless ``may_read``
-        the job (its owner, or an operator)."""
-        running = self._interactive(job_id, may_read)
-        if running is None:
-            return
+    def output(self, job_id: int, may_read: Callable[[JobSpec], bool], active: Callable[[], bool] = lambda: True,
+               grace: float = LAUNCH_GRACE, opened: Callable[[RunningJob], None] = lambda running: None,
+               ) -> Iterator[pb.OutputChunk]:
+        """psrun's stream: output as it comes, then the end; it stops within a second of the caller
+        going (``active`` false). ``opened`` is told the run once found. JobNotHere,
+        PermissionError, ``grace``: see :meth:`_interactive`."""
+        running = self._interactive(job_id, may_read, active, grace)
+        opened(running)
         sent = {"stdout": 0, "stderr": 0}
         while True:
             with running.changed:
@@ -418,7 +441,7 @@ class Agent:
                 yield pb.OutputChunk(done=True, state=convert.job_state_to_pb(end.state), exit_code=end.exit_code,
                                      exit_signal=end.exit_signal)
                 return
-            if self._stop.is_set():
+            if self._stop.is_set() or not active():
                 return
 
     def _started(self, job_id: int) -> bool:
@@ -465,14 +488,109 @@ def _gpu_pb(d: GpuDevice) -> pb.GpuInfo:
                       cores=list(d.cores or ()))
 
 
+class JobNotHere(LookupError):
+    """No psrun job of that id runs on this node (a stream's NOT_FOUND)."""
+
+
+class _UserStreams:
+    """What psrun's streams may hold of the agent's RPC threads, so that the controller's launches
+    and signals always find one: ``slots`` streams at once in all and STREAMS_PER_JOB of each kind
+    per job (more are refused at once, RESOURCE_EXHAUSTED); LAUNCH_WAITS waits for a job not
+    launched yet, LAUNCH_WAITS_PER_USER of them per user (further ones do not wait: a flood of
+    streams for jobs that never come leaves the slots to the streams of jobs that run); and an end
+    to input streams that would block a thread for ever in their next chunk (one that never names
+    its job, or whose job has ended and whose client keeps it open): a watcher cancels them."""
+
+    def __init__(self, slots: int) -> None:
+        self._slots = threading.BoundedSemaphore(slots)
+        self._lock = threading.Lock()
+        self._per_job: dict[tuple[int, str], int] = {}
+        self._waits: dict[int, int] = {}  # uid -> its streams waiting for a launch
+        self._deadlines: dict[int, tuple[grpc.ServicerContext, Callable[[], bool]]] = {}  # by id(context)
+        self._watcher: threading.Thread | None = None
+
+    def take_slot(self, context: grpc.ServicerContext) -> None:
+        """A thread for one stream; aborts the call when none is left (release with :meth:`free_slot`)."""
+        if not self._slots.acquire(blocking=False):
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                          "too many output and input streams on this node at once: try again shortly")
+
+    def free_slot(self) -> None:
+        self._slots.release()
+
+    def take_job(self, job_id: int, kind: str, context: grpc.ServicerContext) -> None:
+        """One of the job's streams of ``kind``; aborts the call when it has its share (release with
+        :meth:`free_job`)."""
+        with self._lock:
+            count = self._per_job.get((job_id, kind), 0)
+            if count < STREAMS_PER_JOB:
+                self._per_job[(job_id, kind)] = count + 1
+                return
+        context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                      f"job {job_id} has {STREAMS_PER_JOB} {kind} streams open already")
+
+    def free_job(self, job_id: int, kind: str) -> None:
+        with self._lock:
+            count = self._per_job.pop((job_id, kind), 1) - 1
+            if count:
+                self._per_job[(job_id, kind)] = count
+
+    def take_wait(self, uid: int) -> Callable[[], None] | None:
+        """One of ``uid``'s waits for a launch: the function that gives it back (idempotent), or
+        None when the user has LAUNCH_WAITS_PER_USER already, or all users LAUNCH_WAITS."""
+        with self._lock:
+            if self._waits.get(uid, 0) >= LAUNCH_WAITS_PER_USER or sum(self._waits.values()) >= LAUNCH_WAITS:
+                return None
+            self._waits[uid] = self._waits.get(uid, 0) + 1
+        given_back = False
+
+        def give_back() -> None:
+            nonlocal given_back
+            if given_back:
+                return
+            given_back = True
+            with self._lock:
+                left = self._waits.pop(uid, 1) - 1
+                if left:
+                    self._waits[uid] = left
+
+        return give_back
+
+    def cancel_when(self, context: grpc.ServicerContext, expired: Callable[[], bool]) -> None:
+        """Cancel the call once ``expired()`` (checked every half second) until :meth:`forget`."""
+        with self._lock:
+            self._deadlines[id(context)] = (context, expired)
+            if self._watcher is None:
+                self._watcher = threading.Thread(target=self._watch, name="stream-deadlines", daemon=True)
+                self._watcher.start()
+
+    def forget(self, context: grpc.ServicerContext) -> None:
+        with self._lock:
+            self._deadlines.pop(id(context), None)
+
+    def _watch(self) -> None:
+        while True:
+            time.sleep(0.5)
+            with self._lock:
+                due = [(key, ctx) for key, (ctx, expired) in self._deadlines.items() if expired()]
+                for key, _ in due:
+                    del self._deadlines[key]
+            for _, ctx in due:
+                ctx.cancel()  # the handler's wait for the next chunk ends (grpc.RpcError)
+
+
 class AgentServicer(pb_grpc.NodeAgentServicer):
     """Launches and signals come only from the controller (root or the user the daemons run as:
-    a root agent runs a job as whatever user it names); a job's output goes to its owner."""
+    a root agent runs a job as whatever user it names); a job's output goes to its owner.
 
-    def __init__(self, agent: Agent, auth: Authenticator) -> None:
+    ``stream_slots``: how many psrun streams may hold one of the server's threads at once; the
+    server's other threads stay free for the controller."""
+
+    def __init__(self, agent: Agent, auth: Authenticator, stream_slots: int = 48) -> None:
         self.agent = agent
         self.auth = auth
         self.operators = frozenset({0, os.getuid()})
+        self.streams = _UserStreams(stream_slots)
 
     def _caller_uid(self, context: grpc.ServicerContext) -> int:
         from pslurm.auth.credential import AuthError
@@ -498,31 +616,91 @@ class AgentServicer(pb_grpc.NodeAgentServicer):
         self.agent.signal(request.job_id, request.signal)
         return pb.Empty()
 
+    def _launch_wait(self, uid: int, job_id: int) -> tuple[float, Callable[[], None]]:
+        """How long a stream of ``uid`` may wait for the launch of ``job_id``, and what to call once
+        it waits no more. A user's stream for a job not launched here takes one of the waits
+        (LAUNCH_WAITS, LAUNCH_WAITS_PER_USER); without one left, it is NOT_FOUND at once: a flood of
+        streams for jobs that never come holds a few threads for LAUNCH_GRACE, no more."""
+        if uid in self.operators or job_id in self.agent.jobs:
+            return LAUNCH_GRACE, lambda: None
+        give_back = self.streams.take_wait(uid)
+        return (LAUNCH_GRACE, give_back) if give_back is not None else (0.0, lambda: None)
+
     def StreamOutput(self, request: pb.OutputRequest,
                      context: grpc.ServicerContext) -> Iterator[pb.OutputChunk]:
+        """psrun's output: NOT_FOUND at once for a job this agent does not run (after LAUNCH_GRACE
+        for one it has not heard of yet), PERMISSION_DENIED for another user's."""
         uid = self._caller_uid(context)
+        job_id = request.job_id
+        self.streams.take_slot(context)
         try:
-            yield from self.agent.output(request.job_id, lambda spec: uid in self.operators or uid == spec.uid)
+            self.streams.take_job(job_id, "output", context)
+            grace, waited = self._launch_wait(uid, job_id)
+            try:
+                yield from self.agent.output(job_id, lambda spec: uid in self.operators or uid == spec.uid,
+                                             context.is_active, grace, lambda running: waited())
+            finally:
+                waited()
+                self.streams.free_job(job_id, "output")
         except PermissionError as exc:
             context.abort(grpc.StatusCode.PERMISSION_DENIED, str(exc))
+        except JobNotHere as exc:
+            context.abort(grpc.StatusCode.NOT_FOUND, str(exc))
+        finally:
+            self.streams.free_slot()
 
     def SendInput(self, request_iterator: Iterator[pb.InputChunk], context: grpc.ServicerContext) -> pb.Empty:
-        """psrun's stdin: the first chunk names the job; the end of the stream is the job's EOF."""
+        """psrun's stdin: the first chunk names the job; the end of the stream is the job's EOF. The
+        stream is cancelled when its first chunk does not come within FIRST_INPUT_WAIT, and
+        INPUT_LINGER after its job ended."""
         uid = self._caller_uid(context)
-        first = next(request_iterator, None)
-        if first is None:
-            return pb.Empty()
-
-        def chunks() -> Iterator[bytes]:
-            yield first.data
-            for chunk in request_iterator:
-                yield chunk.data
-
+        self.streams.take_slot(context)
         try:
-            self.agent.input(first.job_id, chunks(), lambda spec: uid in self.operators or uid == spec.uid)
-        except PermissionError as exc:
-            context.abort(grpc.StatusCode.PERMISSION_DENIED, str(exc))
+            begun = time.monotonic()
+            self.streams.cancel_when(context, lambda: time.monotonic() - begun > FIRST_INPUT_WAIT)
+            try:
+                first = next(request_iterator, None)
+            except grpc.RpcError:  # cancelled: no first chunk in time, or the client went
+                return pb.Empty()
+            finally:
+                self.streams.forget(context)
+            if first is None:
+                return pb.Empty()
+            self._input(first, request_iterator, uid, context)
+        finally:
+            self.streams.free_slot()
         return pb.Empty()
 
+    def _input(self, first: pb.InputChunk, rest: Iterator[pb.InputChunk], uid: int,
+               context: grpc.ServicerContext) -> None:
+        def chunks() -> Iterator[bytes]:
+            yield first.data
+            try:
+                for chunk in rest:
+                    yield chunk.data
+            except grpc.RpcError:
+                return  # cancelled: the job ended (INPUT_LINGER ago), or the client went
 
-__all__ = ["Agent", "AgentServicer", "JobState"]
+        def opened(running: RunningJob) -> None:
+            def over() -> bool:
+                return running.end is not None and time.time() - running.end.end_time > INPUT_LINGER
+
+            waited()
+            self.streams.cancel_when(context, over)
+
+        job_id = first.job_id
+        self.streams.take_job(job_id, "input", context)
+        grace, waited = self._launch_wait(uid, job_id)
+        try:
+            self.agent.input(job_id, chunks(), lambda spec: uid in self.operators or uid == spec.uid, opened, grace)
+        except PermissionError as exc:
+            context.abort(grpc.StatusCode.PERMISSION_DENIED, str(exc))
+        except JobNotHere as exc:
+            context.abort(grpc.StatusCode.NOT_FOUND, str(exc))
+        finally:
+            waited()
+            self.streams.forget(context)
+            self.streams.free_job(job_id, "input")
+
+
+__all__ = ["Agent", "AgentServicer", "JobNotHere", "JobState"]

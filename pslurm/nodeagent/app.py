@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from pslurm.auth.credential import AuthError, load_key
+from pslurm.auth.secretfiles import check_private
 from pslurm.core.config import (
     CgroupConfig,
     ClusterConfig,
@@ -38,6 +39,8 @@ os.environ["GRPC_ENABLE_FORK_SUPPORT"] = "false"
 
 if TYPE_CHECKING:
     from pslurm.nodeagent.gpumon import GpuMonitor
+
+RPC_WORKERS_KEPT_FREE = 16  # the agent's RPC threads psrun's streams may never take
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -82,6 +85,7 @@ def main(argv: list[str] | None = None) -> None:
         monitor = GpuMonitor(devices)
     try:
         key = load_key(config.auth_key_path)
+        check_private(config.auth_key_path, "the cluster key")  # whoever reads it can sign as root
     except AuthError as exc:
         sys.exit(f"psd: error: {exc} (every node needs a copy of the controller's key)")
     serve(config, node, devices, cgroup_conf, drain, key, monitor=monitor)
@@ -99,17 +103,20 @@ def serve(config: ClusterConfig, node: NodeConfig, devices: list[GpuDevice], cgr
     """Run the agent's gRPC server, registration, heartbeats (and usage sampling) until stopped."""
     import grpc
 
-    from pslurm.auth.transport import Authenticator, signed_metadata
+    from pslurm.auth.transport import SERVER_OPTIONS, Authenticator, signed_metadata
     from pslurm.nodeagent.agent import Agent, AgentServicer
     from pslurm.proto import pslurm_pb2_grpc as pb_grpc
 
     auth = Authenticator(key)
     agent = Agent(config, node, devices, cgroup_conf, drain, monitor, credentials=lambda: signed_metadata(key))
     # A psrun job's output and input streams each hold a thread while the job runs, and a node runs at
-    # most one job per CPU: with two threads per CPU and some to spare, launches and signals always find one.
-    server = grpc.server(ThreadPoolExecutor(max_workers=max(64, 2 * node.cpus + 16), thread_name_prefix="rpc"),
-                         interceptors=[auth.interceptor()], options=[("grpc.so_reuseport", 0)])
-    pb_grpc.add_NodeAgentServicer_to_server(AgentServicer(agent, auth), server)
+    # most one job per CPU: streams may take two threads per CPU (48 at least, however many streams
+    # users open), the rest stay free for the controller's launches and signals.
+    workers = max(64, 2 * node.cpus + RPC_WORKERS_KEPT_FREE)
+    server = grpc.server(ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rpc"),
+                         interceptors=[auth.interceptor()], options=SERVER_OPTIONS)
+    pb_grpc.add_NodeAgentServicer_to_server(
+        AgentServicer(agent, auth, stream_slots=workers - RPC_WORKERS_KEPT_FREE), server)
     try:
         server.add_insecure_port(f"{node.addr}:{node.port}")
     except RuntimeError as exc:

@@ -62,7 +62,10 @@ def test_requests_without_a_good_credential_are_refused(public):
 def test_a_user_is_who_the_kernel_says_and_may_touch_only_their_own(public, tmp_path):
     controller, agent = stubs(public)
     socket_path = load_cluster_config(str(public.conf)).auth_socket_path
-    nobody = (("x-pslurm-cred", ask_credential_as(NOBODY, NOBODY, socket_path)),)
+
+    def nobody() -> tuple[tuple[str, str]]:  # a credential is good for one call: a new one for each
+        return (("x-pslurm-cred", ask_credential_as(NOBODY, NOBODY, socket_path)),)
+
     shared = Path(tempfile.mkdtemp(prefix="pslurm-nobody-"))
     shared.chmod(0o777)
     try:
@@ -73,27 +76,27 @@ def test_a_user_is_who_the_kernel_says_and_may_touch_only_their_own(public, tmp_
             return pb.SubmitRequest(spec=spec_to_pb(spec))
 
         # a job for root, sent by nobody: refused, nothing stored
-        denied = refused(lambda: controller.SubmitJob(spec_for(0, "root"), metadata=nobody, timeout=5),
+        denied = refused(lambda: controller.SubmitJob(spec_for(0, "root"), metadata=nobody(), timeout=5),
                          grpc.StatusCode.PERMISSION_DENIED)
         assert denied == ("Access/permission denied: the job is for uid 0 gid 65534, "
                           "the request comes from uid 65534 gid 65534")
         # nobody's own job runs as nobody
-        job = controller.SubmitJob(spec_for(NOBODY, "nobody"), metadata=nobody, timeout=5).job_id
+        job = controller.SubmitJob(spec_for(NOBODY, "nobody"), metadata=nobody(), timeout=5).job_id
         wait_for(lambda: (shared / "out").exists() and (shared / "out").read_text().strip() == str(NOBODY))
         # root's job may not be cancelled by nobody; root (the CLI here) may cancel it
         mine = public.run("psbatch", "--parsable", "-o", "/dev/null", "--wrap", "sleep 60", cwd=tmp_path,
                           check=True).stdout.strip()
-        reply = controller.CancelJobs(pb.CancelRequest(job_ids=[int(mine)]), metadata=nobody, timeout=5)
+        reply = controller.CancelJobs(pb.CancelRequest(job_ids=[int(mine)]), metadata=nobody(), timeout=5)
         assert list(reply.errors) == [f"Kill job error on job id {mine}: Access/permission denied"]
         assert public.run("pscancel", mine).returncode == 0
         # node messages and node updates come only from root (or the user the daemons run as)
         assert "only from an agent" in refused(
-            lambda: controller.Heartbeat(pb.HeartbeatRequest(name="c000"), metadata=nobody, timeout=5),
+            lambda: controller.Heartbeat(pb.HeartbeatRequest(name="c000"), metadata=nobody(), timeout=5),
             grpc.StatusCode.PERMISSION_DENIED)
         refused(lambda: controller.UpdateNode(pb.UpdateNodeRequest(name="c000", state="DRAIN", reason="x"),
-                                              metadata=nobody, timeout=5), grpc.StatusCode.PERMISSION_DENIED)
+                                              metadata=nobody(), timeout=5), grpc.StatusCode.PERMISSION_DENIED)
         assert "only from the controller" in refused(
-            lambda: agent.LaunchJob(pb.LaunchRequest(job=pb.Job(job_id=job)), metadata=nobody, timeout=5),
+            lambda: agent.LaunchJob(pb.LaunchRequest(job=pb.Job(job_id=job)), metadata=nobody(), timeout=5),
             grpc.StatusCode.PERMISSION_DENIED)
     finally:
         shutil.rmtree(shared)

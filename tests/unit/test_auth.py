@@ -13,8 +13,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pslurm.auth.credential import TTL, AuthError, Identity, create_key, load_key, sign, verify
+from pslurm.auth.credential import TTL, AuthError, Identity, ReplayCache, create_key, load_key, sign, verify
+from pslurm.auth.secretfiles import (
+    check_cluster_secrets,
+    check_private,
+    exposure,
+    has_password,
+    read_database_url,
+    write_private,
+)
 from pslurm.auth.transport import Credentials, CredentialService, ask_credential_socket
+from pslurm.core.config import ConfigError, load_cluster_config
 from tests.conftest import ask_credential_as
 
 KEY = b"k" * 64
@@ -52,15 +61,17 @@ def test_a_key_is_made_once_readable_by_its_owner_only(tmp_path):
         load_key(str(tmp_path / "short.key"))
 
 
-def test_a_client_signs_its_own_when_it_can_read_the_key_and_renews_it(tmp_path):
+def test_a_client_signs_a_fresh_credential_for_every_call_reading_the_key_once(tmp_path):
     create_key(str(tmp_path / "pslurm.key"))
-    now = [1000.0]
-    creds = Credentials(str(tmp_path / "pslurm.key"), str(tmp_path / "none.sock"), clock=lambda: now[0])
+    key = load_key(str(tmp_path / "pslurm.key"))
+    creds = Credentials(str(tmp_path / "pslurm.key"), str(tmp_path / "none.sock"), clock=lambda: 1000.0)
     first = creds.metadata()
-    assert verify(load_key(str(tmp_path / "pslurm.key")), first[0][1], now[0]) == Identity(os.getuid(), os.getgid())
-    assert creds.metadata() == first  # reused while fresh
-    now[0] += TTL / 2 + 1
-    assert creds.metadata() != first  # renewed well before it expires
+    assert verify(key, first[0][1], 1000.0) == Identity(os.getuid(), os.getgid())
+    os.unlink(tmp_path / "pslurm.key")  # read once: the process keeps it
+    second = creds.metadata()
+    assert second != first  # a server takes each credential once: every call gets its own
+    cache = ReplayCache()
+    assert cache.verify_once(key, first[0][1], 1000.0) == cache.verify_once(key, second[0][1], 1000.0)
 
 
 def test_without_key_or_socket_the_error_names_both(tmp_path):
@@ -90,3 +101,142 @@ def test_the_credential_socket_signs_for_whoever_the_kernel_says_connected():
             ask_credential_socket(path)
     finally:
         shutil.rmtree(where)
+
+
+# -- single use ------------------------------------------------------------------------------------
+
+
+def test_a_credential_is_accepted_once_and_forgotten_when_it_expires():
+    cache = ReplayCache()
+    cred = sign(KEY, Identity(1000, 1000), 100.0)
+    assert cache.verify_once(KEY, cred, 100.0) == Identity(1000, 1000)
+    with pytest.raises(AuthError, match="already used"):
+        cache.verify_once(KEY, cred, 101.0)  # a captured credential, replayed
+    assert verify(KEY, cred, 101.0) == Identity(1000, 1000)  # a handler's second look does not spend it
+    with pytest.raises(AuthError, match="expired"):
+        cache.verify_once(KEY, cred, 100.0 + TTL + 1)
+    for i in range(100):  # a later credential makes room: every expired nonce is gone
+        cache.verify_once(KEY, sign(KEY, Identity(i, i), 100.0 + TTL + 1), 100.0 + TTL + 1)
+    assert len(cache) == 100
+    # what is refused before its signature checks out takes no room
+    for junk in ("", "p1.0.0.9999999999.00.deadbeef", cred.replace(".1000.", ".0.", 1)):
+        with pytest.raises(AuthError):
+            cache.verify_once(KEY, junk, 100.0 + TTL + 1)
+    assert len(cache) == 100
+
+
+def test_the_replay_cache_is_bounded_and_refuses_rather_than_forgets():
+    cache = ReplayCache(max_entries=3)
+    creds = [sign(KEY, Identity(1, 1), 100.0) for _ in range(4)]
+    for cred in creds[:3]:
+        cache.verify_once(KEY, cred, 100.0)
+    with pytest.raises(AuthError, match="too many credentials"):
+        cache.verify_once(KEY, creds[3], 100.0)
+    with pytest.raises(AuthError, match="already used"):
+        cache.verify_once(KEY, creds[0], 100.0)  # still remembered
+    assert len(cache) == 3
+    cache.verify_once(KEY, sign(KEY, Identity(1, 1), 100.0 + TTL + 1), 100.0 + TTL + 1)  # expiry frees them
+    assert len(cache) == 1
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="serving the credential socket and asking as another user need root")
+def test_a_user_without_the_key_asks_the_socket_for_every_call():
+    where = tempfile.mkdtemp(prefix="pslurm-auth-")
+    os.chmod(where, 0o755)
+    path = os.path.join(where, "pslurm.sock")
+    service = CredentialService(path, KEY)
+    service.start()
+    try:
+        creds = Credentials(os.path.join(where, "no.key"), path)
+        metadata = [creds.metadata()[0][1] for _ in range(200)]
+        assert len(set(metadata)) == 200
+        cache = ReplayCache()
+        assert {cache.verify_once(KEY, m, time.time()) for m in metadata} == {Identity(0, os.getgid())}
+        started = time.perf_counter()
+        for _ in range(200):
+            creds.metadata()
+        per_call = (time.perf_counter() - started) / 200
+        assert per_call < 0.01, f"{per_call * 1000:.2f} ms per credential"  # well under a millisecond here
+    finally:
+        service.close()
+        shutil.rmtree(where)
+
+
+# -- secrets in files ------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def open_dir():
+    """A directory every user can reach (tmp_path is 0700: nothing in it is exposed)."""
+    where = tempfile.mkdtemp(prefix="pslurm-secrets-")
+    os.chmod(where, 0o755)
+    try:
+        yield Path(where)
+    finally:
+        shutil.rmtree(where)
+
+
+def test_a_secret_is_exposed_only_where_others_can_reach_and_read_it(open_dir, tmp_path):
+    secret = open_dir / "secret"
+    write_private(str(secret), "x\n")
+    assert stat.S_IMODE(secret.stat().st_mode) == 0o600 and exposure(str(secret)) is None
+    secret.chmod(0o644)
+    assert exposure(str(secret)) == "mode 0644"
+    secret.chmod(0o640)
+    assert exposure(str(secret)) == "mode 0640"  # the file's group may read it too
+    write_private(str(secret), "y\n")  # rewriting makes it private again
+    assert stat.S_IMODE(secret.stat().st_mode) == 0o600 and secret.read_text() == "y\n"
+    hidden = tmp_path / "secret"  # pytest's tmp_path is 0700: nobody else gets in
+    hidden.write_text("x")
+    hidden.chmod(0o644)
+    assert exposure(str(hidden)) is None and exposure(str(open_dir / "missing")) is None
+    key = open_dir / "key"
+    key.write_text("k" * 64)
+    key.chmod(0o644)
+    with pytest.raises(AuthError) as err:
+        check_private(str(key), "the cluster key")
+    assert str(err.value) == f"the cluster key {key} can be read by other users (mode 0644): chmod 600 {key}"
+
+
+def test_which_database_urls_hold_a_password():
+    assert has_password("postgresql+psycopg://pslurm:secret@db/pslurm")
+    assert has_password("postgresql://db/pslurm?password=secret&sslmode=require")
+    assert not has_password("postgresql+psycopg://pslurm@db/pslurm")  # peer or .pgpass authentication
+    assert not has_password("sqlite:////var/spool/pslurm/pslurm.db")
+    assert not has_password("") and not has_password("http://[bad")
+
+
+def test_psctld_secrets_check(open_dir):
+    conf = open_dir / "pslurm.conf"
+    url = "postgresql+psycopg://pslurm:secret@127.0.0.1/pslurm"
+    create_key(str(open_dir / "pslurm.key"))
+    conf.write_text(f"DatabaseURL={url}\n")
+    conf.chmod(0o644)
+    with pytest.raises(AuthError, match=r"pslurm.conf can be read by other users \(mode 0644\) and its DatabaseURL "
+                                        r"holds a password: .*DatabaseURLFile="):
+        check_cluster_secrets(load_cluster_config(str(conf)))
+    conf.chmod(0o600)
+    check_cluster_secrets(load_cluster_config(str(conf)))  # a private pslurm.conf may hold it
+    # the URL in its own file, pslurm.conf readable by all
+    url_file = open_dir / "database.url"
+    write_private(str(url_file), url + "\n")
+    conf.write_text(f"DatabaseURLFile={url_file}\n")
+    conf.chmod(0o644)
+    config = load_cluster_config(str(conf))
+    assert config.database_url == "" and config.database_url_file == str(url_file)
+    check_cluster_secrets(config)
+    assert read_database_url(str(url_file)) == url
+    url_file.chmod(0o644)
+    with pytest.raises(AuthError, match=r"^DatabaseURLFile .*database.url can be read by other users \(mode 0644\)"):
+        check_cluster_secrets(config)
+    with pytest.raises(AuthError, match="can be read by other users"):
+        read_database_url(str(url_file))
+    write_private(str(url_file), "")
+    with pytest.raises(AuthError, match="must hold one line"):
+        read_database_url(str(url_file))
+    (open_dir / "pslurm.key").chmod(0o644)
+    with pytest.raises(AuthError, match=r"^the cluster key .* can be read by other users"):
+        check_cluster_secrets(config)
+    conf.write_text(f"DatabaseURL={url}\nDatabaseURLFile={url_file}\n")
+    with pytest.raises(ConfigError, match="DatabaseURL and DatabaseURLFile are both set"):
+        load_cluster_config(str(conf))

@@ -1,0 +1,481 @@
+"""Containment and trust: secrets in files only their owner reads, a private state directory, other
+users' jobs without their environment and script, and the wire: unauthenticated requests refused
+before they are read, single-use credentials, message sizes, and psrun's streams bounded so that a
+flood of them never keeps a node from launching jobs. A controller and one agent as real processes."""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import stat
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+
+from pslurm.auth.credential import TTL, Identity, create_key, load_key, sign
+from pslurm.auth.secretfiles import write_private
+from pslurm.auth.transport import METADATA_KEY, signed_metadata
+from pslurm.cluster.local import free_ports
+from pslurm.core.convert import spec_to_pb
+from pslurm.core.jobspec import JobSpec
+from pslurm.core.request import JobOptions, build_spec
+from pslurm.proto import pslurm_pb2 as pb
+from pslurm.proto import pslurm_pb2_grpc as pb_grpc
+from tests.conftest import ask_credential_as, cli, wait_for
+
+NOBODY = 65534
+ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="acting as another user (nobody) needs root")
+BIG = [("grpc.max_receive_message_length", 64 * 1024 * 1024)]
+
+
+def conf_text(root: Path, controller_port: int, agent_port: int, extra: str = "",
+              state: str = "state", spool: str = "spool") -> str:
+    return f"""ClusterName=wire{os.getpid()}
+SlurmctldHost=localhost(127.0.0.1)
+SlurmctldPort={controller_port}
+StateSaveLocation={root}/{state}
+SlurmdSpoolDir={root}/{spool}
+SlurmdTimeout=10
+KillWait=1
+{extra}NodeName=c000 NodeAddr=127.0.0.1 Port={agent_port} CPUs=4 RealMemory=1000
+PartitionName=debug Nodes=c000 Default=YES
+"""
+
+
+def start(module: str, conf: Path, log: Path, *args: str) -> subprocess.Popen[bytes]:
+    with open(log, "ab") as out:
+        return subprocess.Popen([sys.executable, "-m", module, "-f", str(conf), *args], stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def stop(*procs: subprocess.Popen[bytes]) -> None:
+    for proc in procs:
+        proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+class Cluster:
+    """psctld and psd for node c000, in a directory every user can reach (as a real /etc/pslurm is)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.controller_port, self.agent_port = free_ports(2)
+        self.conf = root / "pslurm.conf"
+        self.conf.write_text(conf_text(root, self.controller_port, self.agent_port))
+        create_key(str(root / "pslurm.key"))
+        self.key = load_key(str(root / "pslurm.key"))
+        self.state = root / "state"
+        # left open by an older pslurm: psctld makes them private at start
+        self.state.mkdir(mode=0o755)
+        (self.state / "pslurm.db").touch(mode=0o644)
+        self.psctld = start("pslurm.controller.app", self.conf, root / "psctld.log")
+        self.psd = start("pslurm.nodeagent.app", self.conf, root / "psd.log", "-N", "c000")
+        self.controller_channel = grpc.insecure_channel(f"127.0.0.1:{self.controller_port}", options=BIG)
+        self.agent_channel = grpc.insecure_channel(f"127.0.0.1:{self.agent_port}")
+        self.controller = pb_grpc.ControllerStub(self.controller_channel)
+        self.agent = pb_grpc.NodeAgentStub(self.agent_channel)
+
+    def me(self) -> tuple[tuple[str, str], ...]:
+        """A fresh credential for this process (an operator: it runs the daemons)."""
+        return signed_metadata(self.key)
+
+    def nobody(self) -> tuple[tuple[str, str], ...]:
+        """A fresh credential for nobody (what the credential socket would give nobody)."""
+        return ((METADATA_KEY, sign(self.key, Identity(NOBODY, NOBODY), time.time())),)
+
+    def nobody_asking(self) -> tuple[tuple[str, str], ...]:
+        """nobody's credential as nobody gets it: from the credential socket (served by a root psctld)."""
+        if os.geteuid() != 0:
+            return self.nobody()
+        return ((METADATA_KEY, ask_credential_as(NOBODY, NOBODY, str(self.root / "pslurm.sock"))),)
+
+    def spec(self, uid: int = -1, hold: bool = True, argv: tuple[str, ...] = (), interactive: bool = False,
+             environ: dict[str, str] | None = None, script: str | None = "#!/bin/sh\ntrue\n") -> pb.JobSpec:
+        uid = os.getuid() if uid < 0 else uid
+        spec = build_spec(JobOptions(output="/dev/null", hold=hold or None), user="nobody" if uid == NOBODY else "me",
+                          uid=uid, gid=NOBODY if uid == NOBODY else os.getgid(), cwd="/tmp",
+                          environ=environ if environ is not None else {"PATH": "/usr/bin:/bin"},
+                          script=None if argv else script, argv=argv, default_name="t", interactive=interactive)
+        return spec_to_pb(spec)
+
+    def submit(self, spec: pb.JobSpec, metadata: tuple[tuple[str, str], ...] | None = None) -> int:
+        return int(self.controller.SubmitJob(pb.SubmitRequest(spec=spec), metadata=metadata or self.me(),
+                                             timeout=30).job_id)
+
+    def job(self, job_id: int) -> pb.Job:
+        [job] = self.controller.GetJobs(pb.JobQuery(job_ids=[job_id], include_finished=True),
+                                        metadata=self.me(), timeout=10).jobs
+        return job
+
+    def rss_kb(self) -> int:
+        for line in Path(f"/proc/{self.psctld.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+        raise AssertionError("no VmRSS")
+
+    def close(self) -> None:
+        self.controller_channel.close()
+        self.agent_channel.close()
+        stop(self.psd, self.psctld)
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    where = Path(tempfile.mkdtemp(prefix="pslurm-wire-"))
+    where.chmod(0o755)
+    found = Cluster(where)
+    try:
+        def idle() -> bool:
+            try:
+                reply = found.controller.GetCluster(pb.Empty(), metadata=found.me(), timeout=2)
+            except grpc.RpcError:
+                return False
+            return [n.display_state for n in reply.nodes] == ["idle"]
+
+        wait_for(idle, timeout=60)
+        yield found
+    finally:
+        found.close()
+        shutil.rmtree(where)
+
+
+def as_user(uid: int, fn: Callable[[], int]) -> int:
+    """``fn()`` (a small number) in a forked child that has become ``uid`` (gid the same)."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(read)
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+            os.write(write, str(fn()).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as f:
+        answer = f.read()
+    os.waitpid(pid, 0)
+    return int(answer)
+
+
+def open_errno(path: Path) -> int:
+    try:
+        os.close(os.open(path, os.O_RDWR))
+    except OSError as exc:
+        return exc.errno or -1
+    return 0
+
+
+def code_of(call: Callable[[], object]) -> grpc.StatusCode:
+    try:
+        call()
+    except grpc.RpcError as exc:
+        return exc.code()  # type: ignore[no-any-return]
+    return grpc.StatusCode.OK
+
+
+# -- the state directory -----------------------------------------------------------------------------
+
+
+def test_the_state_directory_and_the_database_are_the_controllers_alone(cluster: Cluster) -> None:
+    cluster.submit(cluster.spec())  # a write: the -wal and -shm files exist
+    db = cluster.state / "pslurm.db"
+    files = [p for p in (db, Path(f"{db}-wal"), Path(f"{db}-shm")) if p.exists()]
+    assert db in files and Path(f"{db}-shm") in files
+    assert stat.S_IMODE(cluster.state.stat().st_mode) == 0o700  # was 0755
+    assert {p.name: stat.S_IMODE(p.stat().st_mode) for p in files} == {p.name: 0o600 for p in files}  # was 0644
+    if os.geteuid() == 0:
+        for path in files:  # nobody can neither read every job's script nor lock the store
+            assert as_user(NOBODY, lambda path=path: open_errno(path)) == errno.EACCES  # type: ignore[misc]
+
+
+# -- the wire ---------------------------------------------------------------------------------------
+
+
+def test_unauthenticated_garbage_is_refused_unread_and_costs_no_memory(cluster: Cluster) -> None:
+    raw = cluster.controller_channel.unary_unary("/pslurm.Controller/SubmitJob", request_serializer=None,
+                                                 response_deserializer=None)
+    forged = ((METADATA_KEY, "p1.0.0.9999999999.00.deadbeef"),)
+
+    def flood(count: int) -> list[grpc.StatusCode]:
+        codes = []
+        futures = []
+        for i in range(count):
+            size = 4 * 1024 * 1024 if i % 100 == 0 else int.from_bytes(os.urandom(3)) % (256 * 1024)
+            futures.append(raw.future(os.urandom(size), metadata=forged if i % 2 else None, timeout=30))
+            if len(futures) == 16:
+                codes += [code_of(f.result) for f in futures]
+                futures = []
+        return codes + [code_of(f.result) for f in futures]
+
+    flood(100)  # warm up: threads and buffers that stay
+    log_before = (cluster.root / "psctld.log").stat().st_size
+    before = cluster.rss_kb()
+    codes = flood(1000)
+    after = cluster.rss_kb()
+    print(f"\npsctld RSS before/after 1000 unauthenticated garbage requests: {before} kB / {after} kB")
+    assert set(codes) == {grpc.StatusCode.UNAUTHENTICATED} and len(codes) == 1000
+    assert after - before < 16 * 1024, f"psctld grew from {before} kB to {after} kB"
+    log = (cluster.root / "psctld.log").read_text()[log_before:]
+    assert "deserializ" not in log.lower() and "Traceback" not in log
+    assert cluster.controller.GetCluster(pb.Empty(), metadata=cluster.me(), timeout=5).nodes  # still serving
+
+
+def test_a_credential_is_good_for_one_call_and_not_after_it_expires(cluster: Cluster) -> None:
+    captured = cluster.me()
+    assert cluster.controller.GetCluster(pb.Empty(), metadata=captured, timeout=5).nodes
+    with pytest.raises(grpc.RpcError) as replayed:
+        cluster.controller.GetCluster(pb.Empty(), metadata=captured, timeout=5)
+    assert replayed.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    assert replayed.value.details() == "authentication failed: credential already used (credentials are single-use)"
+    at_agent = cluster.me()  # the agent keeps its own record
+    assert cluster.agent.SignalJob(pb.SignalRequest(job_id=999999), metadata=at_agent, timeout=5) == pb.Empty()
+    assert code_of(lambda: cluster.agent.SignalJob(pb.SignalRequest(job_id=999999), metadata=at_agent,
+                                                   timeout=5)) == grpc.StatusCode.UNAUTHENTICATED
+    expired = ((METADATA_KEY, sign(cluster.key, Identity(os.getuid(), os.getgid()), time.time() - TTL - 5)),)
+    with pytest.raises(grpc.RpcError) as late:
+        cluster.controller.GetCluster(pb.Empty(), metadata=expired, timeout=5)
+    assert late.value.details() == "authentication failed: credential expired"
+
+
+def test_a_big_job_fits_in_a_message_and_a_bigger_message_is_refused(cluster: Cluster) -> None:
+    script = "#!/bin/sh\n" + "#" * (4 * 1024 * 1024 - 64) + "\ntrue\n"  # under max_script_size
+    environ = {"PATH": "/usr/bin:/bin", "WIDE": "\U0001f600" * (1024 * 1024 - 64)}  # 1 Mi characters, 4 MiB
+    job_id = cluster.submit(cluster.spec(environ=environ, script=script))
+    assert cluster.job(job_id).spec.environment["WIDE"] == environ["WIDE"]
+    raw = cluster.controller_channel.unary_unary("/pslurm.Controller/SubmitJob", request_serializer=None,
+                                                 response_deserializer=None)
+    with pytest.raises(grpc.RpcError) as err:
+        raw(b"\0" * (13 * 1024 * 1024), metadata=cluster.me(), timeout=30)
+    assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    cluster.controller.CancelJobs(pb.CancelRequest(job_ids=[job_id]), metadata=cluster.me(), timeout=10)
+
+
+def test_another_users_jobs_come_without_environment_and_script(cluster: Cluster) -> None:
+    secret_env = {"PATH": "/usr/bin:/bin", "API_TOKEN": "hunter2"}
+    batch = cluster.submit(cluster.spec(environ=secret_env, script="#!/bin/sh\necho hunter2\n"))
+    command = cluster.submit(cluster.spec(environ=secret_env, argv=("sleep", "1000")))
+    theirs = cluster.submit(cluster.spec(uid=NOBODY, environ={"MINE": "1"}), metadata=cluster.nobody_asking())
+
+    def listing(metadata: tuple[tuple[str, str], ...]) -> dict[int, pb.Job]:
+        reply = cluster.controller.GetJobs(pb.JobQuery(job_ids=[batch, command, theirs]), metadata=metadata,
+                                           timeout=10)
+        return {j.job_id: j for j in reply.jobs}
+
+    seen = listing(cluster.nobody_asking())
+    assert set(seen) == {batch, command, theirs}  # the queue stays visible (squeue)
+    for job_id in (batch, command):
+        assert dict(seen[job_id].spec.environment) == {} and not seen[job_id].spec.HasField("script")
+    assert list(seen[command].spec.argv) == ["sleep", "1000"]  # the command stays: squeue shows it
+    assert dict(seen[theirs].spec.environment) == {"MINE": "1"}  # one's own job, whole
+    assert seen[theirs].spec.script == "#!/bin/sh\ntrue\n"
+    operator = listing(cluster.me())
+    assert operator[batch].spec.environment["API_TOKEN"] == "hunter2" and "hunter2" in operator[batch].spec.script
+    cluster.controller.CancelJobs(pb.CancelRequest(job_ids=[batch, command, theirs]), metadata=cluster.me(),
+                                  timeout=10)
+
+
+@pytest.mark.parametrize("users", ["one user", "72 users"])
+def test_a_flood_of_streams_for_unknown_jobs_does_not_delay_a_launch(cluster: Cluster, users: str) -> None:
+    """Streams wait for a launch four at a time per user, sixteen in all; the rest are NOT_FOUND at
+    once: launches, and the output of a real psrun job, go through."""
+    stop_flood = threading.Event()
+    results: list[tuple[grpc.StatusCode, float]] = []
+    lock = threading.Lock()
+
+    def stream_unknown(n: int) -> None:
+        job_id = 900000 + n
+        uid = NOBODY if users == "one user" else 70000 + n
+        while not stop_flood.is_set():
+            began = time.monotonic()
+            metadata = ((METADATA_KEY, sign(cluster.key, Identity(uid, uid), time.time())),)
+            code = code_of(lambda metadata=metadata: list(  # type: ignore[misc]
+                cluster.agent.StreamOutput(pb.OutputRequest(job_id=job_id), metadata=metadata, timeout=60)))
+            with lock:
+                results.append((code, time.monotonic() - began))
+
+    threads = [threading.Thread(target=stream_unknown, args=(n,), daemon=True) for n in range(72)]
+    for thread in threads:
+        thread.start()
+    try:
+        time.sleep(1.0)  # the flood is on
+        began = time.monotonic()
+        batch = cluster.submit(cluster.spec(hold=False))
+        interactive = cluster.submit(cluster.spec(hold=False, argv=("echo", "through"), interactive=True))
+        wait_for(lambda: cluster.job(interactive).state in (pb.JOB_RUNNING, pb.JOB_COMPLETED), timeout=5, interval=0.05)
+        chunks = list(cluster.agent.StreamOutput(pb.OutputRequest(job_id=interactive), metadata=cluster.me(),
+                                                 timeout=10))
+        wait_for(lambda: cluster.job(batch).state == pb.JOB_COMPLETED, timeout=5, interval=0.05)
+        took = time.monotonic() - began
+    finally:
+        stop_flood.set()
+        for thread in threads:
+            thread.join(timeout=30)
+    assert b"".join(c.stdout for c in chunks) == b"through\n" and chunks[-1].done
+    codes = {code for code, _ in results}
+    durations = [d for _, d in results]
+    print(f"\n{len(results)} streams for unknown jobs, {sorted(c.name for c in codes)}; median "
+          f"{statistics.median(durations):.3f} s, longest {max(durations):.2f} s; both jobs done in {took:.2f} s")
+    assert took < 5.0
+    assert codes <= {grpc.StatusCode.NOT_FOUND, grpc.StatusCode.RESOURCE_EXHAUSTED}
+    assert grpc.StatusCode.NOT_FOUND in codes
+    assert statistics.median(durations) < 1.0  # most do not wait at all
+    assert max(durations) < 6.0  # LAUNCH_GRACE (2 s) at most, and some slack for a busy machine
+
+
+def test_an_input_stream_that_never_names_its_job_is_cut_off(cluster: Cluster) -> None:
+    def silent() -> Iterator[pb.InputChunk]:
+        time.sleep(30)
+        yield pb.InputChunk(job_id=1)
+
+    began = time.monotonic()
+    code = code_of(lambda: cluster.agent.SendInput(silent(), metadata=cluster.nobody(), timeout=25))
+    assert code == grpc.StatusCode.CANCELLED and time.monotonic() - began < 15  # FIRST_INPUT_WAIT is 10 s
+
+
+def test_streams_for_a_job_that_is_not_there_answer_not_found(cluster: Cluster) -> None:
+    began = time.monotonic()
+    with pytest.raises(grpc.RpcError) as err:
+        list(cluster.agent.StreamOutput(pb.OutputRequest(job_id=987654), metadata=cluster.nobody(), timeout=30))
+    assert err.value.code() == grpc.StatusCode.NOT_FOUND and time.monotonic() - began < 5
+    assert err.value.details() == "Invalid job id specified: no psrun job 987654 on node c000"
+    with pytest.raises(grpc.RpcError) as err:
+        cluster.agent.SendInput(iter([pb.InputChunk(job_id=987654, data=b"x")]), metadata=cluster.nobody(),
+                                timeout=30)
+    assert err.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+# -- secrets: psctld refuses to start -----------------------------------------------------------------
+
+
+@pytest.fixture
+def open_dir() -> Iterator[Path]:
+    """A directory every user can reach (pytest's tmp_path is 0700: nothing in it is exposed)."""
+    where = Path(tempfile.mkdtemp(prefix="pslurm-secrets-"))
+    where.chmod(0o755)
+    try:
+        yield where
+    finally:
+        shutil.rmtree(where)
+
+
+def psctld_refusal(conf: Path) -> str:
+    proc = subprocess.run([sys.executable, "-m", "pslurm.controller.app", "-f", str(conf)], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode != 0 and proc.stdout == ""
+    assert proc.stderr.startswith("psctld: error: ") and proc.stderr.count("\n") == 1, proc.stderr
+    return proc.stderr.strip()
+
+
+def test_psctld_refuses_a_secret_others_can_read(open_dir: Path) -> None:
+    url = "postgresql+psycopg://pslurm:secret@127.0.0.1/pslurm"
+    conf = open_dir / "pslurm.conf"
+    create_key(str(open_dir / "pslurm.key"))
+    controller_port, agent_port = free_ports(2)
+    conf.write_text(conf_text(open_dir, controller_port, agent_port, extra=f"DatabaseURL={url}\n"))
+    conf.chmod(0o644)
+    assert psctld_refusal(conf) == (f"psctld: error: {conf} can be read by other users (mode 0644) and its "
+                                    "DatabaseURL holds a password: put the URL in a file only the controller's "
+                                    "user can read and name it with DatabaseURLFile=")
+    url_file = open_dir / "database.url"
+    url_file.write_text(url + "\n")
+    url_file.chmod(0o644)
+    conf.write_text(conf_text(open_dir, controller_port, agent_port, extra=f"DatabaseURLFile={url_file}\n"))
+    assert psctld_refusal(conf) == (f"psctld: error: DatabaseURLFile {url_file} can be read by other users "
+                                    f"(mode 0644): chmod 600 {url_file}")
+    url_file.chmod(0o600)
+    (open_dir / "pslurm.key").chmod(0o644)
+    key = open_dir / "pslurm.key"
+    assert psctld_refusal(conf) == (f"psctld: error: the cluster key {key} can be read by other users (mode 0644): "
+                                    f"chmod 600 {key}")
+    assert not (open_dir / "state").exists()  # refused before anything was made
+
+
+def test_psctld_will_not_take_over_a_shared_directory(open_dir: Path) -> None:
+    shared = open_dir / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    conf = open_dir / "pslurm.conf"
+    conf.write_text(conf_text(open_dir, *_ports(), state="shared"))
+    create_key(str(open_dir / "pslurm.key"))
+    assert psctld_refusal(conf) == (f"psctld: error: StateSaveLocation {shared} is a shared directory (mode 1777): "
+                                    "give psctld a directory of its own")
+    assert stat.S_IMODE(shared.stat().st_mode) == 0o1777
+
+
+def _ports() -> tuple[int, int]:
+    controller_port, agent_port = free_ports(2)
+    return controller_port, agent_port
+
+
+def test_psctld_reads_the_database_url_from_its_file(open_dir: Path, db_url: str) -> None:
+    controller_port, agent_port = free_ports(2)
+    url_file = open_dir / "database.url"
+    write_private(str(url_file), db_url + "\n")
+    conf = open_dir / "pslurm.conf"
+    # the agent's spool inside the state directory (one host for both): 0711, passable to jobs, not listable
+    conf.write_text(conf_text(open_dir, controller_port, agent_port, extra=f"DatabaseURLFile={url_file}\n",
+                              spool="state/spool"))
+    create_key(str(open_dir / "pslurm.key"))
+    psctld = start("pslurm.controller.app", conf, open_dir / "psctld.log")
+    channel = grpc.insecure_channel(f"127.0.0.1:{controller_port}")
+    key = load_key(str(open_dir / "pslurm.key"))
+    try:
+        stub = pb_grpc.ControllerStub(channel)
+
+        def answers() -> bool:
+            try:
+                return stub.GetCluster(pb.Empty(), metadata=signed_metadata(key), timeout=2).cluster_name != ""
+            except grpc.RpcError:
+                return False
+
+        wait_for(answers, timeout=60)
+        spec = JobSpec(name="t", user="me", uid=os.getuid(), gid=os.getgid(), workdir="/tmp",
+                       script="#!/bin/sh\ntrue\n", hold=True)
+        job_id = stub.SubmitJob(pb.SubmitRequest(spec=spec_to_pb(spec)), metadata=signed_metadata(key),
+                                timeout=10).job_id
+        assert job_id > 0
+        assert stat.S_IMODE((open_dir / "state").stat().st_mode) == 0o711
+        log = (open_dir / "psctld.log").read_text()
+        if "@" in db_url:  # the URL's password is not logged
+            assert db_url not in log
+    finally:
+        channel.close()
+        stop(psctld)
+
+
+def test_pslurm_up_keeps_a_database_password_out_of_pslurm_conf(open_dir: Path, db_url: str) -> None:
+    """What `pslurm up` writes passes psctld's check: the URL with its password in a 0600 file."""
+    state = open_dir / "cluster"
+    up = cli("pslurm", "up", "--nodes", "1", "--gpus-per-node", "0", "--state-dir", str(state), "--db", db_url,
+             timeout=120)
+    try:
+        assert up.returncode == 0, up.stdout + up.stderr
+        conf = (state / "pslurm.conf").read_text()
+        url_file = state / "database.url"
+        if "@" in db_url:  # PostgreSQL, with a password
+            assert db_url not in conf and f"DatabaseURLFile={url_file}" in conf
+            assert stat.S_IMODE(url_file.stat().st_mode) == 0o600 and url_file.read_text() == db_url + "\n"
+        else:
+            assert f"DatabaseURL={db_url}" in conf and not url_file.exists()
+        assert stat.S_IMODE((state / "ctld").stat().st_mode) == 0o700
+        assert stat.S_IMODE((state / "pslurm.key").stat().st_mode) == 0o600
+        assert stat.S_IMODE(state.stat().st_mode) & 0o005 == 0o005  # the rest stays open: config, socket, spool
+        assert cli("psqueue", env={**os.environ, "PSLURM_CONF": str(state / "pslurm.conf")}).returncode == 0
+    finally:
+        cli("pslurm", "down", "--state-dir", str(state), timeout=60)
