@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -61,20 +61,21 @@ def wait_for(predicate: Any, timeout: float = 30.0, interval: float = 0.1) -> An
     raise AssertionError("condition not met in time")
 
 
-def ask_credential_as(uid: int, gid: int, socket_path: str) -> str:
-    """A credential from the credential socket, asked by a child process running as ``uid``:``gid``
-    (forked, not exec'd: the venv's interpreter may sit where that user cannot run it). Needs root."""
-    from pslurm.auth.transport import ask_credential_socket
-
+def run_as(uid: int, gid: int, fn: Callable[[], object]) -> str:
+    """``str(fn())`` from a forked child that has become ``uid``:``gid`` (forked, not exec'd: the venv's
+    interpreter may sit where that user cannot run it). An exception's message comes back instead of
+    a value. Needs root."""
     read, write = os.pipe()
     pid = os.fork()
-    if pid == 0:  # the child: become the user, ask, hand the answer back, exit without cleanup
+    if pid == 0:  # the child: become the user, do it, hand the answer back, exit without cleanup
         try:
             os.close(read)
             os.setgroups([])
             os.setgid(gid)
             os.setuid(uid)
-            os.write(write, ask_credential_socket(socket_path).encode())
+            os.write(write, str(fn()).encode())
+        except BaseException as exc:
+            os.write(write, str(exc).encode())
         finally:
             os._exit(0)
     os.close(write)
@@ -82,6 +83,13 @@ def ask_credential_as(uid: int, gid: int, socket_path: str) -> str:
         answer = f.read()
     os.waitpid(pid, 0)
     return answer
+
+
+def ask_credential_as(uid: int, gid: int, socket_path: str) -> str:
+    """A credential from the credential socket, asked by a child process running as ``uid``:``gid``."""
+    from pslurm.auth.transport import ask_credential_socket
+
+    return run_as(uid, gid, lambda: ask_credential_socket(socket_path))
 
 
 def cli(*args: str, env: dict[str, str] | None = None, cwd: Path | str | None = None,

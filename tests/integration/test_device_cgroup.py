@@ -27,7 +27,7 @@ from pslurm.nodeagent.cgroupnode import Mounts, NodeCgroups
 from pslurm.nodeagent.cgroups import CgroupError, ChildSetup, JobCgroup
 from pslurm.nodeagent.cpus import affinity_for, parse_cpu_list
 from pslurm.nodeagent.gpus import GpuDevice
-from tests.conftest import wait_for
+from tests.conftest import run_as, wait_for
 
 PROBE = (
     "import json, os, sys\n"
@@ -265,21 +265,7 @@ def test_bpf_refusals_say_why_in_one_line() -> None:
         nobody = pwd.getpwnam("nobody")
     except KeyError:
         pytest.skip("no 'nobody' user")
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # without CAP_SYS_ADMIN/CAP_BPF (as in an unprivileged container): refused
-        try:
-            os.setgid(nobody.pw_gid)
-            os.setuid(nobody.pw_uid)
-            bpfdev.load_program(bpfdev.build_program([]))
-            os.write(write, b"loaded")
-        except BaseException as exc:
-            os.write(write, str(exc).encode())
-        finally:
-            os._exit(0)
-    os.close(write)
-    with os.fdopen(read) as f:
-        said = f.read()
-    os.waitpid(pid, 0)
+    # without CAP_SYS_ADMIN/CAP_BPF (as in an unprivileged container): refused
+    said = run_as(nobody.pw_uid, nobody.pw_gid, lambda: bpfdev.load_program(bpfdev.build_program([])) and "loaded")
     assert said == ("bpf(BPF_PROG_LOAD): Operation not permitted "
                     "(needs CAP_SYS_ADMIN or CAP_BPF; a seccomp profile may block bpf())")

@@ -30,7 +30,7 @@ from pslurm.core.jobspec import JobSpec
 from pslurm.core.request import JobOptions, build_spec
 from pslurm.proto import pslurm_pb2 as pb
 from pslurm.proto import pslurm_pb2_grpc as pb_grpc
-from tests.conftest import ask_credential_as, cli, wait_for
+from tests.conftest import ask_credential_as, cli, run_as, wait_for
 
 NOBODY = 65534
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="acting as another user (nobody) needs root")
@@ -153,26 +153,6 @@ def cluster() -> Iterator[Cluster]:
         shutil.rmtree(where)
 
 
-def as_user(uid: int, fn: Callable[[], int]) -> int:
-    """``fn()`` (a small number) in a forked child that has become ``uid`` (gid the same)."""
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.close(read)
-            os.setgroups([])
-            os.setgid(uid)
-            os.setuid(uid)
-            os.write(write, str(fn()).encode())
-        finally:
-            os._exit(0)
-    os.close(write)
-    with os.fdopen(read) as f:
-        answer = f.read()
-    os.waitpid(pid, 0)
-    return int(answer)
-
-
 def open_errno(path: Path) -> int:
     try:
         os.close(os.open(path, os.O_RDWR))
@@ -201,7 +181,7 @@ def test_the_state_directory_and_the_database_are_the_controllers_alone(cluster:
     assert {p.name: stat.S_IMODE(p.stat().st_mode) for p in files} == {p.name: 0o600 for p in files}  # was 0644
     if os.geteuid() == 0:
         for path in files:  # nobody can neither read every job's script nor lock the store
-            assert as_user(NOBODY, lambda path=path: open_errno(path)) == errno.EACCES  # type: ignore[misc]
+            assert int(run_as(NOBODY, NOBODY, lambda path=path: open_errno(path))) == errno.EACCES  # type: ignore[misc]
 
 
 # -- the wire ---------------------------------------------------------------------------------------
