@@ -1,4 +1,5 @@
-"""The agent's behaviour: register, heartbeat, launch and end jobs, report to the controller."""
+"""The agent's behaviour: register, heartbeat, launch and end jobs, report to the controller.
+Its gRPC face (launches, signals, psrun's streams) is in ``servicer.py``."""
 
 from __future__ import annotations
 
@@ -10,11 +11,10 @@ from collections.abc import Callable, Iterable, Iterator
 
 import grpc
 
-from pslurm.auth.transport import Authenticator, Metadata
+from pslurm.auth.transport import Metadata
 from pslurm.core import convert
 from pslurm.core.config import CgroupConfig, ClusterConfig, NodeConfig
 from pslurm.core.jobspec import JobRecord, JobSpec
-from pslurm.core.states import JobState
 from pslurm.nodeagent.cgroupnode import NodeCgroups
 from pslurm.nodeagent.cgroups import CgroupError, JobCgroup
 from pslurm.nodeagent.cpus import affinity_for, pick_cpus
@@ -44,6 +44,10 @@ RunKey = tuple[int, int]  # (job_id, restarts): one run of a job; a requeued job
 
 def _key(running: RunningJob) -> RunKey:
     return running.job.job_id, running.job.restarts
+
+
+class JobNotHere(LookupError):
+    """No psrun job of that id runs on this node (a stream's NOT_FOUND)."""
 
 
 class Agent:
@@ -486,221 +490,3 @@ def _gpu_pb(d: GpuDevice) -> pb.GpuInfo:
     return pb.GpuInfo(index=d.index, name=d.name, type=d.type or "", file=d.file or "",
                       minor=-1 if d.minor is None else d.minor, uuid=d.uuid or "", memory_mb=d.memory_mb or 0,
                       cores=list(d.cores or ()))
-
-
-class JobNotHere(LookupError):
-    """No psrun job of that id runs on this node (a stream's NOT_FOUND)."""
-
-
-class _UserStreams:
-    """What psrun's streams may hold of the agent's RPC threads, so that the controller's launches
-    and signals always find one: ``slots`` streams at once in all and STREAMS_PER_JOB of each kind
-    per job (more are refused at once, RESOURCE_EXHAUSTED); LAUNCH_WAITS waits for a job not
-    launched yet, LAUNCH_WAITS_PER_USER of them per user (further ones do not wait: a flood of
-    streams for jobs that never come leaves the slots to the streams of jobs that run); and an end
-    to input streams that would block a thread for ever in their next chunk (one that never names
-    its job, or whose job has ended and whose client keeps it open): a watcher cancels them."""
-
-    def __init__(self, slots: int) -> None:
-        self._slots = threading.BoundedSemaphore(slots)
-        self._lock = threading.Lock()
-        self._per_job: dict[tuple[int, str], int] = {}
-        self._waits: dict[int, int] = {}  # uid -> its streams waiting for a launch
-        self._deadlines: dict[int, tuple[grpc.ServicerContext, Callable[[], bool]]] = {}  # by id(context)
-        self._watcher: threading.Thread | None = None
-
-    def take_slot(self, context: grpc.ServicerContext) -> None:
-        """A thread for one stream; aborts the call when none is left (release with :meth:`free_slot`)."""
-        if not self._slots.acquire(blocking=False):
-            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
-                          "too many output and input streams on this node at once: try again shortly")
-
-    def free_slot(self) -> None:
-        self._slots.release()
-
-    def take_job(self, job_id: int, kind: str, context: grpc.ServicerContext) -> None:
-        """One of the job's streams of ``kind``; aborts the call when it has its share (release with
-        :meth:`free_job`)."""
-        with self._lock:
-            count = self._per_job.get((job_id, kind), 0)
-            if count < STREAMS_PER_JOB:
-                self._per_job[(job_id, kind)] = count + 1
-                return
-        context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
-                      f"job {job_id} has {STREAMS_PER_JOB} {kind} streams open already")
-
-    def free_job(self, job_id: int, kind: str) -> None:
-        with self._lock:
-            count = self._per_job.pop((job_id, kind), 1) - 1
-            if count:
-                self._per_job[(job_id, kind)] = count
-
-    def take_wait(self, uid: int) -> Callable[[], None] | None:
-        """One of ``uid``'s waits for a launch: the function that gives it back (idempotent), or
-        None when the user has LAUNCH_WAITS_PER_USER already, or all users LAUNCH_WAITS."""
-        with self._lock:
-            if self._waits.get(uid, 0) >= LAUNCH_WAITS_PER_USER or sum(self._waits.values()) >= LAUNCH_WAITS:
-                return None
-            self._waits[uid] = self._waits.get(uid, 0) + 1
-        given_back = False
-
-        def give_back() -> None:
-            nonlocal given_back
-            if given_back:
-                return
-            given_back = True
-            with self._lock:
-                left = self._waits.pop(uid, 1) - 1
-                if left:
-                    self._waits[uid] = left
-
-        return give_back
-
-    def cancel_when(self, context: grpc.ServicerContext, expired: Callable[[], bool]) -> None:
-        """Cancel the call once ``expired()`` (checked every half second) until :meth:`forget`."""
-        with self._lock:
-            self._deadlines[id(context)] = (context, expired)
-            if self._watcher is None:
-                self._watcher = threading.Thread(target=self._watch, name="stream-deadlines", daemon=True)
-                self._watcher.start()
-
-    def forget(self, context: grpc.ServicerContext) -> None:
-        with self._lock:
-            self._deadlines.pop(id(context), None)
-
-    def _watch(self) -> None:
-        while True:
-            time.sleep(0.5)
-            with self._lock:
-                due = [(key, ctx) for key, (ctx, expired) in self._deadlines.items() if expired()]
-                for key, _ in due:
-                    del self._deadlines[key]
-            for _, ctx in due:
-                ctx.cancel()  # the handler's wait for the next chunk ends (grpc.RpcError)
-
-
-class AgentServicer(pb_grpc.NodeAgentServicer):
-    """Launches and signals come only from the controller (root or the user the daemons run as:
-    a root agent runs a job as whatever user it names); a job's output goes to its owner.
-
-    ``stream_slots``: how many psrun streams may hold one of the server's threads at once; the
-    server's other threads stay free for the controller."""
-
-    def __init__(self, agent: Agent, auth: Authenticator, stream_slots: int = 48) -> None:
-        self.agent = agent
-        self.auth = auth
-        self.operators = frozenset({0, os.getuid()})
-        self.streams = _UserStreams(stream_slots)
-
-    def _caller_uid(self, context: grpc.ServicerContext) -> int:
-        from pslurm.auth.credential import AuthError
-
-        try:
-            return self.auth.identity(context).uid
-        except AuthError as exc:
-            context.abort(grpc.StatusCode.UNAUTHENTICATED, f"authentication failed: {exc}")
-        raise AssertionError("unreachable")
-
-    def _from_controller(self, context: grpc.ServicerContext) -> None:
-        if self._caller_uid(context) not in self.operators:
-            context.abort(grpc.StatusCode.PERMISSION_DENIED,
-                          "Access/permission denied: launches and signals come only from the controller")
-
-    def LaunchJob(self, request: pb.LaunchRequest, context: grpc.ServicerContext) -> pb.Empty:
-        self._from_controller(context)
-        self.agent.launch(convert.job_from_pb(request.job))
-        return pb.Empty()
-
-    def SignalJob(self, request: pb.SignalRequest, context: grpc.ServicerContext) -> pb.Empty:
-        self._from_controller(context)
-        self.agent.signal(request.job_id, request.signal)
-        return pb.Empty()
-
-    def _launch_wait(self, uid: int, job_id: int) -> tuple[float, Callable[[], None]]:
-        """How long a stream of ``uid`` may wait for the launch of ``job_id``, and what to call once
-        it waits no more. A user's stream for a job not launched here takes one of the waits
-        (LAUNCH_WAITS, LAUNCH_WAITS_PER_USER); without one left, it is NOT_FOUND at once: a flood of
-        streams for jobs that never come holds a few threads for LAUNCH_GRACE, no more."""
-        if uid in self.operators or job_id in self.agent.jobs:
-            return LAUNCH_GRACE, lambda: None
-        give_back = self.streams.take_wait(uid)
-        return (LAUNCH_GRACE, give_back) if give_back is not None else (0.0, lambda: None)
-
-    def StreamOutput(self, request: pb.OutputRequest,
-                     context: grpc.ServicerContext) -> Iterator[pb.OutputChunk]:
-        """psrun's output: NOT_FOUND at once for a job this agent does not run (after LAUNCH_GRACE
-        for one it has not heard of yet), PERMISSION_DENIED for another user's."""
-        uid = self._caller_uid(context)
-        job_id = request.job_id
-        self.streams.take_slot(context)
-        try:
-            self.streams.take_job(job_id, "output", context)
-            grace, waited = self._launch_wait(uid, job_id)
-            try:
-                yield from self.agent.output(job_id, lambda spec: uid in self.operators or uid == spec.uid,
-                                             context.is_active, grace, lambda running: waited())
-            finally:
-                waited()
-                self.streams.free_job(job_id, "output")
-        except PermissionError as exc:
-            context.abort(grpc.StatusCode.PERMISSION_DENIED, str(exc))
-        except JobNotHere as exc:
-            context.abort(grpc.StatusCode.NOT_FOUND, str(exc))
-        finally:
-            self.streams.free_slot()
-
-    def SendInput(self, request_iterator: Iterator[pb.InputChunk], context: grpc.ServicerContext) -> pb.Empty:
-        """psrun's stdin: the first chunk names the job; the end of the stream is the job's EOF. The
-        stream is cancelled when its first chunk does not come within FIRST_INPUT_WAIT, and
-        INPUT_LINGER after its job ended."""
-        uid = self._caller_uid(context)
-        self.streams.take_slot(context)
-        try:
-            begun = time.monotonic()
-            self.streams.cancel_when(context, lambda: time.monotonic() - begun > FIRST_INPUT_WAIT)
-            try:
-                first = next(request_iterator, None)
-            except grpc.RpcError:  # cancelled: no first chunk in time, or the client went
-                return pb.Empty()
-            finally:
-                self.streams.forget(context)
-            if first is None:
-                return pb.Empty()
-            self._input(first, request_iterator, uid, context)
-        finally:
-            self.streams.free_slot()
-        return pb.Empty()
-
-    def _input(self, first: pb.InputChunk, rest: Iterator[pb.InputChunk], uid: int,
-               context: grpc.ServicerContext) -> None:
-        def chunks() -> Iterator[bytes]:
-            yield first.data
-            try:
-                for chunk in rest:
-                    yield chunk.data
-            except grpc.RpcError:
-                return  # cancelled: the job ended (INPUT_LINGER ago), or the client went
-
-        def opened(running: RunningJob) -> None:
-            def over() -> bool:
-                return running.end is not None and time.time() - running.end.end_time > INPUT_LINGER
-
-            waited()
-            self.streams.cancel_when(context, over)
-
-        job_id = first.job_id
-        self.streams.take_job(job_id, "input", context)
-        grace, waited = self._launch_wait(uid, job_id)
-        try:
-            self.agent.input(job_id, chunks(), lambda spec: uid in self.operators or uid == spec.uid, opened, grace)
-        except PermissionError as exc:
-            context.abort(grpc.StatusCode.PERMISSION_DENIED, str(exc))
-        except JobNotHere as exc:
-            context.abort(grpc.StatusCode.NOT_FOUND, str(exc))
-        finally:
-            waited()
-            self.streams.forget(context)
-            self.streams.free_job(job_id, "input")
-
-
-__all__ = ["Agent", "AgentServicer", "JobNotHere", "JobState"]

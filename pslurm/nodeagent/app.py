@@ -104,7 +104,8 @@ def serve(config: ClusterConfig, node: NodeConfig, devices: list[GpuDevice], cgr
     import grpc
 
     from pslurm.auth.transport import SERVER_OPTIONS, Authenticator, signed_metadata
-    from pslurm.nodeagent.agent import Agent, AgentServicer
+    from pslurm.nodeagent.agent import Agent
+    from pslurm.nodeagent.servicer import AgentServicer
     from pslurm.proto import pslurm_pb2_grpc as pb_grpc
 
     auth = Authenticator(key)

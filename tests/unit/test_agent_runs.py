@@ -22,9 +22,10 @@ from pslurm.core.config import CgroupConfig, ClusterConfig, NodeConfig
 from pslurm.core.jobspec import JobRecord, JobSpec
 from pslurm.core.states import JobState
 from pslurm.nodeagent import agent as agent_module
-from pslurm.nodeagent.agent import Agent, AgentServicer
+from pslurm.nodeagent.agent import Agent
 from pslurm.nodeagent.cgroups import CgroupError
 from pslurm.nodeagent.runs import RunRecord, RunRecords, parse_stat, proc_info, start_ticks
+from pslurm.nodeagent.servicer import AgentServicer
 from pslurm.proto import pslurm_pb2 as pb
 from tests.conftest import wait_for
 
