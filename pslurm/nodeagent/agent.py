@@ -184,9 +184,6 @@ class Agent:
             except Exception as exc:  # a failing sample must not end sampling; health reports NVML
                 log.debug("GPU usage sample failed: %s", exc)
 
-    def running_ids(self) -> list[int]:
-        return sorted({r.job_id for r in self.runs()})
-
     def runs(self) -> list[pb.JobRun]:
         """What this agent runs (or is about to start), or ran and has not had the end of
         acknowledged: every heartbeat says it."""
