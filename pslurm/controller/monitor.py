@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pslurm.controller.allocations import NodeUsage, usage_by_node
 from pslurm.controller.errors import NotFound
 from pslurm.controller.ports import Reschedule
-from pslurm.controller.store import Store
+from pslurm.controller.store import RunEnd, Store, StoreError
 from pslurm.core.config import ClusterConfig
 from pslurm.core.jobspec import SpecError
 from pslurm.core.node import GpuInfo, NodeRecord
@@ -128,6 +128,40 @@ class NodeMonitor:
             log.info("node %s runs %s, which the controller has ended: the agent kills them", name,
                      ", ".join(f"{r.job_id}.{r.restarts}" for r in kill))
         return kill
+
+    def runs_ended(self, name: str, ends: Sequence[RunEnd]) -> None:
+        """An agent's batch of ends (JobsEnded), applied in one transaction; the doorbell rings once.
+        Idempotent as JobService.job_ended: a repeated report, or one of an earlier run, is logged
+        and ignored. Raises StoreError when the store could not record them all (the agent sends
+        them again): a batch the database refuses is applied end by end, so that one bad end
+        cannot keep the others from being recorded."""
+        try:
+            outcomes = list(zip(ends, self.store.end_runs(ends), strict=True))
+        except StoreError:
+            if len(ends) == 1:
+                raise
+            outcomes = []  # the database refused the batch: end by end below
+        failed = None
+        if len(outcomes) != len(ends):
+            for end in ends:
+                try:
+                    outcomes.extend(zip([end], self.store.end_runs([end]), strict=True))
+                except StoreError as exc:
+                    failed = failed or exc
+        self._ended(name, outcomes)
+        if failed is not None:
+            raise failed
+
+    def _ended(self, name: str, outcomes: Sequence[tuple[RunEnd, object]]) -> None:
+        changed = False
+        for end, outcome in outcomes:
+            if isinstance(outcome, InvalidTransition):
+                # an agent repeats a report whose answer it did not get
+                log.info("job %d: end of run %d reported by %s, ignored: %s", end.job_id, end.restarts, name, outcome)
+            else:
+                changed = True
+        if changed:
+            self.reschedule()
 
     def check_heartbeats(self) -> None:
         """Nodes silent for longer than SlurmdTimeout go DOWN; their jobs are lost."""

@@ -128,8 +128,9 @@ class Scheduler:
         )
         decided = plan(snapshot)
         targets = {n.name: n.target for n in nodes}
+        # one transaction for the pass's starts (none when nothing fits: a full cluster's passes write nothing)
         started = self.store.start_jobs(
-            [(p.job_id, p.node, p.gpu_indices) for p in decided.placements], self.clock())
+            [(p.job_id, p.node, p.gpu_indices) for p in decided.placements], self.clock()) if decided.placements else []
         if self._after_start is not None and started:
             self._after_start(started)
         for job in self.store.get_jobs(job_ids=started) if started else ():

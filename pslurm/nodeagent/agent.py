@@ -38,6 +38,7 @@ LAUNCH_WAITS_PER_USER = 4  # ... and of one user
 FIRST_INPUT_WAIT = 10.0  # seconds SendInput may take to send the chunk that names its job
 INPUT_LINGER = 5.0  # seconds an input stream may stay open after its job ended (psrun closes it sooner)
 USAGE_INTERVAL = 1.0  # seconds between NVML usage samples of running jobs
+MAX_ENDS_PER_CALL = 1000  # ends in one JobsEnded call (after an outage many may wait)
 
 RunKey = tuple[int, int]  # (job_id, restarts): one run of a job; a requeued job runs again with restarts + 1
 
@@ -87,6 +88,7 @@ class Agent:
         self._runs: dict[RunKey, RunningJob] = {}  # every run, until its end is reported and it is forgotten
         self._unreported: dict[RunKey, RunningJob] = {}  # ended runs the controller has not acknowledged
         self._reporting = False  # a thread is sending the unreported ends
+        self._batch_ends = True  # JobsEnded; False once the controller says it has no such call
         self._lock = threading.Lock()
         self._launched = threading.Condition(self._lock)  # psrun may ask for output before the launch
         self._stop = threading.Event()
@@ -206,9 +208,10 @@ class Agent:
         self._report_ends()
 
     def _report_ends(self) -> None:
-        """Report every unreported end, one thread at a time: a job that ends while another thread
-        reports is sent by that thread (before, each ending thread sent every pending end, so ends
-        that came together were reported several times over)."""
+        """Report every unreported end, one thread at a time: an end is sent at once, in one call
+        with whatever else ended meanwhile (JobsEnded), and a job that ends while another thread
+        reports is sent by that thread in its next call. Ends stay unreported (and are sent again
+        on the next heartbeat) until a call that carried them is answered."""
         with self._lock:
             if self._reporting:
                 return
@@ -217,37 +220,52 @@ class Agent:
         try:
             while True:
                 with self._lock:
-                    pending = list(self._unreported.values())
+                    pending = list(self._unreported.values())[:MAX_ENDS_PER_CALL]
                     if not pending:
                         released = True
                         self._reporting = False  # under the lock: a later end finds no reporter and reports
                         return
-                if not all(self._report_end(running) for running in pending):  # stops at the first failure
+                if not self._send_ends(pending):
                     return  # the controller is unreachable: the heartbeat loop tries again
         finally:
             if not released:
                 with self._lock:
                     self._reporting = False
 
-    def _report_end(self, running: RunningJob) -> bool:
-        """Send one end; True (and no longer unreported) once the controller has it."""
+    def _send_ends(self, ended: list[RunningJob]) -> bool:
+        """Send these ends in one call; True (and no longer unreported) once the controller has them."""
+        ends = [self._end_pb(running) for running in ended]
+        try:
+            if self._batch_ends:
+                self.controller.JobsEnded(pb.JobsEndedRequest(node=self.node.name, ends=ends), timeout=5,
+                                          metadata=self._credentials())
+            else:
+                for end in ends:
+                    self.controller.JobEnded(end, timeout=5, metadata=self._credentials())
+        except grpc.RpcError as exc:
+            code = exc.code() if isinstance(exc, grpc.Call) else None
+            if self._batch_ends and code is grpc.StatusCode.UNIMPLEMENTED:  # a controller from before JobsEnded
+                self._batch_ends = False
+                return self._send_ends(ended)
+            log.warning("could not report the end of %s: %s; will retry",
+                        ", ".join(f"job {e.job_id} (run {e.restarts})" for e in ends), code or exc)
+            return False
+        with self._lock:
+            for end in ends:
+                self._unreported.pop((end.job_id, end.restarts), None)
+        for end in ends:
+            self.records.remove(end.job_id, end.restarts)  # acknowledged: a restarted agent has nothing to look for
+        return True
+
+    def _end_pb(self, running: RunningJob) -> pb.JobEndedRequest:
         end = running.end
         assert end is not None
         job_id, restarts = _key(running)
-        try:
-            self.controller.JobEnded(pb.JobEndedRequest(
-                job_id=job_id, node=self.node.name, state=convert.job_state_to_pb(end.state), restarts=restarts,
-                exit_code=end.exit_code, exit_signal=end.exit_signal, end_time=end.end_time,
-                usage=_usage_pb(running.usage), launch_failure=running.launch_failure,
-            ), timeout=5, metadata=self._credentials())
-        except grpc.RpcError as exc:
-            log.warning("could not report end of job %d (run %d): %s; will retry", job_id, restarts,
-                        exc.code() if isinstance(exc, grpc.Call) else exc)
-            return False
-        with self._lock:
-            self._unreported.pop((job_id, restarts), None)
-        self.records.remove(job_id, restarts)  # acknowledged: a restarted agent has nothing to look for
-        return True
+        return pb.JobEndedRequest(
+            job_id=job_id, node=self.node.name, state=convert.job_state_to_pb(end.state), restarts=restarts,
+            exit_code=end.exit_code, exit_signal=end.exit_signal, end_time=end.end_time,
+            usage=_usage_pb(running.usage), launch_failure=running.launch_failure,
+        )
 
     def _forget_old(self) -> None:
         """Forget reported runs: a job's newest run after KEEP_ENDED (psrun may still read it), an

@@ -549,6 +549,14 @@ class JobEndedRequest(_message.Message):
     launch_failure: str
     def __init__(self, job_id: _Optional[int] = ..., node: _Optional[str] = ..., state: _Optional[_Union[JobState, str]] = ..., exit_code: _Optional[int] = ..., exit_signal: _Optional[int] = ..., end_time: _Optional[float] = ..., usage: _Optional[_Union[JobUsage, _Mapping]] = ..., restarts: _Optional[int] = ..., launch_failure: _Optional[str] = ...) -> None: ...
 
+class JobsEndedRequest(_message.Message):
+    __slots__ = ("node", "ends")
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    ENDS_FIELD_NUMBER: _ClassVar[int]
+    node: str
+    ends: _containers.RepeatedCompositeFieldContainer[JobEndedRequest]
+    def __init__(self, node: _Optional[str] = ..., ends: _Optional[_Iterable[_Union[JobEndedRequest, _Mapping]]] = ...) -> None: ...
+
 class LaunchRequest(_message.Message):
     __slots__ = ("job",)
     JOB_FIELD_NUMBER: _ClassVar[int]

@@ -89,6 +89,11 @@ class ControllerStub:
                 request_serializer=pslurm__pb2.JobEndedRequest.SerializeToString,
                 response_deserializer=pslurm__pb2.Empty.FromString,
                 _registered_method=True)
+        self.JobsEnded = channel.unary_unary(
+                '/pslurm.Controller/JobsEnded',
+                request_serializer=pslurm__pb2.JobsEndedRequest.SerializeToString,
+                response_deserializer=pslurm__pb2.Empty.FromString,
+                _registered_method=True)
 
 
 class ControllerServicer:
@@ -165,6 +170,13 @@ class ControllerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def JobsEnded(self, request, context):
+        """several ends at once (agents send this)
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControllerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -221,6 +233,11 @@ def add_ControllerServicer_to_server(servicer, server):
             'JobEnded': grpc.unary_unary_rpc_method_handler(
                     servicer.JobEnded,
                     request_deserializer=pslurm__pb2.JobEndedRequest.FromString,
+                    response_serializer=pslurm__pb2.Empty.SerializeToString,
+            ),
+            'JobsEnded': grpc.unary_unary_rpc_method_handler(
+                    servicer.JobsEnded,
+                    request_deserializer=pslurm__pb2.JobsEndedRequest.FromString,
                     response_serializer=pslurm__pb2.Empty.SerializeToString,
             ),
     }
@@ -520,6 +537,33 @@ class Controller:
             target,
             '/pslurm.Controller/JobEnded',
             pslurm__pb2.JobEndedRequest.SerializeToString,
+            pslurm__pb2.Empty.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def JobsEnded(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pslurm.Controller/JobsEnded',
+            pslurm__pb2.JobsEndedRequest.SerializeToString,
             pslurm__pb2.Empty.FromString,
             options,
             channel_credentials,

@@ -42,13 +42,19 @@ class FakeController:
         self.ended: list[tuple[float, pb.JobEndedRequest]] = []
         self.kill: list[pb.JobRun] = []
         self.on_end: Callable[[pb.JobEndedRequest], None] | None = None
+        self.calls: list[int] = []  # the number of ends in each call that was answered
 
     def JobEnded(self, request: pb.JobEndedRequest, **_: Any) -> pb.Empty:  # noqa: N802
+        return self.JobsEnded(pb.JobsEndedRequest(node=request.node, ends=[request]))
+
+    def JobsEnded(self, request: pb.JobsEndedRequest, **_: Any) -> pb.Empty:  # noqa: N802
         if not self.up:
             raise ControllerDown()
-        if self.on_end is not None:
-            self.on_end(request)
-        self.ended.append((time.time(), request))
+        for end in request.ends:
+            if self.on_end is not None:
+                self.on_end(end)
+            self.ended.append((time.time(), end))
+        self.calls.append(len(request.ends))
         return pb.Empty()
 
     def Heartbeat(self, request: pb.HeartbeatRequest, **_: Any) -> pb.HeartbeatReply:  # noqa: N802
@@ -224,6 +230,71 @@ def test_a_run_is_recorded_until_its_end_is_acknowledged(make_agent, tmp_path: P
     controller.up = True
     agent.beat()  # the heartbeat retries the end
     assert controller.end_of(9, 2) is not None and runs(agent) == [] and not path.exists()
+
+
+def test_ends_that_come_while_one_is_sent_go_together_in_the_next_call(make_agent, tmp_path: Path) -> None:
+    agent, controller = make_agent()
+    first_sent, go_on = threading.Event(), threading.Event()
+
+    def slow_first(request: pb.JobEndedRequest) -> None:
+        if request.job_id == 20:
+            first_sent.set()
+            assert go_on.wait(5)
+
+    controller.on_end = slow_first
+    agent.launch(record(tmp_path, 20, argv=("true",)))
+    assert first_sent.wait(5)  # a lone end is sent at once, alone
+    for job_id in (21, 22, 23):
+        agent.launch(record(tmp_path, job_id, argv=("true",)))
+    wait_for(lambda: len(agent._unreported) == 4, timeout=5)
+    go_on.set()
+    for job_id in (20, 21, 22, 23):
+        ended(controller, job_id)
+    assert controller.calls == [1, 3]  # what ended meanwhile went in one call
+    wait_for(lambda: runs(agent) == [], timeout=5)
+
+
+class Unimplemented(grpc.RpcError, grpc.Call):
+    """What a controller from before JobsEnded answers to it."""
+
+    def code(self) -> grpc.StatusCode:
+        return grpc.StatusCode.UNIMPLEMENTED
+
+    def details(self) -> str:
+        return "Method not found!"
+
+    def is_active(self) -> bool:
+        return False
+
+    def time_remaining(self) -> float | None:
+        return None
+
+    def cancel(self) -> bool:
+        return False
+
+    def add_callback(self, callback: Any) -> bool:
+        return False
+
+    def initial_metadata(self) -> Any:
+        return ()
+
+    def trailing_metadata(self) -> Any:
+        return ()
+
+
+def test_an_older_controller_gets_one_call_per_end(make_agent, tmp_path: Path, monkeypatch) -> None:
+    agent, controller = make_agent()
+
+    def no_batches(request: pb.JobsEndedRequest, **_: Any) -> pb.Empty:
+        raise Unimplemented()
+
+    monkeypatch.setattr(controller, "JobsEnded", no_batches)
+    monkeypatch.setattr(controller, "JobEnded", lambda request, **_: FakeController.JobsEnded(
+        controller, pb.JobsEndedRequest(ends=[request])))
+    agent.launch(record(tmp_path, 24, argv=("true",)))
+    assert ended(controller, 24).exit_code == 0
+    wait_for(lambda: runs(agent) == [], timeout=5)
+    assert not agent._batch_ends
 
 
 def test_an_older_runs_unreported_end_and_a_newer_run_coexist(make_agent, tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from pslurm.controller.agents import AgentRefused, AgentUnreachable
 from pslurm.controller.jobs import JobService
 from pslurm.controller.monitor import NodeMonitor, Run
 from pslurm.controller.scheduler import Scheduler
-from pslurm.controller.store import Store
+from pslurm.controller.store import RunEnd, Store
 from pslurm.core.config import ClusterConfig, parse_slurm_conf
 from pslurm.core.jobspec import JobRecord, JobSpec
 from pslurm.core.node import NodeRecord
@@ -238,51 +238,99 @@ def service(config, store):  # type: ignore[no-untyped-def]
     return JobService(config, store, agents, bell, Clock(), operators=frozenset({0})), agents, bell
 
 
+def report_end(config: ClusterConfig, store: Store, job_id: int, node: str, restarts: int, state: JobState,
+               exit_code: int, exit_signal: int, end_time: float, launch_failure: str = "") -> None:
+    """What an agent's JobEnded does: the node monitor records the end."""
+    end = RunEnd(job_id, node, restarts, state, exit_code, exit_signal, end_time, launch_failure=launch_failure)
+    NodeMonitor(config, store, Doorbell(), Clock()).runs_ended(node, [end])
+
+
 def test_submit_commits_pending_and_rings_the_scheduler(service, store):
     jobs, _, bell = service
     job_id = jobs.submit(spec(), ROOT)
     assert store.get_job(job_id).state is JobState.PENDING and bell.rings == 1
 
 
-def test_cancel_of_a_running_job_asks_its_agent_and_waits_for_the_end(service, store):
+def test_cancel_of_a_running_job_asks_its_agent_and_waits_for_the_end(config, service, store):
     jobs, agents, _ = service
     job_id = running_job(store)
     assert jobs.cancel([job_id], 0) == []
     assert store.get_job(job_id).state is JobState.COMPLETING
     assert agents.signals == [("127.0.0.1:7000", job_id, 0)]
-    jobs.job_ended(job_id, "c000", 0, JobState.FAILED, 0, 15, 1001.0)
+    report_end(config, store, job_id, "c000", 0, JobState.FAILED, 0, 15, 1001.0)
     assert store.get_job(job_id).state is JobState.CANCELLED
 
 
-def test_requeue_of_a_running_job_pends_only_after_its_end(service, store):
+def test_requeue_of_a_running_job_pends_only_after_its_end(config, service, store):
     jobs, agents, _ = service
     job_id = running_job(store)
     assert jobs.update_job(str(job_id), 0, "requeue") == []
     assert store.get_job(job_id).state is JobState.COMPLETING and agents.signals
-    jobs.job_ended(job_id, "c000", 0, JobState.CANCELLED, 0, 15, 1001.0)
+    report_end(config, store, job_id, "c000", 0, JobState.CANCELLED, 0, 15, 1001.0)
     job = store.get_job(job_id)
     assert (job.state, job.restarts) == (JobState.PENDING, 1)
 
 
-def test_an_end_from_an_earlier_run_or_another_node_is_ignored(service, store):
+def test_an_end_from_an_earlier_run_or_another_node_is_ignored(config, service, store):
     jobs, _, _ = service
     job_id = running_job(store)
-    jobs.job_ended(job_id, "c000", 3, JobState.COMPLETED, 0, 0, 1001.0)
-    jobs.job_ended(job_id, "c001", 0, JobState.COMPLETED, 0, 0, 1001.0)
+    report_end(config, store, job_id, "c000", 3, JobState.COMPLETED, 0, 0, 1001.0)
+    report_end(config, store, job_id, "c001", 0, JobState.COMPLETED, 0, 0, 1001.0)
     assert store.get_job(job_id).state is JobState.RUNNING
-    jobs.job_ended(job_id, "c000", 0, JobState.COMPLETED, 0, 0, 1002.0)
-    jobs.job_ended(job_id, "c000", 0, JobState.FAILED, 1, 0, 1003.0)  # repeated: ignored
+    report_end(config, store, job_id, "c000", 0, JobState.COMPLETED, 0, 0, 1002.0)
+    report_end(config, store, job_id, "c000", 0, JobState.FAILED, 1, 0, 1003.0)  # repeated: ignored
     assert store.get_job(job_id).state is JobState.COMPLETED
 
 
-def test_a_launch_failure_reported_by_the_agent_ends_the_job_failed(service, store):
+def test_a_launch_failure_reported_by_the_agent_ends_the_job_failed(config, service, store):
     jobs, _, _ = service
     job_id = running_job(store)
-    jobs.job_ended(job_id, "c000", 0, JobState.FAILED, 2, 0, 1001.0,
+    report_end(config, store, job_id, "c000", 0, JobState.FAILED, 2, 0, 1001.0,
                    launch_failure="chdir(/nope): No such file or directory")
     job = store.get_job(job_id)
     assert (job.state, job.reason, job.exit_code) == (JobState.FAILED, JobReason.JOB_LAUNCH_FAILURE, 2)
     assert job.system_comment == "launch failed on c000: chdir(/nope): No such file or directory"
+
+
+def test_an_agents_batch_of_ends_is_one_commit_and_one_ring(monitor, store):
+    m, _, bell = monitor
+    done, failed, cancelled, again = (running_job(store) for _ in range(4))
+    store.cancel(cancelled, 1000.5)
+    rings, commits = bell.rings, store._writer.commits
+    m.runs_ended("c000", [
+        RunEnd(done, "c000", 0, JobState.COMPLETED, 0, 0, 1001.0),
+        RunEnd(failed, "c000", 0, JobState.FAILED, 2, 0, 1001.0, launch_failure="chdir(/nope): gone"),
+        RunEnd(cancelled, "c000", 0, JobState.FAILED, 0, 15, 1001.0),
+        RunEnd(again, "c000", 3, JobState.COMPLETED, 0, 0, 1001.0),  # an earlier run: ignored, the rest go on
+        RunEnd(done, "c000", 0, JobState.FAILED, 1, 0, 1002.0),  # repeated: ignored
+    ])
+    assert store._writer.commits == commits + 1 and bell.rings == rings + 1
+    states = {j: store.get_job(j).state for j in (done, failed, cancelled, again)}
+    assert states == {done: JobState.COMPLETED, failed: JobState.FAILED, cancelled: JobState.CANCELLED,
+                      again: JobState.RUNNING}
+    assert store.get_job(failed).reason is JobReason.JOB_LAUNCH_FAILURE
+    assert [e.op for e in store.events(done)][-1] == "finish" and len(store.events(done)) == 3
+    m.runs_ended("c000", [RunEnd(done, "c000", 0, JobState.COMPLETED, 0, 0, 1003.0)])
+    assert bell.rings == rings + 1  # nothing changed: no pass needed
+
+
+def test_a_batch_the_database_refuses_is_recorded_end_by_end(monitor, store, monkeypatch):
+    from pslurm.controller.store import StoreError
+
+    m, _, _ = monitor
+    good, bad = running_job(store), running_job(store)
+    real = store.end_runs
+
+    def refuse_bad(ends):  # type: ignore[no-untyped-def]
+        if any(e.job_id == bad for e in ends):
+            raise StoreError("the job could not be stored: a value is out of range or too long")
+        return real(ends)
+
+    monkeypatch.setattr(store, "end_runs", refuse_bad)
+    with pytest.raises(StoreError):  # the agent sends them again; the good one is recorded already
+        m.runs_ended("c000", [RunEnd(bad, "c000", 0, JobState.COMPLETED, 0, 0, 1001.0),
+                              RunEnd(good, "c000", 0, JobState.COMPLETED, 0, 0, 1001.0)])
+    assert store.get_job(good).state is JobState.COMPLETED and store.get_job(bad).state is JobState.RUNNING
 
 
 def test_a_user_cannot_release_an_operators_hold(service, store):

@@ -1,7 +1,7 @@
 """The store: the only place pslurm touches SQL."""
 
 from pslurm.controller.store.queries import Store
-from pslurm.controller.store.records import ActiveRun, Allocation, JobEvent, QueuedJob, RefRow, UsageRecord
+from pslurm.controller.store.records import ActiveRun, Allocation, JobEvent, QueuedJob, RefRow, RunEnd, UsageRecord
 from pslurm.controller.store.writer import StoreError
 
-__all__ = ["ActiveRun", "Allocation", "JobEvent", "QueuedJob", "RefRow", "Store", "StoreError", "UsageRecord"]
+__all__ = ["ActiveRun", "Allocation", "JobEvent", "QueuedJob", "RefRow", "RunEnd", "Store", "StoreError", "UsageRecord"]

@@ -23,6 +23,7 @@ from pslurm.controller.store.records import (
     JobEvent,
     QueuedJob,
     RefRow,
+    RunEnd,
     UsageRecord,
     gres_from_column,
     gres_to_column,
@@ -147,6 +148,26 @@ class Store:
                now: float, usage: dict[str, float | None] | None = None) -> Change:
         return self._apply(job_id, now, lambda job: lifecycle.finish(job, node, restarts, reported, exit_code,
                                                                       exit_signal, now, usage))
+
+    def end_runs(self, ends: Sequence[RunEnd]) -> list[Change | InvalidTransition]:
+        """Apply an agent's batch of ends (``finish``, or ``launch_failed`` for a run that never
+        started) in one transaction: one commit for the lot. Each end is its own compare-and-set;
+        one the lifecycle refuses (a repeated report, an earlier run) is returned as its
+        InvalidTransition, with nothing written for it, and the others go on."""
+        def work(conn: Connection) -> list[Change | InvalidTransition]:
+            out: list[Change | InvalidTransition] = []
+            for e in ends:
+                try:
+                    out.append(_apply(conn, e.job_id, e.end_time, _end_decision(e)))
+                except InvalidTransition as exc:
+                    out.append(exc)
+            return out
+
+        if not ends:
+            return []
+        outcome = self._writer.write(work)
+        self._jobs_changed([e.job_id for e, o in zip(ends, outcome, strict=True) if not isinstance(o, Exception)])
+        return outcome
 
     def cancel(self, job_id: int, now: float, detail: str = "cancelled",
                reason: JobReason = JobReason.NONE) -> Change:
@@ -452,25 +473,50 @@ class Store:
         self._writer.write(lambda conn: conn.execute(update(nodes).where(nodes.c.name == name).values(**values)))
 
 
+def _end_decision(e: RunEnd) -> Callable[[JobFlags], Change]:
+    if e.launch_failure:
+        return lambda job: lifecycle.launch_failed(job, e.node, e.restarts, e.launch_failure, e.end_time)
+    return lambda job: lifecycle.finish(job, e.node, e.restarts, e.state, e.exit_code, e.exit_signal, e.end_time,
+                                        e.usage)
+
+
 _FLAG_COLUMNS = (jobs.c.state, jobs.c.hold, jobs.c.cancel_requested, jobs.c.requeue_requested, jobs.c.requeue,
                  jobs.c.restarts, jobs.c.node)
 
 
+# Built once: a statement built per call costs more CPU than its execution (clause building and
+# cache keys), and a lifecycle operation runs several per job.
+_READ_FLAGS = select(*_FLAG_COLUMNS).where(jobs.c.job_id == bindparam("b_job"))
+_ADD_EVENT = insert(job_events)
+_CAS: dict[tuple[str, ...], Any] = {}  # the columns a change sets -> its compare-and-set UPDATE
+
+
+def _cas_statement(columns: tuple[str, ...]) -> Any:
+    stmt = _CAS.get(columns)
+    if stmt is None:
+        stmt = _CAS[columns] = (
+            update(jobs).where(jobs.c.job_id == bindparam("b_job"), jobs.c.state == bindparam("b_state"),
+                               jobs.c.restarts == bindparam("b_restarts"))
+            .values({c: bindparam(f"v_{c}") for c in columns}))
+    return stmt
+
+
 def _apply(conn: Connection, job_id: int, now: float, decide: Callable[[JobFlags], Change]) -> Change:
     """One lifecycle operation inside the caller's transaction: read, decide, compare-and-set, event."""
-    row = conn.execute(select(*_FLAG_COLUMNS).where(jobs.c.job_id == job_id)).first()
+    row = conn.execute(_READ_FLAGS, {"b_job": job_id}).first()
     if row is None:
         raise InvalidTransition(f"job {job_id} does not exist")
     change = decide(JobFlags(job_id, JobState(row.state), row.hold, bool(row.cancel_requested),
                              bool(row.requeue_requested), bool(row.requeue), row.restarts, row.node))
     values = {k: indices_to_column(v) if k == "gpu_indices" else v for k, v in change.values.items()}
-    result = conn.execute(update(jobs).where(jobs.c.job_id == job_id, jobs.c.state == row.state,
-                                             jobs.c.restarts == row.restarts)
-                          .values(state=change.to.value, **values))
+    values["state"] = change.to.value
+    params = {f"v_{k}": v for k, v in values.items()}
+    params.update(b_job=job_id, b_state=row.state, b_restarts=row.restarts)
+    result = conn.execute(_cas_statement(tuple(sorted(values))), params)
     if result.rowcount != 1:  # cannot happen with one writer; a second one would lose here
         raise InvalidTransition(f"job {job_id} changed meanwhile")
-    conn.execute(insert(job_events), dict(job_id=job_id, time=now, from_state=change.from_state.value,
-                                          to_state=change.to.value, detail=change.detail, op=change.op))
+    conn.execute(_ADD_EVENT, dict(job_id=job_id, time=now, from_state=change.from_state.value,
+                                  to_state=change.to.value, detail=change.detail, op=change.op))
     return change
 
 

@@ -48,6 +48,21 @@ class ActiveRun:
 
 
 @dataclass(frozen=True)
+class RunEnd:
+    """An agent's report that a run ended (or never started: ``launch_failure`` says why)."""
+
+    job_id: int
+    node: str
+    restarts: int
+    state: JobState
+    exit_code: int
+    exit_signal: int
+    end_time: float
+    usage: dict[str, float | None] | None = None
+    launch_failure: str = ""
+
+
+@dataclass(frozen=True)
 class QueuedJob:
     """A pending job's resource request, for the scheduler's snapshot."""
 
