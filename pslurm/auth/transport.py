@@ -7,63 +7,26 @@ import socket
 import struct
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import grpc
 
-from pslurm.auth.credential import AuthError, Identity, ReplayCache, load_key, sign, verify
-from pslurm.core.config import ClusterConfig
+from pslurm.auth.credential import AuthError, Identity, ReplayCache, sign, verify
+from pslurm.auth.credentials import METADATA_KEY, Clock, Credentials, Metadata, ask_credential_socket
 
-METADATA_KEY = "x-pslurm-cred"
+__all__ = ["METADATA_KEY", "MAX_REQUEST_BYTES", "SERVER_OPTIONS", "Authenticator", "Clock", "CredentialService",
+           "Credentials", "Metadata", "ask_credential_socket", "signed_metadata"]
 # The most a server takes in one message: a submit (or a launch) with a 4 MiB script and a 1 Mi-character
 # environment (up to 4 MiB of UTF-8), with room to spare. Bigger ones are refused (RESOURCE_EXHAUSTED)
 # by gRPC itself, never reaching a handler; gRPC's default would be 4 MiB, too small for such a job.
 MAX_REQUEST_BYTES = 12 * 1024 * 1024
 SERVER_OPTIONS = [("grpc.max_receive_message_length", MAX_REQUEST_BYTES), ("grpc.so_reuseport", 0)]
-Clock = Callable[[], float]
-Metadata = tuple[tuple[str, str], ...]  # what a gRPC call takes as metadata=
 
 
 def signed_metadata(key: bytes, clock: Clock = time.time) -> Metadata:
     """gRPC metadata with a fresh credential for this process, signed with ``key`` (the daemons)."""
     return ((METADATA_KEY, sign(key, Identity(os.getuid(), os.getgid()), clock())),)
-
-
-class Credentials:
-    """A client's credentials, for this process's uid and gid: a fresh one for every call, since a
-    server accepts each credential once. Signed here when this process can read the key (the key
-    is read once), else asked of the credential socket per call (a local round trip, well under a
-    millisecond)."""
-
-    def __init__(self, key_path: str, socket_path: str, clock: Clock = time.time) -> None:
-        self.key_path, self.socket_path, self._clock = key_path, socket_path, clock
-        self._key: bytes | None = None
-        self._unreadable: AuthError | None = None  # why the key could not be read: ask the socket
-        self._lock = threading.Lock()
-
-    @classmethod
-    def for_cluster(cls, config: ClusterConfig) -> Credentials:
-        return cls(config.auth_key_path, config.auth_socket_path)
-
-    def metadata(self) -> Metadata:
-        """gRPC metadata with a new credential, for one call. Raises AuthError when none can be had."""
-        return ((METADATA_KEY, self._fetch(self._clock())),)
-
-    def _fetch(self, now: float) -> str:
-        with self._lock:
-            if self._key is None and self._unreadable is None:
-                try:
-                    self._key = load_key(self.key_path)
-                except AuthError as exc:
-                    self._unreadable = exc
-            key, unreadable = self._key, self._unreadable
-        if key is not None:
-            return sign(key, Identity(os.getuid(), os.getgid()), now)
-        try:
-            return ask_credential_socket(self.socket_path)
-        except AuthError as no_service:
-            raise AuthError(f"{unreadable}, and {no_service}") from None
 
 
 class Authenticator:
@@ -179,17 +142,3 @@ class CredentialService:
             self._sock = None
             if os.path.exists(self.path):
                 os.unlink(self.path)
-
-
-def ask_credential_socket(path: str) -> str:
-    """A credential for this process from the credential socket at ``path``."""
-    try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-            sock.settimeout(5)
-            sock.connect(path)
-            line = sock.makefile("rb").readline().decode().strip()
-    except OSError as exc:
-        raise AuthError(f"no credential service at {path}: {exc.strerror or exc}") from None
-    if not line:
-        raise AuthError(f"the credential service at {path} gave no credential")
-    return line

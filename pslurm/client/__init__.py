@@ -8,8 +8,9 @@
 
 Requests return domain objects (:class:`~pslurm.core.jobspec.JobRecord`,
 :class:`~pslurm.core.node.NodeStatus`, ...) and fail with a :class:`ClientError` whose message is
-one line for the user. Importing this package is cheap: the wire (gRPC today) is loaded on the
-first request. See docs/client.md.
+one line for the user. The wire is the controller's HTTP/JSON API (docs/api.md), spoken with the
+standard library alone; importing this package is cheap, and the wire is loaded on the first
+request. See docs/client.md.
 """
 
 from pslurm.client.client import Client

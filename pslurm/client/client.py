@@ -11,7 +11,7 @@ from pslurm.client.errors import ConfigurationError, InvalidRequest
 from pslurm.core.states import JobState
 
 if TYPE_CHECKING:
-    from pslurm.client.grpc_transport import GrpcTransport
+    from pslurm.client.http_transport import HttpTransport
     from pslurm.client.models import ClusterStatus, InputStream, JobPriority, OutputChunk, PriorityWeights
     from pslurm.core.config import ClusterConfig, PartitionConfig
     from pslurm.core.jobspec import JobRecord, JobSpec
@@ -43,17 +43,17 @@ class Client:
         self.config = _load_config(config)
         self.timeout = timeout
         self._lock = threading.Lock()
-        self._transport: GrpcTransport | None = None
+        self._transport: HttpTransport | None = None
 
     @property
-    def _wire(self) -> GrpcTransport:
+    def _wire(self) -> HttpTransport:
         transport = self._transport
         if transport is None:
-            from pslurm.client.grpc_transport import GrpcTransport  # gRPC is imported on first use only
+            from pslurm.client.http_transport import HttpTransport  # on first use: a failing command starts fast
 
             with self._lock:
                 if self._transport is None:
-                    self._transport = GrpcTransport(self.config, self.timeout)
+                    self._transport = HttpTransport(self.config, self.timeout)
                 transport = self._transport
         return transport
 
@@ -161,7 +161,8 @@ class Client:
     # -- a running job's input and output (its node's agent) ---------------------------------
 
     def output(self, job: JobRecord) -> Iterator[OutputChunk]:
-        """A running interactive job's output (psrun), from its node's agent, as it comes; the last
+        """A running interactive job's output (psrun), from its node's agent (relayed by the
+        controller), as it comes; the last
         chunk has ``done`` set. Leaving the loop early ends the request. :class:`NodeUnreachable`
         when the node does not answer (it may have gone: the controller says how the job ended)."""
         return self._wire.output(job)

@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import grpc
 from sqlalchemy.engine import make_url
@@ -37,6 +38,9 @@ from pslurm.controller.store import Store
 from pslurm.controller.watch import JobWatch
 from pslurm.core.config import ClusterConfig, ConfigError, find_config_path, load_cluster_config
 from pslurm.proto import pslurm_pb2_grpc as pb_grpc
+
+if TYPE_CHECKING:
+    from pslurm.controller.rest.server import RestServer
 
 # Every RPC holds one of these threads while it runs, a WaitJob (psrun) for as long as it waits.
 # Waits may take all but RPC_WORKERS_KEPT_FREE of them, so that agents' heartbeats and job ends, and
@@ -109,6 +113,7 @@ def serve(conf_path: str, ready: threading.Event | None = None, stop: threading.
     pb_grpc.add_ControllerServicer_to_server(servicer, server)
     server.add_insecure_port(config.controller_target)
     server.start()
+    rest = _rest_server(parts, auth, config)
     # Users who cannot read the key get credentials here. Only a controller running as root serves
     # them: a personal cluster's agents cannot run jobs as anybody but its owner, so only they may use it.
     credentials = CredentialService(config.auth_socket_path, auth.key) if os.geteuid() == 0 else None
@@ -117,8 +122,8 @@ def serve(conf_path: str, ready: threading.Event | None = None, stop: threading.
     stopping = threading.Event()
     threading.Thread(target=parts.scheduler.run_loop, name="scheduler", daemon=True).start()
     threading.Thread(target=parts.monitor.run_loop, args=(stopping,), name="monitor", daemon=True).start()
-    log.info("psctld for %s listening on %s (store %s)", config.cluster_name,
-                                     config.controller_target, store.engine.url.render_as_string())
+    log.info("psctld for %s listening on %s, its API on http://%s (store %s)", config.cluster_name,
+             config.controller_target, config.rest_target, store.engine.url.render_as_string())
     if ready is not None:
         ready.set()
     stop = stop or threading.Event()
@@ -128,9 +133,25 @@ def serve(conf_path: str, ready: threading.Event | None = None, stop: threading.
     parts.watch.stop()
     if credentials is not None:
         credentials.close()
+    rest.stop()
     server.stop(grace=1).wait()
     agents.close()
     store.close()
+
+
+def _rest_server(parts: Parts, auth: Authenticator, config: ClusterConfig) -> RestServer:
+    """The user API (HTTP/JSON) on RestPort, serving from its own thread and event loop."""
+    from pslurm.controller.rest.relay import AgentRelay
+    from pslurm.controller.rest.routes import Api
+    from pslurm.controller.rest.server import RestServer
+
+    api = Api(parts.jobs, parts.scheduler, parts.monitor, parts.watch, AgentRelay(lambda: signed_metadata(auth.key)))
+    rest = RestServer(api, auth, config.controller_addr, config.rest_port)
+    try:
+        rest.start()
+    except OSError as exc:
+        raise ConfigError(f"cannot serve the API on {config.rest_target} (RestPort): {exc.strerror or exc}") from None
+    return rest
 
 
 def make_state_private(config: ClusterConfig, database_url: str) -> None:

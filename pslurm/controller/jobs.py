@@ -213,22 +213,6 @@ class JobService:
 
     # -- job ends ---------------------------------------------------------------------------
 
-    def job_ended(self, job_id: int, node: str, restarts: int, state: JobState, exit_code: int, exit_signal: int,
-                  end_time: float, usage: dict[str, float | None] | None = None, launch_failure: str = "") -> None:
-        """The agent saw a run end (or fail to start). Idempotent: a repeated report, or one of an
-        earlier run, is logged and ignored."""
-        try:
-            if launch_failure:
-                change = self.store.launch_failed(job_id, node, restarts, launch_failure, end_time)
-            else:
-                change = self.store.finish(job_id, node, restarts, state, exit_code, exit_signal, end_time, usage)
-        except InvalidTransition as exc:
-            # an agent repeats a report whose answer it did not get; one that repeats for no reason wastes work
-            log.info("job %d: end of run %d reported by %s, ignored: %s", job_id, restarts, node, exc)
-            return
-        log.debug("job %d: %s -> %s (%s)", job_id, change.from_state, change.to, change.detail)
-        self.reschedule()
-
 
 def _check_own(spec: JobSpec, requester: Identity) -> None:
     """A user's job names the user's own uid, primary gid and (where this host knows the uid) name."""

@@ -4,22 +4,20 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import replace
 from typing import TypeVar
 
 import grpc
 
 from pslurm.auth.credential import AuthError, Identity
 from pslurm.auth.transport import Authenticator
-from pslurm.controller.errors import NotFound, PermissionDenied
 from pslurm.controller.jobs import JobService
 from pslurm.controller.monitor import NodeMonitor, NodeStatus, Run
+from pslurm.controller.rest import access
 from pslurm.controller.scheduler import Scheduler
-from pslurm.controller.store import StoreError
+from pslurm.controller.store import RunEnd
 from pslurm.controller.watch import JobWatch
 from pslurm.core import convert
-from pslurm.core.jobspec import JobRecord, JobSpec, SpecError, display_id
-from pslurm.core.states import InvalidTransition
+from pslurm.core.jobspec import JobRecord
 from pslurm.proto import pslurm_pb2 as pb
 from pslurm.proto import pslurm_pb2_grpc as pb_grpc
 
@@ -27,19 +25,19 @@ T = TypeVar("T")
 NODE_MESSAGES_ONLY_FROM_AGENTS = "node messages come only from an agent (root or the SlurmUser)"
 
 
+_CODES = {access.INVALID: grpc.StatusCode.INVALID_ARGUMENT, access.NOT_FOUND: grpc.StatusCode.NOT_FOUND,
+          access.PERMISSION: grpc.StatusCode.PERMISSION_DENIED, access.CONFLICT: grpc.StatusCode.FAILED_PRECONDITION}
+
+
 def _guard(context: grpc.ServicerContext, fn: Callable[[], T]) -> T:
+    """``fn()``, its refusals (pslurm.controller.rest.access.ERROR_KINDS) aborted with their status."""
     try:
         return fn()
-    except SpecError as exc:
-        context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
-    except NotFound as exc:
-        context.abort(grpc.StatusCode.NOT_FOUND, str(exc))
-    except PermissionDenied as exc:
-        context.abort(grpc.StatusCode.PERMISSION_DENIED, str(exc))
-    except InvalidTransition as exc:
-        context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
-    except StoreError as exc:  # one line, no SQL: the store logged the rest
-        context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+    except Exception as exc:
+        kind = access.error_kind(exc)
+        if kind is None:
+            raise
+        context.abort(_CODES[kind], str(exc))
     raise AssertionError("unreachable")
 
 
@@ -88,8 +86,7 @@ class ControllerServicer(pb_grpc.ControllerServicer):
         caller = self._caller(context)
         jobs = self.jobs.jobs(list(request.job_ids), list(request.users), states, request.include_finished,
                            since, light=request.light, collapse_arrays=request.collapse_arrays)
-        if caller.uid not in self.jobs.operators:
-            jobs = _private_for(caller.uid, jobs)
+        jobs = access.visible_to(caller.uid, self.jobs.operators, jobs)
         specs: dict[int, pb.JobSpec] = {}  # converted once per shared spec (an array's tasks)
         return pb.JobList(jobs=[convert.job_to_pb(j, specs=specs) for j in jobs])
 
@@ -106,46 +103,16 @@ class ControllerServicer(pb_grpc.ControllerServicer):
         return pb.UpdateJobReply(errors=errors)
 
     def GetPriorities(self, request: pb.PriorityQuery, context: grpc.ServicerContext) -> pb.PriorityList:
-        sched = self.scheduler.sched
-        weights = pb.PriorityWeights(age=sched.weight_age, fairshare=sched.weight_fairshare,
-                                     jobsize=sched.weight_jobsize, partition=sched.weight_partition,
-                                     qos=sched.weight_qos)
-        out = []
-        for q, f, value in self.scheduler.priorities(list(request.job_ids), list(request.users)):
-            display = display_id(q.job_id, q.array_job_id, q.array_task_id)
-            out.append(pb.JobPriority(job_id=q.job_id, display_id=display, user=q.user, account=q.account,
-                                      partition=q.partition, priority=value, age=f.age, fairshare=f.fairshare,
-                                      jobsize=f.jobsize, partition_factor=f.partition, qos=f.qos, nice=f.nice,
-                                      admin_set=q.admin_priority is not None))
-        return pb.PriorityList(jobs=out, weights=weights)
+        rows, weights = access.priorities(self.scheduler, list(request.job_ids), list(request.users))
+        return pb.PriorityList(jobs=[pb.JobPriority(**row) for row in rows], weights=pb.PriorityWeights(**weights))
 
     def GetCluster(self, request: pb.Empty, context: grpc.ServicerContext) -> pb.ClusterInfo:
-        cfg = self.config
-        partitions = []
-        for p in cfg.partitions.values():
-            msg = pb.Partition(name=p.name, nodes=list(p.nodes), default=p is cfg.default_partition,
-                               state=p.state, priority_job_factor=p.priority_job_factor,
-                               allow_groups=list(p.allow_groups))
-            if p.max_nodes is not None:
-                msg.max_nodes = p.max_nodes
-            if p.max_time is not None:
-                msg.max_time = p.max_time
-            if p.default_time is not None:
-                msg.default_time = p.default_time
-            partitions.append(msg)
+        partitions = [convert.partition_to_pb(p) for p in access.partitions(self.config)]
         nodes = [self._node_pb(status) for status in self.monitor.nodes()]
-        return pb.ClusterInfo(cluster_name=cfg.cluster_name, partitions=partitions, nodes=nodes)
+        return pb.ClusterInfo(cluster_name=self.config.cluster_name, partitions=partitions, nodes=nodes)
 
     def _node_pb(self, status: NodeStatus) -> pb.Node:
-        n, used, word = status.node, status.used, status.word
-        return pb.Node(
-            name=n.name, addr=n.addr, port=n.port, cpus=n.cpus, real_memory=n.real_memory,
-            gres=convert.gres_to_pb(n.gres), state=convert.node_state_to_pb(n.state), drain=n.drain, reason=n.reason,
-            partitions=sorted(self.monitor.partitions_of(n.name)), alloc_cpus=used.cpus, alloc_mem=used.mem_mb,
-            alloc_gpus=sorted(used.gpus), display_state=word, running_jobs=used.jobs,
-            last_heartbeat=n.last_heartbeat, gpus=[convert.gpu_to_pb(g) for g in n.gpus],
-            isolation=n.isolation,
-        )
+        return convert.node_status_to_pb(access.node_status(self.monitor, status))
 
     def UpdateNode(self, request: pb.UpdateNodeRequest, context: grpc.ServicerContext) -> pb.Node:
         self._operator(context, "only root or the SlurmUser may update nodes")
@@ -154,7 +121,7 @@ class ControllerServicer(pb_grpc.ControllerServicer):
 
     def _visible(self, uid: int, job: JobRecord) -> JobRecord:
         """The job as ``uid`` may see it (PrivateData: another user's environment and script left out)."""
-        return job if uid in self.jobs.operators else _private_for(uid, [job])[0]
+        return access.visible_to(uid, self.jobs.operators, [job])[0]
 
     def WaitJob(self, request: pb.WaitRequest, context: grpc.ServicerContext) -> Iterator[pb.Job]:
         """The job now and at each change until it ends. With every waiting slot taken, the job
@@ -192,35 +159,30 @@ class ControllerServicer(pb_grpc.ControllerServicer):
         return pb.HeartbeatReply(reregister=again, kill=_runs_pb(kill))
 
     def JobEnded(self, request: pb.JobEndedRequest, context: grpc.ServicerContext) -> pb.Empty:
+        """One end (an agent that predates JobsEnded): the same path as a batch of one."""
         self._operator(context, NODE_MESSAGES_ONLY_FROM_AGENTS)
-        usage = None
-        if request.HasField("usage") and request.usage.gpu_count:
-            # peak memory and utilisation only where measured (NVML); left NULL otherwise
-            u = request.usage
-            usage = {"gpu_seconds": u.gpu_seconds,
-                     "peak_gpu_memory_mb": u.peak_gpu_memory_mb if u.HasField("peak_gpu_memory_mb") else None,
-                     "mean_gpu_util": u.mean_gpu_util if u.HasField("mean_gpu_util") else None}
-        state = _guard(context, lambda: convert.job_state_from_pb(request.state))
-        self.jobs.job_ended(request.job_id, request.node, request.restarts, state, request.exit_code,
-                            request.exit_signal, request.end_time, usage, request.launch_failure)
+        end = _guard(context, lambda: _run_end(request, request.node))
+        _guard(context, lambda: self.monitor.runs_ended(request.node, [end]))
+        return pb.Empty()
+
+    def JobsEnded(self, request: pb.JobsEndedRequest, context: grpc.ServicerContext) -> pb.Empty:
+        """An agent's ends in one call, recorded in one transaction (the node monitor's runs_ended)."""
+        self._operator(context, NODE_MESSAGES_ONLY_FROM_AGENTS)
+        ends = _guard(context, lambda: [_run_end(e, request.node) for e in request.ends])
+        _guard(context, lambda: self.monitor.runs_ended(request.node, ends))
         return pb.Empty()
 
 
-def _private_for(uid: int, jobs: list[JobRecord]) -> list[JobRecord]:
-    """``jobs`` as user ``uid`` may see them: the environment and script of other users' jobs left
-    out. Records that shared a spec (an array's tasks) share the stripped one."""
-    stripped: dict[int, JobSpec] = {}
-    out = []
-    for job in jobs:
-        spec = job.spec
-        if spec.uid == uid or (not spec.environment and spec.script is None):
-            out.append(job)
-            continue
-        bare = stripped.get(id(spec))
-        if bare is None:
-            bare = stripped[id(spec)] = replace(spec, environment={}, script=None)
-        out.append(replace(job, spec=bare))
-    return out
+def _run_end(e: pb.JobEndedRequest, node: str) -> RunEnd:
+    usage = None
+    if e.HasField("usage") and e.usage.gpu_count:
+        # peak memory and utilisation only where measured (NVML); left NULL otherwise
+        u = e.usage
+        usage = {"gpu_seconds": u.gpu_seconds,
+                 "peak_gpu_memory_mb": u.peak_gpu_memory_mb if u.HasField("peak_gpu_memory_mb") else None,
+                 "mean_gpu_util": u.mean_gpu_util if u.HasField("mean_gpu_util") else None}
+    return RunEnd(e.job_id, e.node or node, e.restarts, convert.job_state_from_pb(e.state), e.exit_code,
+                  e.exit_signal, e.end_time, usage, e.launch_failure)
 
 
 def _runs(runs: Iterable[pb.JobRun]) -> list[Run]:

@@ -1,15 +1,36 @@
-"""Waiting for a job to change (psrun's WaitJob), woken by the store's commits, not by polling."""
+"""Waiting for a job to change (psrun, ``-W``), woken by the store's commits, not by polling.
+
+Two kinds of waiters: :meth:`JobWatch.wait`, a generator that blocks its thread (the agents' gRPC
+servicer), and :meth:`JobWatch.wait_async`, an async generator for the HTTP API's event loop, which
+holds no thread while it waits: the store's commit notification, which comes on the committing
+thread, is handed to the waiter's loop with ``call_soon_threadsafe``.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import threading
 from collections import Counter
-from collections.abc import Callable, Collection, Generator
+from collections.abc import AsyncGenerator, Callable, Collection, Generator
+from concurrent.futures import Executor
 
 from pslurm.controller.errors import NotFound
 from pslurm.controller.store import Store
 from pslurm.core.jobspec import JobRecord
 from pslurm.core.states import JobState
+
+RECHECK = 1.0  # seconds between re-reads of a waited-for job when no change was announced (to be safe)
+
+
+class _AsyncWaiter:
+    """One async waiter: its loop and the event its changes set."""
+
+    __slots__ = ("loop", "event")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.event = asyncio.Event()
 
 
 class JobWatch:
@@ -22,6 +43,7 @@ class JobWatch:
         self._changed = threading.Condition()
         self._watched: Counter[int] = Counter()  # job id -> how many wait for it
         self._versions: Counter[int] = Counter()  # job id -> changes seen since waiting began
+        self._async: dict[int, set[_AsyncWaiter]] = {}  # job id -> its async waiters (under _changed)
         self._stopping = threading.Event()
         store.subscribe(self._jobs_changed)
 
@@ -52,7 +74,39 @@ class JobWatch:
                     del self._watched[job_id]
                     self._versions.pop(job_id, None)
 
-    def _wait_for_change(self, job_id: int, seen: int, timeout: float = 1.0) -> None:
+    async def wait_async(self, job_id: int, executor: Executor | None = None) -> AsyncGenerator[JobRecord, None]:
+        """:meth:`wait` for an asyncio loop: the job now and at each change of state, node or reason,
+        until it ends. Store reads run on ``executor``; between them the waiter holds no thread."""
+        loop = asyncio.get_running_loop()
+        waiter = _AsyncWaiter(loop)
+        read = functools.partial(self._store.get_job, job_id, light=True)
+        last: tuple[JobState, str | None, str] | None = None
+        with self._changed:
+            self._async.setdefault(job_id, set()).add(waiter)
+        try:
+            while not self._stopping.is_set():
+                waiter.event.clear()  # before the read: a change committed during it sets it again
+                job = await loop.run_in_executor(executor, read)
+                if job is None:
+                    raise NotFound(f"Invalid job id specified: {job_id}")
+                if (job.state, job.node, job.reason) != last:
+                    last = (job.state, job.node, job.reason)
+                    yield job
+                if job.state.is_final:
+                    return
+                try:
+                    await asyncio.wait_for(waiter.event.wait(), RECHECK)
+                except TimeoutError:
+                    pass
+        finally:
+            with self._changed:
+                waiters = self._async.get(job_id)
+                if waiters is not None:
+                    waiters.discard(waiter)
+                    if not waiters:
+                        del self._async[job_id]
+
+    def _wait_for_change(self, job_id: int, seen: int, timeout: float = RECHECK) -> None:
         with self._changed:
             self._changed.wait_for(lambda: self._versions[job_id] != seen or self._stopping.is_set(),
                                    timeout=timeout)
@@ -64,8 +118,21 @@ class JobWatch:
                 self._versions[job_id] += 1
             if watched:
                 self._changed.notify_all()
+            woken = [w for i in job_ids for w in self._async.get(i, ())] if self._async else []
+        for waiter in woken:
+            _wake(waiter)
 
     def stop(self) -> None:
         self._stopping.set()
         with self._changed:
             self._changed.notify_all()
+            woken = [w for waiters in self._async.values() for w in waiters]
+        for waiter in woken:
+            _wake(waiter)
+
+
+def _wake(waiter: _AsyncWaiter) -> None:
+    try:
+        waiter.loop.call_soon_threadsafe(waiter.event.set)
+    except RuntimeError:  # its loop has closed: the waiter is gone
+        pass

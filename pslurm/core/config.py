@@ -76,6 +76,7 @@ class ClusterConfig:
     controller_host: str = "localhost"  # SlurmctldHost=name(addr): the name
     controller_addr: str = "127.0.0.1"  # ... and the address to reach it on
     controller_port: int = 6817  # SlurmctldPort=
+    rest_port: int = 6820  # RestPort= (pslurm's own): the user API (HTTP/JSON) on the controller's address
     database_url: str = ""  # DatabaseURL= (pslurm's own key); "" -> sqlite in state_dir
     # DatabaseURLFile= (pslurm's own): a file only the controller's user reads, holding the URL (and
     # its password), as Slurm keeps StoragePass in a 0600 slurmdbd.conf; read by psctld alone
@@ -114,6 +115,11 @@ class ClusterConfig:
     def controller_target(self) -> str:
         """host:port for a gRPC channel."""
         return f"{self.controller_addr}:{self.controller_port}"
+
+    @property
+    def rest_target(self) -> str:
+        """host:port of the controller's HTTP/JSON user API (slurmrestd's customary port by default)."""
+        return f"{self.controller_addr}:{self.rest_port}"
 
 
 @dataclass(frozen=True)

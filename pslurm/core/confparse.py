@@ -87,8 +87,8 @@ def _time(path: str, lineno: int, key: str, value: str) -> int | None:
 _GLOBAL_STR = {"clustername": "cluster_name", "databaseurl": "database_url", "databaseurlfile": "database_url_file",
                "statesavelocation": "state_dir", "slurmdspooldir": "spool_dir",
                "authkey": "auth_key", "authsocket": "auth_socket"}  # fmt: skip
-_GLOBAL_INT = {"slurmctldport": "controller_port", "slurmdtimeout": "slurmd_timeout", "killwait": "kill_wait",
-               "batchstarttimeout": "batch_start_timeout"}
+_GLOBAL_INT = {"slurmctldport": "controller_port", "restport": "rest_port", "slurmdtimeout": "slurmd_timeout",
+               "killwait": "kill_wait", "batchstarttimeout": "batch_start_timeout"}
 _CTLD_HOST = re.compile(r"([^()\s]+)(?:\(([^()\s]+)\))?")
 _PART_STATES = ("UP", "DOWN", "DRAIN", "INACTIVE")
 
@@ -149,7 +149,7 @@ def parse_slurm_conf(text: str, path: str = "<string>") -> ClusterConfig:
 
     Keys are case-insensitive. Globals: ClusterName, SlurmctldHost (``name`` or ``name(addr)``;
     without an address, ``localhost`` is reached on 127.0.0.1 and any other name on itself),
-    SlurmctldPort, DatabaseURL, DatabaseURLFile, AuthKey and AuthSocket (pslurm's own), StateSaveLocation,
+    SlurmctldPort, RestPort, DatabaseURL, DatabaseURLFile, AuthKey and AuthSocket (pslurm's own), StateSaveLocation,
     SlurmdSpoolDir, SlurmdTimeout, KillWait, BatchStartTimeout; other global keys are kept in ``extra``.
     ``NodeName=c[000-003]`` lines take NodeAddr (one address for all nodes, or a hostlist with one per
     node), Port, CPUs, RealMemory, Gres.
@@ -313,6 +313,7 @@ def render_slurm_conf(cfg: ClusterConfig) -> str:
         f"ClusterName={q(cfg.cluster_name)}",
         f"SlurmctldHost={q(f'{cfg.controller_host}({cfg.controller_addr})')}",
         f"SlurmctldPort={cfg.controller_port}",
+        f"RestPort={cfg.rest_port}",
         f"DatabaseURL={q(cfg.database_url)}",
         f"StateSaveLocation={q(cfg.state_dir)}",
         f"SlurmdSpoolDir={q(cfg.spool_dir)}",

@@ -19,12 +19,13 @@ class Procs:
     """A controller and two agents as real processes, each started and killed at will."""
 
     def __init__(self, tmp: Path) -> None:
-        ports = free_ports(3)
+        ports = free_ports(4)
         self.tmp = tmp
         self.conf = tmp / "pslurm.conf"
         self.conf.write_text(f"""ClusterName=fail{os.getpid()}
 SlurmctldHost=localhost(127.0.0.1)
 SlurmctldPort={ports[0]}
+RestPort={ports[3]}
 StateSaveLocation={tmp}
 SlurmdSpoolDir={tmp}/spool
 SlurmdTimeout=2

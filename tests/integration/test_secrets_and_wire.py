@@ -42,6 +42,7 @@ def conf_text(root: Path, controller_port: int, agent_port: int, extra: str = ""
     return f"""ClusterName=wire{os.getpid()}
 SlurmctldHost=localhost(127.0.0.1)
 SlurmctldPort={controller_port}
+RestPort={free_ports(1)[0]}
 StateSaveLocation={root}/{state}
 SlurmdSpoolDir={root}/{spool}
 SlurmdTimeout=10

@@ -1,5 +1,5 @@
-"""pslurm.client against a real controller (in this process, over gRPC on loopback) and one real
-node agent: domain objects out, one-line errors, and the commands' JSON shape."""
+"""pslurm.client against a real controller (in this process, its HTTP/JSON API on loopback) and one
+real node agent: domain objects out, one-line errors, and the commands' JSON shape."""
 
 from __future__ import annotations
 
@@ -36,11 +36,13 @@ from pslurm.core.states import JobReason, JobState, NodeState
 from tests.conftest import wait_for
 
 
-def write_conf(root: Path, controller_port: int, agent_port: int) -> Path:
+def write_conf(root: Path, controller_port: int, agent_port: int, rest_port: int | None = None) -> Path:
     conf = root / "pslurm.conf"
+    rest_port = rest_port or free_ports(1)[0]
     conf.write_text(f"""ClusterName=clienttest
 SlurmctldHost=localhost(127.0.0.1)
 SlurmctldPort={controller_port}
+RestPort={rest_port}
 StateSaveLocation={root}
 SlurmdSpoolDir={root}/spool
 SlurmdTimeout=10
@@ -229,8 +231,8 @@ def test_a_wrong_key_is_refused_by_the_controller(cluster: Running, tmp_path: Pa
 
 
 def test_an_unreachable_controller(tmp_path: Path) -> None:
-    port, agent = free_ports(2)
-    with Client(write_conf(tmp_path, port, agent), timeout=5) as client:
+    port, agent, rest = free_ports(3)
+    with Client(write_conf(tmp_path, port, agent, rest), timeout=5) as client:
         with pytest.raises(ControllerUnreachable) as err:
             client.jobs()
         assert str(err.value) == (f"Unable to contact pslurm controller at 127.0.0.1:{port} (connect failure): "

@@ -1,0 +1,97 @@
+"""A running interactive job's output and input, relayed between an HTTP client (psrun) and the
+gRPC streams of the job's node agent (``StreamOutput``, ``SendInput``).
+
+The relay uses grpc.aio on the API's own event loop: a relayed stream is a coroutine, not a
+thread. The controller calls the agent with its own credential (an operator's), so the API checks
+that the caller owns the job (or is an operator) before it relays anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+
+import grpc
+import grpc.aio
+
+from pslurm.auth.transport import Metadata
+from pslurm.proto import pslurm_pb2 as pb
+from pslurm.proto import pslurm_pb2_grpc as pb_grpc
+
+# What an agent's refusal means to the API's caller (HTTP status); UNAVAILABLE, DEADLINE_EXCEEDED:
+# the node is unreachable (502, with the agent's address, for the client's NodeUnreachable).
+_STATUS = {
+    grpc.StatusCode.INVALID_ARGUMENT: 400,
+    grpc.StatusCode.FAILED_PRECONDITION: 409,
+    grpc.StatusCode.NOT_FOUND: 404,
+    grpc.StatusCode.PERMISSION_DENIED: 403,
+}
+UNREACHABLE = 502
+
+
+class AgentStreamError(Exception):
+    """An agent's stream failed: ``status`` is the HTTP status for the caller, the message one line."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def stream_error(exc: grpc.aio.AioRpcError, target: str) -> AgentStreamError:
+    code = exc.code()
+    status = _STATUS.get(code)
+    if status is None:
+        if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED):
+            return AgentStreamError(UNREACHABLE, f"Unable to contact pslurm node agent at {target} (connect failure)")
+        status = 500
+    return AgentStreamError(status, exc.details() or code.name)
+
+
+class AgentRelay:
+    """grpc.aio channels to the agents, one per agent, made on (and used only from) the API's loop."""
+
+    def __init__(self, credentials: Callable[[], Metadata]) -> None:
+        self._credentials = credentials  # fresh metadata for each call (a credential is good once)
+        self._channels: dict[str, grpc.aio.Channel] = {}
+
+    def _stub(self, target: str) -> pb_grpc.NodeAgentStub:
+        channel = self._channels.get(target)
+        if channel is None:
+            channel = self._channels[target] = grpc.aio.insecure_channel(target)
+        return pb_grpc.NodeAgentStub(channel)
+
+    async def output(self, target: str, job_id: int) -> AsyncGenerator[pb.OutputChunk, None]:
+        """The agent's output stream for the job; AgentStreamError when it fails. Leaving the
+        iteration cancels the call."""
+        call = self._stub(target).StreamOutput(pb.OutputRequest(job_id=job_id), metadata=self._credentials())
+        try:
+            while True:
+                msg = await call.read()
+                if msg is grpc.aio.EOF:
+                    return
+                yield msg
+        except grpc.aio.AioRpcError as exc:
+            raise stream_error(exc, target) from None
+        finally:
+            call.cancel()
+
+    async def send_input(self, target: str, job_id: int, data: AsyncIterator[bytes]) -> None:
+        """Forward ``data`` to the job's stdin; its end is the job's EOF. AgentStreamError."""
+
+        async def chunks() -> AsyncIterator[pb.InputChunk]:
+            yield pb.InputChunk(job_id=job_id)  # names the job, also when there is nothing to send
+            async for piece in data:
+                if piece:
+                    yield pb.InputChunk(job_id=job_id, data=piece)
+
+        call = self._stub(target).SendInput(chunks(), metadata=self._credentials())
+        try:
+            await call
+        except grpc.aio.AioRpcError as exc:
+            raise stream_error(exc, target) from None
+        finally:
+            call.cancel()
+
+    async def close(self) -> None:
+        channels, self._channels = list(self._channels.values()), {}
+        for channel in channels:
+            await channel.close()

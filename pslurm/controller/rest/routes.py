@@ -1,0 +1,420 @@
+"""The user API's endpoints: HTTP/JSON in, a part's call, HTTP/JSON out, refusals as statuses.
+
+slurmrestd v0.0.40's paths and fields where pslurm does what Slurm does (``/slurm/v0.0.40/...``),
+pslurm's own under ``/pslurm/v1/...``. Every reply is a JSON object with slurmrestd's ``errors``
+and ``warnings`` lists; an error's ``error`` is the one-line message the commands print. The
+caller is the identity of the request's credential, admitted by the server's middleware.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from aiohttp import web
+
+from pslurm.auth.credential import Identity
+from pslurm.auth.transport import MAX_REQUEST_BYTES
+from pslurm.controller.errors import NotFound
+from pslurm.controller.jobs import JobService
+from pslurm.controller.monitor import NodeMonitor
+from pslurm.controller.rest import access
+from pslurm.controller.rest.relay import AgentRelay, AgentStreamError
+from pslurm.controller.scheduler import Scheduler
+from pslurm.controller.watch import JobWatch
+from pslurm.core import restjson
+from pslurm.core.convert import job_state_from_pb
+from pslurm.core.jobspec import JobRecord
+from pslurm.core.states import JobState
+
+T = TypeVar("T")
+SLURM = "/slurm/v0.0.40"
+PSLURM = "/pslurm/v1"
+NDJSON = "application/x-ndjson"
+_HTTP_STATUS = {access.INVALID: 400, access.NOT_FOUND: 404, access.PERMISSION: 403, access.CONFLICT: 409}
+_TRUE = frozenset({"1", "true", "yes", "y", "on"})
+
+
+class ApiError(Exception):
+    """A refusal: ``status`` and a one-line message (``node_target``: the agent that did not answer)."""
+
+    def __init__(self, status: int, message: str, node_target: str = "") -> None:
+        super().__init__(message)
+        self.status, self.message, self.node_target = status, message, node_target
+
+
+def error_body(message: str, status: int, source: str, **extra: Any) -> dict[str, Any]:
+    """slurmrestd's reply with one error."""
+    return {"errors": [{"error": message, "error_number": status, "description": message, "source": source,
+                        **extra}], "warnings": []}
+
+
+def _reply(data: dict[str, Any], status: int = 200) -> web.Response:
+    return web.Response(status=status, body=_dumps(data), content_type="application/json")
+
+
+def _dumps(data: dict[str, Any]) -> bytes:
+    return json.dumps({**data, "errors": data.get("errors", []), "warnings": data.get("warnings", [])},
+                      separators=(",", ":")).encode()
+
+
+@dataclass(frozen=True)
+class Route:
+    """One endpoint: what the OpenAPI description says of it, and its handler's name on :class:`Api`."""
+
+    method: str
+    path: str
+    handler: str
+    summary: str
+    query: tuple[str, ...] = ()  # query parameters
+    body: str = ""  # what the request body is ("" none)
+    streams: bool = False  # the reply is NDJSON, one object a line, as things happen
+    tags: tuple[str, ...] = field(default=())
+
+
+ROUTES: tuple[Route, ...] = (
+    Route("POST", f"{SLURM}/job/submit", "submit", "Submit a job: the reply comes once it is stored PENDING",
+          body="job_submit_req: {\"job\": job_desc_msg}", tags=("slurm",)),
+    Route("GET", f"{SLURM}/jobs", "slurm_jobs", "The jobs not yet ended (squeue)", tags=("slurm",)),
+    Route("GET", f"{SLURM}/job/{{job_id}}", "slurm_job", "A job (an array's id: its tasks), ended or not",
+          tags=("slurm",)),
+    Route("DELETE", f"{SLURM}/job/{{job_id}}", "slurm_cancel", "Cancel a job (14, 14_3, 14_[5-9]) or signal it",
+          query=("signal",), tags=("slurm",)),
+    Route("GET", f"{SLURM}/nodes", "slurm_nodes", "Every node: state, allocation, GPUs", tags=("slurm",)),
+    Route("POST", f"{SLURM}/node/{{name}}", "slurm_update_node", "Set a node's state: DRAIN, RESUME, DOWN "
+          "(operators only)", body="update_node_msg: {\"state\": [\"DRAIN\"], \"reason\": \"...\"}", tags=("slurm",)),
+    Route("GET", f"{SLURM}/partitions", "slurm_partitions", "The partitions, in configuration order",
+          tags=("slurm",)),
+    Route("GET", f"{PSLURM}/jobs", "jobs", "Jobs, filtered (psqueue, psacct)",
+          query=("job_id", "user", "state", "include_finished", "since", "light", "collapse_arrays"),
+          tags=("pslurm",)),
+    Route("POST", f"{PSLURM}/jobs/cancel", "cancel", "Cancel or signal jobs; one error line per job that could "
+          "not be", body="{\"job_ids\": [14], \"job_specs\": [\"15_[1-3]\"], \"signal\": 0}", tags=("pslurm",)),
+    Route("POST", f"{PSLURM}/job/update", "update_job", "Hold, release, requeue, Priority=, Nice=",
+          body="{\"job\": \"14_3\", \"action\": \"hold\", \"priority\": null, \"nice\": null}", tags=("pslurm",)),
+    Route("GET", f"{PSLURM}/priorities", "priorities", "Each pending job's priority factors and the weights",
+          query=("job_id", "user"), tags=("pslurm",)),
+    Route("GET", f"{PSLURM}/cluster", "cluster", "The cluster's name, partitions and nodes in one reply",
+          tags=("pslurm",)),
+    Route("GET", f"{PSLURM}/job/{{job_id}}/wait", "wait", "The job now, then at each change until it ends",
+          streams=True, tags=("pslurm",)),
+    Route("GET", f"{PSLURM}/job/{{job_id}}/output", "output", "A running interactive job's output, from its node",
+          streams=True, tags=("pslurm",)),
+    Route("POST", f"{PSLURM}/job/{{job_id}}/input", "send_input", "A running interactive job's stdin: the body, "
+          "as it comes (chunked); its end is the job's EOF", body="bytes (application/octet-stream)",
+          tags=("pslurm",)),
+    Route("GET", "/openapi/v3", "openapi", "This description (no credential needed)", tags=("openapi",)),
+)
+
+
+def _ids(values: Sequence[str]) -> list[int]:
+    out = []
+    for text in values:
+        for item in text.split(","):
+            if item:
+                try:
+                    out.append(int(item))
+                except ValueError:
+                    raise ApiError(400, f"Invalid job id specified: {item}") from None
+    return out
+
+
+def _strings(values: Sequence[str]) -> list[str]:
+    return [item for text in values for item in text.split(",") if item]
+
+
+def _flag(request: web.Request, name: str) -> bool:
+    return request.query.get(name, "").lower() in _TRUE
+
+
+def _job_id(request: web.Request) -> int:
+    text = request.match_info["job_id"]
+    try:
+        return int(text)
+    except ValueError:
+        raise ApiError(400, f"Invalid job id specified: {text}") from None
+
+
+IDENTITY = web.RequestKey("identity", Identity)  # set by the server's guard, from the request's credential
+
+
+def _caller(request: web.Request) -> Identity:
+    return request[IDENTITY]
+
+
+class Api:
+    """The handlers, over the controller's parts. Blocking calls run on ``executor``."""
+
+    def __init__(self, jobs: JobService, scheduler: Scheduler, monitor: NodeMonitor, watch: JobWatch,
+                 relay: AgentRelay) -> None:
+        self.service, self.scheduler, self.monitor, self.watch, self.relay = jobs, scheduler, monitor, watch, relay
+        self.config = jobs.config
+        self.executor: Executor | None = None
+
+    def add_routes(self, app: web.Application, executor: Executor) -> None:
+        self.executor = executor
+        for route in ROUTES:
+            app.router.add_route(route.method, route.path, self._wrap(getattr(self, route.handler)))
+
+    async def close(self) -> None:
+        await self.relay.close()
+
+    def _wrap(self, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+              ) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+        async def handle(request: web.Request) -> web.StreamResponse:
+            try:
+                return await handler(request)
+            except ApiError as exc:
+                extra = {"node_target": exc.node_target} if exc.node_target else {}
+                return _reply(error_body(exc.message, exc.status, request.path, **extra), exc.status)
+            except web.HTTPRequestEntityTooLarge as exc:
+                message = f"request too large (at most {MAX_REQUEST_BYTES} bytes)"
+                return _reply(error_body(message, exc.status, request.path), exc.status)
+
+        return handle
+
+    async def _run(self, fn: Callable[[], T]) -> T:
+        """``fn()`` on the pool; the parts' refusals become ApiErrors with their status."""
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self.executor, fn)
+        except Exception as exc:
+            kind = access.error_kind(exc)
+            if kind is None:
+                raise
+            raise ApiError(_HTTP_STATUS[kind], str(exc)) from None
+
+    async def _body(self, request: web.Request) -> dict[str, Any]:
+        raw = await request.read()
+        try:
+            data = json.loads(raw or b"{}")
+        except ValueError as exc:
+            raise ApiError(400, f"Invalid request: the body is not JSON ({exc})") from None
+        if not isinstance(data, dict):
+            raise ApiError(400, "Invalid request: the body must be a JSON object")
+        return data
+
+    def _listing(self, uid: int, jobs: list[JobRecord], key: str = "jobs") -> bytes:
+        specs: dict[int, restjson.Json] = {}  # an array's tasks: their shared spec converted once
+        visible = access.visible_to(uid, self.service.operators, jobs)
+        return _dumps({key: [restjson.job_to_json(j, specs=specs) for j in visible]})
+
+    # -- jobs ------------------------------------------------------------------------------
+
+    async def submit(self, request: web.Request) -> web.StreamResponse:
+        caller = _caller(request)
+        body = await self._body(request)
+
+        def work() -> int:
+            return self.service.submit(restjson.spec_from_json(body.get("job")), caller)
+
+        job_id = await self._run(work)
+        return _reply({"job_id": job_id, "step_id": "batch", "job_submit_user_msg": "",
+                       "result": {"job_id": job_id, "step_id": "batch"}})
+
+    async def jobs_reply(self, uid: int, job_ids: Sequence[int] = (), users: Sequence[str] = (),
+                         states: Sequence[JobState] = (), include_finished: bool = False,
+                         since: float | None = None, light: bool = False,
+                         collapse_arrays: bool = False) -> web.Response:
+        def work() -> bytes:
+            return self._listing(uid, self.service.jobs(job_ids, users, states, include_finished, since, light=light,
+                                                     collapse_arrays=collapse_arrays))
+
+        return web.Response(body=await self._run(work), content_type="application/json")
+
+    async def jobs(self, request: web.Request) -> web.StreamResponse:
+        q = request.query
+        try:
+            states = [JobState.parse(s) for s in _strings(q.getall("state", []))]
+        except ValueError as exc:
+            raise ApiError(400, str(exc)) from None
+        since = None
+        if q.get("since"):
+            try:
+                since = float(q["since"])
+            except ValueError:
+                raise ApiError(400, f"Invalid time specified: {q['since']}") from None
+        return await self.jobs_reply(_caller(request).uid, _ids(q.getall("job_id", [])), _strings(q.getall("user", [])),
+                                     states, _flag(request, "include_finished"), since, _flag(request, "light"),
+                                     _flag(request, "collapse_arrays"))
+
+    async def slurm_jobs(self, request: web.Request) -> web.StreamResponse:
+        return await self.jobs_reply(_caller(request).uid)
+
+    async def slurm_job(self, request: web.Request) -> web.StreamResponse:
+        text = request.match_info["job_id"]
+        uid = _caller(request).uid
+
+        def work() -> bytes:
+            ids = self.service.resolve(text)
+            found = self.service.jobs(ids, include_finished=True) if ids else []
+            if not found:
+                raise NotFound(f"Invalid job id specified: {text}")
+            return self._listing(uid, found)
+
+        return web.Response(body=await self._run(work), content_type="application/json")
+
+    async def slurm_cancel(self, request: web.Request) -> web.StreamResponse:
+        text = request.match_info["job_id"]
+        try:
+            signal = int(request.query.get("signal") or 0)
+        except ValueError:
+            raise ApiError(400, f"Invalid signal specified: {request.query['signal']}") from None
+        uid = _caller(request).uid
+        lines = await self._run(lambda: self.service.cancel([], uid, signal, [text]))
+        if not lines:
+            return _reply({})
+        status = 404 if "Invalid job id" in lines[0] else 403 if "permission denied" in lines[0] else 409
+        return _reply({"errors": [error_body(line, status, request.path)["errors"][0] for line in lines]}, status)
+
+    async def cancel(self, request: web.Request) -> web.StreamResponse:
+        body = await self._body(request)
+        uid = _caller(request).uid
+        try:
+            job_ids = [int(i) for i in body.get("job_ids") or ()]
+            signal = int(body.get("signal") or 0)
+        except (TypeError, ValueError):
+            raise ApiError(400, "Invalid request: job_ids are integers, signal an integer") from None
+        specs = [str(s) for s in body.get("job_specs") or ()]
+        return _reply({"job_errors": await self._run(lambda: self.service.cancel(job_ids, uid, signal, specs))})
+
+    async def update_job(self, request: web.Request) -> web.StreamResponse:
+        body = await self._body(request)
+        uid = _caller(request).uid
+        try:
+            priority = None if body.get("priority") is None else int(body["priority"])
+            nice = None if body.get("nice") is None else int(body["nice"])
+        except (TypeError, ValueError):
+            raise ApiError(400, "Invalid request: priority and nice are integers") from None
+        job, action = str(body.get("job") or ""), str(body.get("action") or "").lower()
+        errors = await self._run(lambda: self.service.update_job(job, uid, action, priority, nice))
+        return _reply({"job_errors": errors})
+
+    async def priorities(self, request: web.Request) -> web.StreamResponse:
+        ids, users = _ids(request.query.getall("job_id", [])), _strings(request.query.getall("user", []))
+        rows, weights = await self._run(lambda: access.priorities(self.scheduler, ids, users))
+        return _reply({"jobs": rows, "weights": weights})
+
+    # -- the cluster -------------------------------------------------------------------------
+
+    def _partitions_json(self) -> list[restjson.Json]:
+        return [restjson.partition_to_json(p) for p in access.partitions(self.config)]
+
+    async def cluster(self, request: web.Request) -> web.StreamResponse:
+        nodes = await self._run(lambda: access.nodes(self.monitor))
+        return _reply({"cluster_name": self.config.cluster_name, "partitions": self._partitions_json(),
+                       "nodes": [restjson.node_to_json(n) for n in nodes]})
+
+    async def slurm_nodes(self, request: web.Request) -> web.StreamResponse:
+        nodes = await self._run(lambda: access.nodes(self.monitor))
+        return _reply({"nodes": [restjson.node_to_json(n) for n in nodes]})
+
+    async def slurm_partitions(self, request: web.Request) -> web.StreamResponse:
+        return _reply({"partitions": self._partitions_json()})
+
+    async def slurm_update_node(self, request: web.Request) -> web.StreamResponse:
+        if _caller(request).uid not in self.service.operators:
+            raise ApiError(403, "Access/permission denied: only root or the SlurmUser may update nodes")
+        body = await self._body(request)
+        name = request.match_info["name"]
+        state = body.get("state") or ""
+        state = ",".join(map(str, state)) if isinstance(state, list) else str(state)
+        reason = str(body.get("reason") or "")
+
+        def work() -> restjson.Json:
+            return restjson.node_to_json(access.node_status(self.monitor, self.monitor.update_node(name, state,
+                                                                                                      reason)))
+
+        return _reply({"nodes": [await self._run(work)]})
+
+    # -- streams -----------------------------------------------------------------------------
+
+    async def _stream(self, request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": NDJSON})
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        return response
+
+    async def wait(self, request: web.Request) -> web.StreamResponse:
+        """NDJSON: ``{"job": job_info}`` a line, the job now and at each change, until it ends. The
+        waiter is a coroutine on an event the store's commits set: it holds no thread."""
+        job_id, uid = _job_id(request), _caller(request).uid
+        response: web.StreamResponse | None = None
+        async with contextlib.aclosing(self.watch.wait_async(job_id, self.executor)) as updates:
+            try:
+                async for job in updates:
+                    if response is None:
+                        response = await self._stream(request)
+                    [seen] = access.visible_to(uid, self.service.operators, [job])
+                    await response.write(json.dumps({"job": restjson.job_to_json(seen)}).encode() + b"\n")
+            except NotFound as exc:
+                if response is None:
+                    raise ApiError(404, str(exc)) from None
+                await response.write(json.dumps(error_body(str(exc), 404, request.path)).encode() + b"\n")
+        if response is None:  # stopping: nothing was read
+            response = await self._stream(request)
+        await response.write_eof()
+        return response
+
+    async def _running_job(self, request: web.Request) -> tuple[int, str]:
+        """The job id and its agent's host:port, once the caller may reach the job's input and output."""
+        job_id, uid = _job_id(request), _caller(request).uid
+
+        def work() -> tuple[JobRecord | None, str]:
+            job = self.service.store.get_job(job_id, light=True)
+            node = self.service.store.get_node(job.node) if job is not None and job.node else None
+            return job, node.target if node is not None else ""
+
+        job, target = await self._run(work)
+        if job is None:
+            raise ApiError(404, f"Invalid job id specified: {job_id}")
+        if uid not in self.service.operators and uid != job.spec.uid:
+            raise ApiError(403, f"Access/permission denied: job {job_id} is not yours")
+        if not target:
+            raise ApiError(400, f"Job {job.display_id} is not running on any node")
+        return job_id, target
+
+    async def output(self, request: web.Request) -> web.StreamResponse:
+        """NDJSON: the agent's output chunks (base64), the last with ``done`` and how the job ended."""
+        job_id, target = await self._running_job(request)
+        response: web.StreamResponse | None = None
+        async with contextlib.aclosing(self.relay.output(target, job_id)) as chunks:
+            try:
+                async for msg in chunks:
+                    if response is None:
+                        response = await self._stream(request)
+                    state = None
+                    if msg.done:
+                        with contextlib.suppress(ValueError):
+                            state = job_state_from_pb(msg.state)
+                    line = restjson.output_chunk_to_json(msg.stdout, msg.stderr, msg.done, state, msg.exit_code,
+                                                         msg.exit_signal)
+                    await response.write(json.dumps(line).encode() + b"\n")
+            except AgentStreamError as exc:
+                extra = {"node_target": target} if exc.status == 502 else {}
+                if response is None:
+                    raise ApiError(exc.status, str(exc), extra.get("node_target", "")) from None
+                await response.write(json.dumps(error_body(str(exc), exc.status, request.path, **extra)).encode()
+                                     + b"\n")
+        if response is None:
+            response = await self._stream(request)
+        await response.write_eof()
+        return response
+
+    async def send_input(self, request: web.Request) -> web.StreamResponse:
+        job_id, target = await self._running_job(request)
+        try:
+            await self.relay.send_input(target, job_id, request.content.iter_any())
+        except AgentStreamError as exc:
+            raise ApiError(exc.status, str(exc), target if exc.status == 502 else "") from None
+        return _reply({})
+
+    async def openapi(self, request: web.Request) -> web.StreamResponse:
+        from pslurm.controller.rest.openapi import describe
+
+        return web.json_response(describe(ROUTES))
+

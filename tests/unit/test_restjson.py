@@ -1,0 +1,83 @@
+"""The user API's JSON: domain objects round-trip exactly, in slurmrestd's field names."""
+
+from __future__ import annotations
+
+import json
+
+from pslurm.core import restjson
+from pslurm.core.config import PartitionConfig
+from pslurm.core.gres import GresRequest
+from pslurm.core.jobspec import JobRecord, JobSpec
+from pslurm.core.node import GpuInfo, NodeStatus
+from pslurm.core.states import JobReason, JobState, NodeState
+
+SPEC = JobSpec(name="a", user="ana", uid=1000, gid=100, workdir="/w", script="#!/bin/sh\n", argv=("x", "y"),
+               environment={"A": "1", "EQ": "a=b"}, partition="gpu", stdout="o-%j", time_limit=90, mem_mb=2000,
+               gres=(GresRequest("gpu", "a100", 2), GresRequest("gpu", None, 1)), nice=3, requeue=True,
+               array="0-9%2", nodelist="c[000-001]", exclude="c002", interactive=False, hold=True,
+               dependency="afterok:1", kill_on_invalid_dep=True, account="lab", num_nodes=2, ntasks=3,
+               cpus_per_task=4)
+
+
+def through_json(data: dict[str, object]) -> dict[str, object]:
+    return json.loads(json.dumps(data))  # type: ignore[no-any-return]
+
+
+def test_a_job_request_round_trips_in_slurms_names() -> None:
+    data = through_json(restjson.spec_to_json(SPEC))
+    assert restjson.spec_from_json(data) == SPEC
+    assert data["current_working_directory"] == "/w" and data["environment"] == ["A=1", "EQ=a=b"]
+    assert data["time_limit"] == {"set": True, "infinite": False, "number": 2}  # minutes, as Slurm's
+    assert data["tres_per_node"] == "gres/gpu:a100:2,gres/gpu:1" and data["tasks"] == 3
+    bare = JobSpec(name="b", user="bo", uid=1, gid=1, workdir="/")
+    assert restjson.spec_from_json(through_json(restjson.spec_to_json(bare))) == bare
+
+
+def test_a_slurm_shaped_request_without_pslurms_keys_is_read() -> None:
+    spec = restjson.spec_from_json({"name": "s", "user_id": "5", "group_id": "5", "current_working_directory": "/",
+                                    "script": "#!/bin/sh\n", "time_limit": {"set": True, "number": 3},
+                                    "tres_per_node": "gres/gpu:2", "environment": ["X=1"]})
+    assert spec.time_limit == 180 and spec.gres == (GresRequest("gpu", None, 2),) and spec.uid == 5
+    assert spec.environment == {"X": "1"}
+
+
+def test_jobs_round_trip_and_share_their_spec_in_a_listing() -> None:
+    records = [
+        JobRecord(job_id=12, spec=SPEC, state=JobState.RUNNING, reason=JobReason.NONE, submit_time=100.5,
+                  start_time=101.5, node="c000", gpu_indices=(0, 1), partition="gpu", time_limit=600,
+                  array_job_id=10, array_task_id=2, priority=7, restarts=1, eligible_time=100.0, requeue=True,
+                  system_comment="requeued after node failure"),
+        JobRecord(job_id=13, spec=SPEC, state=JobState.FAILED, reason=JobReason.NON_ZERO_EXIT_CODE, submit_time=5.0,
+                  start_time=6.0, end_time=9.0, exit_code=3, exit_signal=9, gpu_seconds=12.5, peak_gpu_memory_mb=1500,
+                  mean_gpu_util=60.0, partition="gpu", hold="user", start_estimate=50.0, collapsed_tasks="0-99"),
+    ]
+    specs: dict[int, dict[str, object]] = {}
+    wire = through_json({"jobs": [restjson.job_to_json(j, specs=specs) for j in records]})
+    read: dict[int, JobSpec] = {}
+    back = [restjson.job_from_json(j, read) for j in wire["jobs"]]  # type: ignore[attr-defined]
+    assert back == records and back[0].spec is back[1].spec
+    first = wire["jobs"][0]  # type: ignore[index]
+    assert first["job_state"] == ["RUNNING"] and first["state_reason"] == "None" and first["user_name"] == "ana"
+    assert first["array_task_id"] == {"set": True, "infinite": False, "number": 2} and first["nodes"] == "c000"
+
+
+def test_nodes_and_partitions_round_trip() -> None:
+    node = NodeStatus(name="c000", addr="10.0.0.1", port=7000, cpus=8, real_memory=16000,
+                      gres=(GresRequest("gpu", "a100", 2),), state=NodeState.UP, drain=True, reason="maint",
+                      partitions=("gpu",), alloc_cpus=2, alloc_mem=100, alloc_gpus=(1,), display_state="drng",
+                      running_jobs=1, last_heartbeat=123.0, isolation="devices",
+                      gpus=(GpuInfo(0, type="a100", file="/dev/nvidia0", minor=0, uuid="GPU-1", memory_mb=80000,
+                                    cores=(0, 1)), GpuInfo(1)))
+    data = through_json(restjson.node_to_json(node))
+    assert restjson.node_from_json(data) == node and data["state"] == ["MIXED", "DRAIN"]
+    for part in (PartitionConfig("gpu", ("c000", "c001"), default=True, max_time=3601, default_time=60,
+                                 max_nodes=1, priority_job_factor=2, allow_groups=("lab", "ops")),
+                 PartitionConfig("cpu", ("c002",), state="DOWN")):
+        assert restjson.partition_from_json(through_json(restjson.partition_to_json(part))) == part
+
+
+def test_output_chunks_round_trip() -> None:
+    line = through_json(restjson.output_chunk_to_json(b"\x00out", b"err", True, JobState.FAILED, 3, 0))
+    assert restjson.output_chunk_from_json(line) == (b"\x00out", b"err", True, JobState.FAILED, 3, 0)
+    assert restjson.output_chunk_from_json(through_json(restjson.output_chunk_to_json(b"x", b"", False, None, 0, 0)))\
+        == (b"x", b"", False, None, 0, 0)
