@@ -11,7 +11,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from pslurm.cli.common import fail, typer_group
+from pslurm.cli.common import fail
+from pslurm.cli.typer_support import typer_group
 
 PROG = "pslurm lxc"
 

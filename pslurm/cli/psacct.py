@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import json
 import sys
 import time
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Annotated, Any, Optional
 
-import typer
+from pslurm.cli import argv as a
+from pslurm.cli.common import connect, fail, job_id_list, reporting
 
-from pslurm.cli import options as o
-from pslurm.cli.common import connect, fail, reporting, run, typer_app
-
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from typing import Any
+
     from pslurm.core.jobspec import JobRecord
 
 PROG = "psacct"
@@ -164,74 +163,69 @@ def _job_json(job: JobRecord, now: float) -> dict[str, Any]:
     return data
 
 
-def make_app() -> typer.Typer:
-    app = typer_app("Show accounting data of jobs, GPU usage included.")
-
-    @app.command()
-    def psacct(
-        jobs: o.Jobs = None,
-        users: o.Users = None,
-        allusers: Annotated[bool, typer.Option("-a", "--allusers", help="jobs of every user")] = False,
-        states: Annotated[Optional[str], typer.Option("-s", "--state", help="states (CD,F,R,...)")] = None,
-        start: Annotated[Optional[str], typer.Option(
-            "-S", "--starttime", help="jobs in any state after this time (default: midnight)")] = None,
-        end: Annotated[Optional[str], typer.Option("-E", "--endtime", help="jobs submitted before this")] = None,
-        fmt: Annotated[Optional[str], typer.Option("-o", "--format", help="fields: JobID,JobName%30,...")] = None,
-        parsable: Annotated[bool, typer.Option("-p", "--parsable", help="'|' after every field")] = False,
-        parsable2: Annotated[bool, typer.Option("-P", "--parsable2", help="'|' between fields")] = False,
-        noheader: Annotated[bool, typer.Option("-n", "--noheader", help="no header lines")] = False,
-        allocations: Annotated[bool, typer.Option("-X", "--allocations", help="(jobs have no steps)")] = False,
-        as_json: o.Json = False,
-    ) -> None:
-        """Show finished and running jobs from the accounting store (sacct)."""
-        import os
-
-        from pslurm.cli.common import user_identity
-        from pslurm.core.states import JobState
-        from pslurm.core.timefmt import TimeFormatError, parse_timestamp
-
-        now = time.time()
-        job_ids: list[int] = []
-        if jobs:
-            try:
-                job_ids = [int(j) for j in jobs.split(",") if j]
-            except ValueError:
-                fail(PROG, f"Invalid job id specified: {jobs}")
-        wanted_users = []
-        if users:
-            wanted_users = [u for u in users.split(",") if u]
-        elif not allusers and not jobs and os.getuid() != 0:  # sacct: your own jobs unless root or -a
-            wanted_users = [user_identity()[0]]
-        since = None
-        try:
-            wanted = {JobState.parse(s) for s in states.split(",") if s} if states else set()
-            if start or not jobs:  # sacct's window starts at midnight unless jobs are named
-                since = parse_timestamp(start or "midnight", now)
-            until = parse_timestamp(end, now) if end else None
-        except (TimeFormatError, ValueError) as exc:
-            fail(PROG, str(exc))
-        fields = account_fields(now)
-        try:
-            columns = parse_fields(fmt or DEFAULT_FIELDS, list(fields))
-        except ValueError as exc:
-            fail(PROG, str(exc))
-        client = connect(PROG)
-        with reporting(PROG):
-            found = client.jobs(job_ids=job_ids, users=wanted_users, include_finished=True, since=since)
-        found = [j for j in found if (not wanted or j.state in wanted)
-                 and (until is None or j.submit_time <= until)]
-        if as_json:
-            print(json.dumps({"jobs": [_job_json(j, now) for j in found]}, indent=2))
-            return
-        sep = "|" if parsable or parsable2 else None
-        lines = render(found, columns, fields, not noheader, sep, trailing=parsable and not parsable2)
-        sys.stdout.write("".join(line + "\n" for line in lines))
-
-    return app
+OPTIONS = (
+    a.JOBS, a.USERS,
+    a.Opt("allusers", "a", a.NONE, help="jobs of every user"),
+    a.Opt("state", "s", dest="states", help="states (CD,F,R,...)"),
+    a.Opt("starttime", "S", dest="start", help="jobs in any state after this time (default: midnight)"),
+    a.Opt("endtime", "E", dest="end", help="jobs submitted before this"),
+    a.Opt("format", "o", dest="fmt", help="fields: JobID,JobName%30,..."),
+    a.Opt("parsable", "p", a.NONE, help="'|' after every field"),
+    a.Opt("parsable2", "P", a.NONE, help="'|' between fields"),
+    a.Opt("noheader", "n", a.NONE, help="no header lines"),
+    a.Opt("allocations", "X", a.NONE, help="(jobs have no steps)"),
+    a.JSON, a.HELP,
+)
 
 
-def main() -> None:
-    run(make_app(), PROG)
+def main(argv: Sequence[str] | None = None) -> None:
+    """Show finished and running jobs from the accounting store (sacct)."""
+    found_opts, positional = a.parse_or_fail(
+        PROG, argv, OPTIONS, stop_at_positional=False, usage="psacct [OPTIONS]",
+        description="Show finished and running jobs from the accounting store (sacct).")
+    a.no_positionals(PROG, positional)
+    v = a.values(found_opts)
+    jobs, users, states, start, end, fmt = (v.get(k) for k in ("jobs", "users", "states", "start", "end", "fmt"))
+    parsable, parsable2 = bool(v.get("parsable")), bool(v.get("parsable2"))
+    import os
+
+    from pslurm.cli.common import user_identity
+    from pslurm.core.states import JobState
+    from pslurm.core.timefmt import TimeFormatError, parse_timestamp
+
+    now = time.time()
+    job_ids = job_id_list(PROG, jobs)
+    wanted_users = []
+    if isinstance(users, str) and users:
+        wanted_users = [u for u in users.split(",") if u]
+    elif not v.get("allusers") and not jobs and os.getuid() != 0:  # sacct: your own jobs unless root or -a
+        wanted_users = [user_identity()[0]]
+    since = None
+    try:
+        wanted = {JobState.parse(s) for s in states.split(",") if s} if isinstance(states, str) else set()
+        if start or not jobs:  # sacct's window starts at midnight unless jobs are named
+            since = parse_timestamp(str(start or "midnight"), now)
+        until = parse_timestamp(end, now) if isinstance(end, str) and end else None
+    except (TimeFormatError, ValueError) as exc:
+        fail(PROG, str(exc))
+    fields = account_fields(now)
+    try:
+        columns = parse_fields(str(fmt or DEFAULT_FIELDS), list(fields))
+    except ValueError as exc:
+        fail(PROG, str(exc))
+    client = connect(PROG)
+    with reporting(PROG):
+        found = client.jobs(job_ids=job_ids, users=wanted_users, include_finished=True, since=since)
+    found = [j for j in found if (not wanted or j.state in wanted)
+             and (until is None or j.submit_time <= until)]
+    if v.get("as_json"):
+        import json
+
+        print(json.dumps({"jobs": [_job_json(j, now) for j in found]}, indent=2))
+        return
+    sep = "|" if parsable or parsable2 else None
+    lines = render(found, columns, fields, not v.get("noheader"), sep, trailing=parsable and not parsable2)
+    sys.stdout.write("".join(line + "\n" for line in lines))
 
 
 if __name__ == "__main__":

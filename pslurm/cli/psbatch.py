@@ -4,45 +4,38 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Annotated, Optional
 
-import typer
+from pslurm.cli.common import connect, current_umask, fail, reporting, user_identity
 
-from pslurm.cli import options as o
-from pslurm.cli.common import connect, current_umask, fail, reporting, run, typer_app, user_identity
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from pslurm.cli.options import Parsed
+    from pslurm.core.request import JobOptions
 
 PROG = "psbatch"
 WRAP_HEADER = "#!/bin/sh\n# This script was created by psbatch --wrap.\n\n"
+USAGE = "psbatch [OPTIONS] [script] [script_args]..."
+DESCRIPTION = "Submit a batch script; prints 'Submitted batch job N'."
+ARGUMENTS = (("script", "batch script (or - for stdin)"), ("script_args...", "arguments to the script"))
 
 
-def make_app() -> typer.Typer:
-    app = typer_app("Submit a batch script to pslurm.", allow_interspersed_args=False)
+def main(argv: Sequence[str] | None = None) -> None:
+    """Submit a batch script (a file, stdin, or --wrap): the command line wins over its directives."""
+    from pslurm.cli.options import parse_or_fail, warn_inert
 
-    @app.command()
-    def psbatch(
-        script: Annotated[Optional[str], typer.Argument(help="batch script (or - for stdin)")] = None,
-        script_args: Annotated[Optional[list[str]], typer.Argument(help="arguments to the script")] = None,
-        job_name: o.JobName = None, partition: o.Partition = None, time: o.Time = None, output: o.Output = None,
-        error: o.Error = None, nodes: o.Nodes = None, ntasks: o.Ntasks = None, cpus_per_task: o.CpusPerTask = None,
-        mem: o.Mem = None, gres: o.Gres = None, gpus: o.Gpus = None, gpus_per_node: o.GpusPerNode = None,
-        chdir: o.Chdir = None, export: o.Export = None, account: o.Account = None, nice: o.Nice = None,
-        dependency: o.Dependency = None, array: o.Array = None, requeue: o.Requeue = None, hold: o.Hold = None,
-        kill_on_invalid_dep: o.KillOnInvalidDep = None, nodelist: o.Nodelist = None, exclude: o.Exclude = None,
-        wrap: Annotated[Optional[str], typer.Option("--wrap", help="run this command as the script")] = None,
-        parsable: Annotated[bool, typer.Option("--parsable", help="print only the job id")] = False,
-    ) -> None:
-        """Submit a batch script; prints 'Submitted batch job N'."""
-        opts = o.job_options(locals())
-        text, default_name = _script_text(script, wrap, script_args)
-        directives = _directive_params(app, text)
-        opts = opts.over(o.job_options(directives))
-        parsable = parsable or bool(directives.get("parsable"))
-        submit(opts, text, default_name, parsable)
-
-    return app
+    cli = parse_or_fail(PROG, "sbatch", argv, USAGE, DESCRIPTION, ARGUMENTS)
+    script = cli.positional[0] if cli.positional else None
+    wrap = cli.values.get("wrap")
+    text, default_name = _script_text(script, wrap if isinstance(wrap, str) else None, cli.positional[1:])
+    directives = _directives(text)
+    warn_inert(PROG, directives, cli)
+    opts = cli.job_options().over(directives.job_options())
+    submit(opts, text, default_name, bool(cli.values.get("parsable") or directives.values.get("parsable")))
 
 
-def _script_text(script: str | None, wrap: str | None, script_args: list[str] | None) -> tuple[str, str]:
+def _script_text(script: str | None, wrap: str | None, script_args: Sequence[str]) -> tuple[str, str]:
     from pslurm.core.directives import DirectiveError, decode_script, script_problem
 
     if wrap is not None:
@@ -75,32 +68,23 @@ def _script_text(script: str | None, wrap: str | None, script_args: list[str] | 
     return text, name
 
 
-def _directive_params(app: typer.Typer, text: str) -> dict[str, object]:
-    """The script's #SBATCH/#PSBATCH lines parsed by psbatch's own option parser."""
-    from pslurm.cli.common import click_errors
+def _directives(text: str) -> Parsed:
+    """The script's #SBATCH/#PSBATCH lines, parsed by the option table that parses the command line."""
+    from pslurm.cli.options import DirectiveError as BadDirective
+    from pslurm.cli.options import parse_directive_lines
     from pslurm.core.directives import DirectiveError, directive_lines
 
     try:
         lines = directive_lines(text)
     except DirectiveError as exc:
         fail(PROG, f"invalid directive: {exc}")
-    if not lines:
-        return {}
-    command = typer.main.get_command(app)
-    takes_value = {name for p in command.params if getattr(p, "opts", None) and not getattr(p, "is_flag", True)
-                   for name in p.opts}
-    for lineno, line in lines:  # as sbatch: a value missing at a line's end is an error, not the next line's
-        if line and line[-1] in takes_value:
-            fail(PROG, f"invalid #SBATCH directive on line {lineno}: option {line[-1]} requires an argument")
-    tokens = [token for _, line in lines for token in line]
     try:
-        with command.make_context(PROG, [*tokens, "script"], resilient_parsing=False) as ctx:
-            return dict(ctx.params)
-    except click_errors()[0] as exc:
-        fail(PROG, f"invalid #SBATCH directive: {exc.format_message()}")  # type: ignore[attr-defined]
+        return parse_directive_lines(lines)
+    except BadDirective as exc:
+        fail(PROG, str(exc))
 
 
-def submit(opts: o.JobOptions, text: str, default_name: str, parsable: bool) -> None:
+def submit(opts: JobOptions, text: str, default_name: str, parsable: bool) -> None:
     from pslurm.core.jobspec import SpecError
     from pslurm.core.request import build_spec
 
@@ -115,6 +99,3 @@ def submit(opts: o.JobOptions, text: str, default_name: str, parsable: bool) -> 
         job_id = client.submit(spec)
     print(job_id if parsable else f"Submitted batch job {job_id}")
 
-
-def main() -> None:
-    run(make_app(), PROG)

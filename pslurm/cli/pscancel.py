@@ -2,52 +2,56 @@
 
 from __future__ import annotations
 
-import signal as signals
 import sys
-from typing import Annotated, Optional
 
-import typer
+from pslurm.cli import argv as a
+from pslurm.cli.common import connect, fail, reporting
 
-from pslurm.cli.common import connect, fail, reporting, run, typer_app
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 PROG = "pscancel"
 
 
-def make_app() -> typer.Typer:
-    app = typer_app("Cancel jobs.")
+OPTIONS = (a.Opt("signal", "s", help="send this signal instead"), a.HELP)
 
-    @app.command()
-    def pscancel(
-        job_ids: Annotated[list[str], typer.Argument(help="job ids: 14, 14_3, 14_[5-9] (an array's id: all tasks)")],
-        signal: Annotated[Optional[str], typer.Option("-s", "--signal", help="send this signal instead")] = None,
-    ) -> None:
-        """Cancel the jobs (SIGTERM, then SIGKILL after KillWait), or send them a signal."""
-        from pslurm.core.arrays import parse_task_selector
-        from pslurm.core.jobspec import SpecError
 
-        ids, specs = [], []
-        for text in job_ids:
-            try:
-                parse_task_selector(text)
-            except SpecError:
-                fail(PROG, f"Invalid job id {text}")
-            if text.isdigit():
-                ids.append(int(text))
-            else:
-                specs.append(text)
-        signum = _signal_number(signal) if signal else 0
-        client = connect(PROG)
-        with reporting(PROG):
-            errors = client.cancel(ids, signum, specs)
-        for line in errors:
-            print(f"{PROG}: error: {line}", file=sys.stderr)
-        if errors:
-            raise SystemExit(1)
+def main(argv: Sequence[str] | None = None) -> None:
+    """Cancel the jobs (SIGTERM, then SIGKILL after KillWait), or send them a signal."""
+    found, job_ids = a.parse_or_fail(
+        PROG, argv, OPTIONS, stop_at_positional=False, usage="pscancel [OPTIONS] job_ids...",
+        description="Cancel the jobs (SIGTERM, then SIGKILL after KillWait), or send them a signal.",
+        arguments=(("job_ids...", "job ids: 14, 14_3, 14_[5-9] (an array's id: all tasks)"),))
+    if not job_ids:
+        fail(PROG, "Missing argument 'job_ids'.")
+    signal = a.values(found).get("signal")
+    from pslurm.core.arrays import parse_task_selector
+    from pslurm.core.jobspec import SpecError
 
-    return app
+    ids, specs = [], []
+    for text in job_ids:
+        try:
+            parse_task_selector(text)
+        except SpecError:
+            fail(PROG, f"Invalid job id {text}")
+        if text.isdigit():
+            ids.append(int(text))
+        else:
+            specs.append(text)
+    signum = _signal_number(signal) if isinstance(signal, str) and signal else 0
+    client = connect(PROG)
+    with reporting(PROG):
+        errors = client.cancel(ids, signum, specs)
+    for line in errors:
+        print(f"{PROG}: error: {line}", file=sys.stderr)
+    if errors:
+        raise SystemExit(1)
 
 
 def _signal_number(text: str) -> int:
+    import signal as signals
+
     name = text.upper()
     if name.isdigit():
         return int(name)
@@ -56,6 +60,3 @@ def _signal_number(text: str) -> int:
     except KeyError:
         fail(PROG, f"Unknown job signal: {text}")
 
-
-def main() -> None:
-    run(make_app(), PROG)

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import time
-from typing import TYPE_CHECKING, Annotated
 
-import typer
+from pslurm.cli import argv as a
+from pslurm.cli.common import connect, fail, reporting
 
-from pslurm.cli import options as o
-from pslurm.cli.common import connect, fail, reporting, run, typer_app
-
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from pslurm.client import Client
     from pslurm.core.config import PartitionConfig
     from pslurm.core.jobspec import JobRecord
@@ -103,32 +102,36 @@ def show_partition(p: PartitionConfig) -> str:
             f"   Nodes={','.join(p.nodes)}\n")
 
 
-def make_app() -> typer.Typer:
-    app = typer_app("Show and update pslurm's state.")
+OPTIONS = (a.JSON, a.HELP)
+USAGE = "pscontrol [OPTIONS] words..."
+DESCRIPTION = ("show job ID | show node [NAME] | show partition | update NodeName=X State=DRAIN|RESUME Reason=.. |\n"
+               "  update JobId=N Priority=P Nice=N | hold ID.. | uhold ID.. | release ID.. | requeue ID..")
 
-    @app.command()
-    def pscontrol(
-        words: Annotated[list[str], typer.Argument(
-            help="show job ID | show node [NAME] | update NodeName=.. | update JobId=.. | hold|release|requeue ID")],
-        as_json: o.Json = False,
-    ) -> None:
-        """show job ID | show node [NAME] | show partition | update NodeName=X State=DRAIN|RESUME Reason=.. |
-        update JobId=N Priority=P Nice=N | hold ID.. | uhold ID.. | release ID.. | requeue ID.."""
-        client = connect(PROG)
-        verb = words[0].lower()
-        if verb == "show" and len(words) >= 2:
-            _show(client, words[1].lower(), words[2:], as_json)
-        elif verb == "update":
-            _update(client, words[1:])
-        elif verb in ("hold", "uhold", "release", "requeue") and len(words) >= 2:
-            _job_action(client, verb, words[1:])
-        else:
-            fail(PROG, f"Invalid command: {' '.join(words)}")
 
-    return app
+def main(argv: Sequence[str] | None = None) -> None:
+    """Show and update pslurm's state (scontrol)."""
+    found, words = a.parse_or_fail(PROG, argv, OPTIONS, stop_at_positional=False, usage=USAGE,
+                                   description=DESCRIPTION,
+                                   arguments=(("words...", "show job ID | show node [NAME] | update NodeName=.. | "
+                                               "update JobId=.. | hold|release|requeue ID"),))
+    if not words:
+        fail(PROG, "Missing argument 'words'.")
+    as_json = bool(a.values(found).get("as_json"))
+    client = connect(PROG)
+    verb = words[0].lower()
+    if verb == "show" and len(words) >= 2:
+        _show(client, words[1].lower(), words[2:], as_json)
+    elif verb == "update":
+        _update(client, words[1:])
+    elif verb in ("hold", "uhold", "release", "requeue") and len(words) >= 2:
+        _job_action(client, verb, words[1:])
+    else:
+        fail(PROG, f"Invalid command: {' '.join(words)}")
 
 
 def _show(client: Client, what: str, names: list[str], as_json: bool) -> None:
+    import json
+
     from pslurm.cli import jsonout
 
     if what in ("job", "jobs"):
@@ -216,6 +219,3 @@ def _report(errors: list[str]) -> None:
     if errors:
         raise SystemExit(1)
 
-
-def main() -> None:
-    run(make_app(), PROG)

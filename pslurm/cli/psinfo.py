@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import json
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+from pslurm.cli import argv as a
+from pslurm.cli.common import connect, print_listing, reporting
 
-import typer
-
-from pslurm.cli import options as o
-from pslurm.cli.common import connect, print_listing, reporting, run, typer_app
-
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any
+
     from pslurm.client import ClusterStatus
     from pslurm.core.config import PartitionConfig
     from pslurm.core.node import NodeStatus
@@ -86,32 +85,32 @@ def render_rows(fmt: str, rows: list[tuple[PartitionConfig, NodeStatus]], node_o
     return render(fmt, grouped, table, header, PROG)
 
 
-def make_app() -> typer.Typer:
-    app = typer_app("Show partitions and nodes.")
-
-    @app.command()
-    def psinfo(
-        node_oriented: Annotated[bool, typer.Option("-N", "--Node", help="one line per node")] = False,
-        noheader: o.NoHeader = False,
-        fmt: Annotated[Optional[str], typer.Option("-o", "--format", help="output format (%P %N %G %t ...)")] = None,
-        partition: Annotated[Optional[str], typer.Option("-p", "--partition", help="partitions")] = None,
-        as_json: o.Json = False,
-    ) -> None:
-        """Partition summary (nodes grouped by state), or one line per node with -N."""
-        client = connect(PROG)
-        with reporting(PROG):
-            info = client.cluster()
-        if as_json:
-            from pslurm.cli.jsonout import cluster_json
-
-            print(json.dumps(cluster_json(info), indent=2))
-            return
-        rows = node_rows(info, partition.split(",") if partition else None)
-        print_listing(PROG, lambda: render_rows(fmt or (NODE_FORMAT if node_oriented else PARTITION_FORMAT), rows,
-                                                node_oriented, not noheader))
-
-    return app
+OPTIONS = (
+    a.Opt("Node", "N", a.NONE, dest="node_oriented", help="one line per node"),
+    a.NOHEADER,
+    a.Opt("format", "o", dest="fmt", help="output format (%P %N %G %t ...)"),
+    a.Opt("partition", "p", help="partitions"),
+    a.JSON, a.HELP,
+)
 
 
-def main() -> None:
-    run(make_app(), PROG)
+def main(argv: Sequence[str] | None = None) -> None:
+    """Partition summary (nodes grouped by state), or one line per node with -N."""
+    found, positional = a.parse_or_fail(PROG, argv, OPTIONS, stop_at_positional=False, usage="psinfo [OPTIONS]",
+                                        description=main.__doc__ or "")
+    a.no_positionals(PROG, positional)
+    v = a.values(found)
+    fmt, partition, node_oriented = v.get("fmt"), v.get("partition"), bool(v.get("node_oriented"))
+    client = connect(PROG)
+    with reporting(PROG):
+        info = client.cluster()
+    if v.get("as_json"):
+        import json
+
+        from pslurm.cli.jsonout import cluster_json
+
+        print(json.dumps(cluster_json(info), indent=2))
+        return
+    rows = node_rows(info, partition.split(",") if isinstance(partition, str) else None)
+    print_listing(PROG, lambda: render_rows(str(fmt or (NODE_FORMAT if node_oriented else PARTITION_FORMAT)), rows,
+                                            node_oriented, not v.get("noheader")))

@@ -8,7 +8,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from pslurm.cli.common import fail, run, typer_group
+from pslurm.cli.common import fail
+from pslurm.cli.typer_support import run, typer_group
 
 PROG = "pslurm"
 

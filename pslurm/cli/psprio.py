@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import json
 import sys
-from typing import TYPE_CHECKING, Annotated, Any, Optional
 
-import typer
+from pslurm.cli import argv as a
+from pslurm.cli.common import connect, job_id_list, print_listing, reporting
 
-from pslurm.cli import options as o
-from pslurm.cli.common import connect, fail, print_listing, reporting, run, typer_app
-
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any
+
     from pslurm.client import PriorityWeights
 
 PROG = "psprio"
@@ -42,50 +42,44 @@ def prio_fields(weights: PriorityWeights) -> dict[str, tuple[str, Any]]:
     }
 
 
-def make_app() -> typer.Typer:
-    app = typer_app("Show the priority factors of pending jobs.")
-
-    @app.command()
-    def psprio(
-        jobs: o.Jobs = None,
-        users: o.Users = None,
-        long: Annotated[bool, typer.Option("-l", "--long", help="with user and account")] = False,
-        norm: Annotated[bool, typer.Option("-n", "--norm", help="normalised factors (0..1), not weighted")] = False,
-        weights: Annotated[bool, typer.Option("-w", "--weights", help="show the configured weights")] = False,
-        noheader: o.NoHeader = False,
-        fmt: Annotated[Optional[str], typer.Option("-o", "--format", help="output format (%i %Y %A %F ...)")] = None,
-        as_json: o.Json = False,
-    ) -> None:
-        """Each pending job's priority: weighted age, fair share, job size, partition and QOS factors, and nice."""
-        from pslurm.cli.formats import render
-
-        job_ids: list[int] = []
-        if jobs:
-            try:
-                job_ids = [int(j) for j in jobs.split(",") if j]
-            except ValueError:
-                fail(PROG, f"Invalid job id specified: {jobs}")
-        client = connect(PROG)
-        with reporting(PROG):
-            found, w = client.priorities(job_ids, [u for u in users.split(",") if u] if users else ())
-        if as_json:
-            from pslurm.cli.jsonout import priorities_json
-
-            print(json.dumps(priorities_json(found, w), indent=2))
-            return
-        if weights:
-            header = "" if noheader else f"{'JOBID':>15} {'PARTITION':9} {'PRIORITY':>10} {'AGE':>10} " \
-                                         f"{'FAIRSHARE':>10} {'JOBSIZE':>10} {'PARTITION':>10} {'QOS':>10}\n"
-            sys.stdout.write(f"{header}{'Weights':>15} {'':9} {'':>10} {w.age:>10} {w.fairshare:>10} "
-                             f"{w.jobsize:>10} {w.partition:>10} {w.qos:>10}\n")
-            return
-        chosen = fmt or (LONG_FORMAT if long else DEFAULT_FORMAT)
-        if norm and not fmt:
-            chosen = "%.15i %9r %.10Y %.10a %.10f %.10j %.10p %.6N"
-        print_listing(PROG, lambda: render(chosen, found, prio_fields(w), not noheader, PROG))
-
-    return app
+OPTIONS = (
+    a.JOBS, a.USERS,
+    a.Opt("long", "l", a.NONE, help="with user and account"),
+    a.Opt("norm", "n", a.NONE, help="normalised factors (0..1), not weighted"),
+    a.Opt("weights", "w", a.NONE, help="show the configured weights"),
+    a.NOHEADER,
+    a.Opt("format", "o", dest="fmt", help="output format (%i %Y %A %F ...)"),
+    a.JSON, a.HELP,
+)
 
 
-def main() -> None:
-    run(make_app(), PROG)
+def main(argv: Sequence[str] | None = None) -> None:
+    """Each pending job's priority: weighted age, fair share, job size, partition and QOS factors, and nice."""
+    found_opts, positional = a.parse_or_fail(PROG, argv, OPTIONS, stop_at_positional=False, usage="psprio [OPTIONS]",
+                                             description=main.__doc__ or "")
+    a.no_positionals(PROG, positional)
+    v = a.values(found_opts)
+    jobs, users, fmt, noheader = v.get("jobs"), v.get("users"), v.get("fmt"), bool(v.get("noheader"))
+    from pslurm.cli.formats import render
+
+    job_ids = job_id_list(PROG, jobs)
+    client = connect(PROG)
+    with reporting(PROG):
+        found, w = client.priorities(job_ids, [u for u in users.split(",") if u] if isinstance(users, str) else ())
+    if v.get("as_json"):
+        import json
+
+        from pslurm.cli.jsonout import priorities_json
+
+        print(json.dumps(priorities_json(found, w), indent=2))
+        return
+    if v.get("weights"):
+        header = "" if noheader else f"{'JOBID':>15} {'PARTITION':9} {'PRIORITY':>10} {'AGE':>10} " \
+                                     f"{'FAIRSHARE':>10} {'JOBSIZE':>10} {'PARTITION':>10} {'QOS':>10}\n"
+        sys.stdout.write(f"{header}{'Weights':>15} {'':9} {'':>10} {w.age:>10} {w.fairshare:>10} "
+                         f"{w.jobsize:>10} {w.partition:>10} {w.qos:>10}\n")
+        return
+    chosen = str(fmt or (LONG_FORMAT if v.get("long") else DEFAULT_FORMAT))
+    if v.get("norm") and not fmt:
+        chosen = "%.15i %9r %.10Y %.10a %.10f %.10j %.10p %.6N"
+    print_listing(PROG, lambda: render(chosen, found, prio_fields(w), not noheader, PROG))

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import json
 import time
-from typing import TYPE_CHECKING, Annotated, Any, Optional
 
-import typer
+from pslurm.cli import argv as a
+from pslurm.cli.common import connect, fail, print_listing, reporting
 
-from pslurm.cli import options as o
-from pslurm.cli.common import connect, fail, print_listing, reporting, run, typer_app
-
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any
+
     from pslurm.core.jobspec import JobRecord
 
 PROG = "psqueue"
@@ -93,64 +93,68 @@ def job_fields() -> dict[str, tuple[str, Any]]:
     }
 
 
-def make_app() -> typer.Typer:
-    app = typer_app("Show the job queue.")
+OPTIONS = (
+    a.JOBS, a.USERS,
+    a.Opt("states", "t", help="states (PD,R,...) or all"),
+    a.Opt("partition", "p", help="partitions"),
+    a.NOHEADER,
+    a.Opt("format", "o", dest="fmt", help="output format (%i %j %T ...)"),
+    a.Opt("start", arg=a.NONE, help="pending jobs and their expected start times"),
+    a.Opt("array", "r", a.NONE, dest="expand", help="one line per array task"),
+    a.JSON, a.HELP,
+)
 
-    @app.command()
-    def psqueue(
-        jobs: o.Jobs = None,
-        users: o.Users = None,
-        states: Annotated[Optional[str], typer.Option("-t", "--states", help="states (PD,R,...) or all")] = None,
-        partition: Annotated[Optional[str], typer.Option("-p", "--partition", help="partitions")] = None,
-        noheader: o.NoHeader = False,
-        fmt: Annotated[Optional[str], typer.Option("-o", "--format", help="output format (%i %j %T ...)")] = None,
-        start: Annotated[bool, typer.Option("--start", help="pending jobs and their expected start times")] = False,
-        expand: Annotated[bool, typer.Option("-r", "--array", help="one line per array task")] = False,
-        as_json: o.Json = False,
-    ) -> None:
-        """Show pending and running jobs (finished ones with -t all or -j)."""
-        from pslurm.core.arrays import parse_task_selector, split_job_list
-        from pslurm.core.jobspec import SpecError
 
-        selectors = []
-        if jobs:
-            try:
-                selectors = [parse_task_selector(j) for j in split_job_list(jobs)]
-            except SpecError:
-                fail(PROG, f"Invalid job id specified: {jobs}")
-        job_ids = [job_id for job_id, _ in selectors]
-        wanted_states: list[str] = ["PENDING"] if start else []
-        include_finished = False
-        if states:
-            if states.lower() == "all":
-                include_finished = True
-            else:
-                wanted_states.extend(s for s in states.split(",") if s)
-        client = connect(PROG)
-        with reporting(PROG):
-            found = client.jobs(
-                job_ids=job_ids, users=[u for u in users.split(",") if u] if users else (), states=wanted_states,
-                include_finished=include_finished,
-                # a listing reads only the jobs' own columns, unless it shows the request itself
-                light=not as_json and not _shows_request(fmt or ""),
-                # squeue's view: an array's pending tasks as one row, grouped by the controller (-r: one row each)
-                collapse_arrays=not (expand or as_json or any(tasks is not None for _, tasks in selectors)))
-        if any(tasks is not None for _, tasks in selectors):
-            found = [j for j in found if _selected(j, selectors)]
-        if partition:
-            wanted = set(partition.split(","))
-            found = [j for j in found if j.partition in wanted]
-        if job_ids and not found:
-            fail(PROG, "Invalid job id specified")
-        if as_json:
-            from pslurm.cli.jsonout import job_json
+def main(argv: Sequence[str] | None = None) -> None:
+    """Show pending and running jobs (finished ones with -t all or -j)."""
+    found_opts, positional = a.parse_or_fail(PROG, argv, OPTIONS, stop_at_positional=False,
+                                             usage="psqueue [OPTIONS]", description=main.__doc__ or "")
+    a.no_positionals(PROG, positional)
+    v = a.values(found_opts)
+    jobs, users, states, partition = (v.get(k) for k in ("jobs", "users", "states", "partition"))
+    fmt, start, expand, as_json, noheader = (v.get(k) for k in ("fmt", "start", "expand", "as_json", "noheader"))
+    from pslurm.core.arrays import parse_task_selector, split_job_list
+    from pslurm.core.jobspec import SpecError
 
-            print(json.dumps({"jobs": [job_json(j) for j in found]}, indent=2))
-            return
-        print_listing(PROG, lambda: render_queue(fmt or (START_FORMAT if start else DEFAULT_FORMAT), found,
-                                                 not noheader))
+    selectors = []
+    if isinstance(jobs, str) and jobs:
+        try:
+            selectors = [parse_task_selector(j) for j in split_job_list(jobs)]
+        except SpecError:
+            fail(PROG, f"Invalid job id specified: {jobs}")
+    job_ids = [job_id for job_id, _ in selectors]
+    wanted_states: list[str] = ["PENDING"] if start else []
+    include_finished = False
+    if isinstance(states, str) and states:
+        if states.lower() == "all":
+            include_finished = True
+        else:
+            wanted_states.extend(s for s in states.split(",") if s)
+    client = connect(PROG)
+    with reporting(PROG):
+        found = client.jobs(
+            job_ids=job_ids, users=[u for u in users.split(",") if u] if isinstance(users, str) else (),
+            states=wanted_states, include_finished=include_finished,
+            # a listing reads only the jobs' own columns, unless it shows the request itself
+            light=not as_json and not _shows_request(str(fmt or "")),
+            # squeue's view: an array's pending tasks as one row, grouped by the controller (-r: one row each)
+            collapse_arrays=not (expand or as_json or any(tasks is not None for _, tasks in selectors)))
+    if any(tasks is not None for _, tasks in selectors):
+        found = [j for j in found if _selected(j, selectors)]
+    if isinstance(partition, str) and partition:
+        wanted = set(partition.split(","))
+        found = [j for j in found if j.partition in wanted]
+    if job_ids and not found:
+        fail(PROG, "Invalid job id specified")
+    if as_json:
+        import json
 
-    return app
+        from pslurm.cli.jsonout import job_json
+
+        print(json.dumps({"jobs": [job_json(j) for j in found]}, indent=2))
+        return
+    print_listing(PROG, lambda: render_queue(str(fmt or (START_FORMAT if start else DEFAULT_FORMAT)), found,
+                                             not noheader))
 
 
 def _selected(job: JobRecord, selectors: list[tuple[int, tuple[int, ...] | None]]) -> bool:
@@ -175,6 +179,3 @@ def render_queue(fmt: str, found: list[JobRecord], header: bool) -> list[str]:
 
     return render(fmt, found, job_fields(), header, PROG)
 
-
-def main() -> None:
-    run(make_app(), PROG)

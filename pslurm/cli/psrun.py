@@ -3,50 +3,41 @@
 from __future__ import annotations
 
 import os
-import queue
-import signal
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Annotated
 
-import typer
+from pslurm.cli.common import connect, current_umask, fail, reporting, user_identity
 
-from pslurm.cli import options as o
-from pslurm.cli.common import connect, current_umask, fail, reporting, run, typer_app, user_identity
-
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import queue
+    from collections.abc import Callable, Iterator, Sequence
+
     from pslurm.client import Client, OutputChunk
     from pslurm.core.jobspec import JobRecord
+    from pslurm.core.request import JobOptions
 
 PROG = "psrun"
 RETRY_WAIT = 0.25  # seconds before asking again when the controller ended a wait early
+USAGE = "psrun [OPTIONS] command..."
+DESCRIPTION = "Submit COMMAND, stream its output (and its stdin), exit with its exit code; Ctrl-C cancels it."
 
 
-def make_app() -> typer.Typer:
-    app = typer_app("Run a command on the cluster and wait for it.", allow_interspersed_args=False)
+def main(argv: Sequence[str] | None = None) -> None:
+    """psrun's command line: options up to the command, which runs with the rest as its arguments."""
+    from pslurm.cli.options import parse_or_fail, warn_inert
 
-    @app.command()
-    def psrun(
-        command: Annotated[list[str], typer.Argument(help="the command and its arguments")],
-        job_name: o.JobName = None, partition: o.Partition = None, time: o.Time = None, output: o.Output = None,
-        error: o.Error = None, nodes: o.Nodes = None, ntasks: o.Ntasks = None, cpus_per_task: o.CpusPerTask = None,
-        mem: o.Mem = None, gres: o.Gres = None, gpus: o.Gpus = None, gpus_per_node: o.GpusPerNode = None,
-        chdir: o.Chdir = None, export: o.Export = None, account: o.Account = None, nice: o.Nice = None,
-        dependency: o.Dependency = None, hold: o.Hold = None, kill_on_invalid_dep: o.KillOnInvalidDep = None,
-        nodelist: o.Nodelist = None, exclude: o.Exclude = None,
-        input_: Annotated[str, typer.Option("-i", "--input", help="stdin to the job: all (default) or none")] = "all",
-    ) -> None:
-        """Submit COMMAND, stream its output (and its stdin), exit with its exit code; Ctrl-C cancels it."""
-        if input_.lower() not in ("all", "0", "none"):
-            fail(PROG, f"Invalid --input specification: {input_} (all or none)")
-        raise SystemExit(run_job(o.job_options(locals()), tuple(command), forward_stdin=input_.lower() != "none"))
-
-    return app
+    cli = parse_or_fail(PROG, "srun", argv, USAGE, DESCRIPTION, (("command...", "the command and its arguments"),))
+    if not cli.positional:
+        fail(PROG, "Missing argument 'command'.")
+    input_ = str(cli.values.get("input") or "all")
+    if input_.lower() not in ("all", "0", "none"):
+        fail(PROG, f"Invalid --input specification: {input_} (all or none)")
+    warn_inert(PROG, cli)
+    raise SystemExit(run_job(cli.job_options(), tuple(cli.positional), forward_stdin=input_.lower() != "none"))
 
 
-def run_job(opts: o.JobOptions, argv: tuple[str, ...], forward_stdin: bool = True) -> int:
+def run_job(opts: JobOptions, argv: tuple[str, ...], forward_stdin: bool = True) -> int:
     from pslurm.core.jobspec import SpecError
     from pslurm.core.request import build_spec
 
@@ -62,6 +53,8 @@ def run_job(opts: o.JobOptions, argv: tuple[str, ...], forward_stdin: bool = Tru
     try:
         return _follow(client, job_id, forward_stdin)
     except KeyboardInterrupt:
+        import signal
+
         with reporting(PROG):
             client.cancel([job_id])
         print(f"{PROG}: Job step aborted: job {job_id} cancelled", file=sys.stderr)
@@ -136,6 +129,9 @@ class _StdinForwarder:
     still in flight."""
 
     def __init__(self, client: Client, job: JobRecord, forward: bool) -> None:
+        import queue
+        import threading
+
         self._queue: queue.Queue[bytes | None] = queue.Queue()
         self._sending = client.send_input(job, self._chunks())
         if forward:
@@ -177,6 +173,8 @@ def _wait_until(client: Client, job_id: int, done: Callable[[JobRecord], bool],
 
 
 def _exit_status(job: JobRecord) -> int:
+    import signal
+
     from pslurm.core.states import JobState
 
     state, code, sig, node = job.state, job.exit_code, job.exit_signal, job.node or ""
@@ -191,6 +189,3 @@ def _exit_status(job: JobRecord) -> int:
     print(f"{PROG}: error: job {job.job_id} ended {state.value}", file=sys.stderr)
     return int(code) or (128 + int(sig) if sig else 1)
 
-
-def main() -> None:
-    run(make_app(), PROG)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import shlex
-from collections.abc import Sequence
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 
 class DirectiveError(ValueError):
@@ -50,6 +51,8 @@ def decode_script(data: bytes) -> str:
 
 
 def _split(text: str, lineno: int) -> list[str]:
+    import shlex  # here, not at the top: most scripts have no directive line, and psbatch pays every import
+
     lexer = shlex.shlex(text, posix=True)
     lexer.whitespace_split = True
     lexer.commenters = "#"  # as in sbatch, an unquoted '#' starts a trailing comment

@@ -1,0 +1,88 @@
+"""The Slurm work-alikes import only the standard library and pslurm's small modules on their path.
+
+Each command runs as a subprocess under PYTHONPROFILEIMPORTTIME=1 (``--help``, then one real request
+against a cluster of `pslurm up`); every module it imported is read from stderr's ``import time:``
+lines, and a test fails naming any module of the heavy set. Their cold start is what people and
+tools wait for (docs/benchmarks.md has the figures; nothing here is timed)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import BIN, Cluster
+
+COMMANDS = ("psbatch", "psrun", "psqueue", "psinfo", "pscancel", "pscontrol", "psprio", "psacct")
+FORBIDDEN = ("typer", "click", "pydantic", "rich", "grpc", "google", "sqlalchemy", "alembic", "jinja2", "hostlist",
+             "email", "http.client", "ssl", "asyncio", "aiohttp")
+
+
+def imported_modules(stderr: str) -> list[str]:
+    """The modules named by ``-X importtime`` lines (``import time: self | cumulative | name``)."""
+    names = []
+    for line in stderr.splitlines():
+        if line.startswith("import time:") and "|" in line:
+            name = line.rsplit("|", 1)[1].strip()
+            if name != "imported package":  # the header line
+                names.append(name)
+    return names
+
+
+def forbidden(modules: list[str]) -> list[str]:
+    return sorted({m for m in modules for bad in FORBIDDEN if m == bad or m.startswith(bad + ".")})
+
+
+def traced(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None,
+           input: str = "") -> subprocess.CompletedProcess[str]:
+    environ = {**(env if env is not None else os.environ), "PYTHONPROFILEIMPORTTIME": "1"}
+    return subprocess.run([str(BIN / args[0]), *args[1:]], env=environ, cwd=cwd, capture_output=True, text=True,
+                          timeout=60, input=input)
+
+
+def test_the_parser_reads_importtime_lines() -> None:
+    stderr = ("import time: self [us] | cumulative | imported package\n"
+              "import time:       120 |        120 |   _io\n"
+              "import time:        80 |       2100 | grpc._cython\n")
+    assert imported_modules(stderr) == ["_io", "grpc._cython"]
+    assert forbidden(["grpc._cython", "http", "http.client", "emailx", "json"]) == ["grpc._cython", "http.client"]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_help_imports_nothing_heavy(command: str) -> None:
+    proc = traced(command, "--help")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    modules = imported_modules(proc.stderr)
+    assert modules, "no import time lines: was PYTHONPROFILEIMPORTTIME honoured?"
+    assert forbidden(modules) == [], f"{command} --help imports {forbidden(modules)}"
+
+
+@pytest.mark.parametrize("command", ["psbatch", "psrun"])
+def test_a_refused_option_imports_nothing_heavy(command: str) -> None:
+    proc = traced(command, "--bogus-flag", "true")
+    assert proc.returncode == 1
+    assert forbidden(imported_modules(proc.stderr)) == []
+
+
+REQUESTS = [
+    ("psbatch", "--parsable", "-o", "/dev/null", "--wrap", "true"),
+    ("psrun", "true"),
+    ("psqueue", "-t", "all"),
+    ("psinfo",),
+    ("pscancel", "999999"),
+    ("pscontrol", "show", "node", "c000"),
+    ("psprio",),
+    ("psacct", "-a"),
+]
+
+
+@pytest.mark.parametrize("argv", REQUESTS, ids=[r[0] for r in REQUESTS])
+def test_a_request_imports_nothing_heavy(cluster: Cluster, tmp_path: Path, argv: tuple[str, ...]) -> None:
+    # The request goes through pslurm.client: this holds once the client speaks HTTP/JSON with the
+    # standard library alone (issue #12); with the gRPC client it names grpc and google.
+    proc = traced(*argv, env=cluster.env, cwd=tmp_path)
+    assert proc.returncode in (0, 1), proc.stderr[-2000:]  # pscancel of an unknown id is 1
+    heavy = forbidden(imported_modules(proc.stderr))
+    assert heavy == [], f"{' '.join(argv)} imports {heavy}"
