@@ -13,6 +13,7 @@ exactly as the rewritten pslurm.conf does not).
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
@@ -31,6 +32,7 @@ from pslurm.core.config import (
     ConfigError,
     NodeConfig,
     PartitionConfig,
+    default_state_dir,
     load_gres_conf,
     parse_cgroup_conf,
     parse_slurm_conf,
@@ -82,17 +84,28 @@ class LocalCluster:
         write_private(str(path), config.database_url + "\n")
         return replace(config, database_url="", database_url_file=str(path))
 
+    def default_cluster_name(self) -> str:
+        if self.state_dir.resolve() == Path(default_state_dir()).resolve():
+            return "pslurm"
+        return "pslurm-" + hashlib.sha256(str(self.state_dir.resolve()).encode()).hexdigest()[:8]
+
     # -- up --------------------------------------------------------------------------------
 
     def write_config(self, nodes: int, gpus_per_node: int, cpus: int, memory_mb: int, db_url: str | None,
-                     cluster_name: str = "pslurm") -> ClusterConfig:
-        """pslurm.conf with free ports and gres.conf with simulated GPUs (Count=)."""
-        ports = free_ports(nodes + 1)
+                     cluster_name: str | None = None) -> ClusterConfig:
+        """pslurm.conf with free ports and gres.conf with simulated GPUs (Count=). The cluster is
+        named ``pslurm`` in the default state dir, else ``pslurm-`` and a digest of the state dir:
+        clusters on one machine need names of their own, since their agents' job cgroups live
+        under ``pslurm_<ClusterName>/<node>`` and each agent clears what it finds there at start."""
+        if cluster_name is None:
+            cluster_name = self.default_cluster_name()
+        ports = free_ports(nodes + 2)
+        rest_port = ports.pop()
         names = [f"c{i:03d}" for i in range(nodes)]
         gres = (GresRequest("gpu", None, gpus_per_node),) if gpus_per_node else ()
         config = ClusterConfig(
             path=str(self.conf_path), cluster_name=cluster_name, controller_host="localhost",
-            controller_addr="127.0.0.1", controller_port=ports[0],
+            controller_addr="127.0.0.1", controller_port=ports[0], rest_port=rest_port,
             database_url=db_url or f"sqlite:///{self.controller_dir / 'pslurm.db'}",
             state_dir=str(self.controller_dir), spool_dir=str(self.state_dir / "spool"),
             slurmd_timeout=10, kill_wait=5,
@@ -114,7 +127,7 @@ class LocalCluster:
         gres.conf and cgroup.conf beside ``source``.
 
         What the file leaves out is made local: the controller on a free port of 127.0.0.1
-        (SlurmctldHost/SlurmctldPort), SQLite in the state dir's ``ctld`` (DatabaseURL),
+        (SlurmctldHost/SlurmctldPort, and RestPort), SQLite in the state dir's ``ctld`` (DatabaseURL),
         ``ctld`` for StateSaveLocation, the state dir's ``spool`` for SlurmdSpoolDir, and free
         loopback ports for the agents when no NodeName= line sets Port=. ``db_url`` overrides
         DatabaseURL (and DatabaseURLFile). A database URL with a password is written to a 0600 file
@@ -133,12 +146,15 @@ class LocalCluster:
         if not cfg.nodes:
             raise ClusterError(f"{source}: no NodeName= lines: nothing to bring up")
         given, node_ports = _given_keys(text)
-        ports = free_ports(len(cfg.nodes) + 1)
+        ports = free_ports(len(cfg.nodes) + 2)
+        rest_port = ports.pop()
         values: dict[str, object] = {"path": str(self.conf_path)}
         if not given & {"slurmctldhost", "controlmachine"}:
             values.update(controller_host="localhost", controller_addr="127.0.0.1")
         if "slurmctldport" not in given:
             values["controller_port"] = ports[0]
+        if "restport" not in given:
+            values["rest_port"] = rest_port
         if "statesavelocation" not in given:
             values["state_dir"] = str(self.controller_dir)
         if "slurmdspooldir" not in given:

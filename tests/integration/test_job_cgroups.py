@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -161,8 +162,9 @@ def test_memory_limit_ends_the_job_out_of_memory(make_agent: MakeAgent, tmp_path
     assert state(ended(controller, 10, timeout=30)) == JobState.COMPLETED
     out = (tmp_path / "slurm-9.out").read_text().splitlines()
     assert out[0] == str(20 * 2**20)
-    assert out[-1] == ("slurmstepd: error: Detected 1 oom_kill event in StepId=9.batch. "
-                       "Some of the step tasks have been OOM Killed.")
+    # The kernel may kill more than one process of the pipe (tail, then head under load): Slurm's count and plural.
+    assert re.fullmatch(r"slurmstepd: error: Detected (1 oom_kill event|[2-9] oom_kill events) in StepId=9\.batch\. "
+                        r"Some of the step tasks have been OOM Killed\.", out[-1]), out[-1]
     assert "survived" in out  # only tail was killed; the job's end state says so all the same
     assert (tmp_path / "slurm-10.out").read_text().splitlines() == [str(20 * 2**20), str(5 * 2**20)]
     psrun = record(tmp_path, 14, argv=("sh", "-c", "head -c 200M /dev/zero | tail"), interactive=True)
