@@ -9,7 +9,8 @@
 2. Submitting --queue jobs through the store (arrays of 1000 tasks, and single jobs) and draining
    them with the controller's own scheduler passes (agents stubbed: launches are not sent), on
    SQLite and, with --pg or PSLURM_TEST_PG_URL, PostgreSQL.
-3. psqueue's listing of a --queue job queue: the GetJobs call and the rendering, in process.
+3. psqueue's listing of a --queue job queue: the listing's JSON (GET /pslurm/v1/jobs, as psctld
+   writes it and pslurm.client reads it) and the rendering, in process; then live psqueue processes.
 
 Prints one line per figure; figures are measured, never asserted.
 """
@@ -177,14 +178,14 @@ def bench_store(url: str, label: str, queue: int, nodes: int) -> None:
 
 
 def bench_psqueue(url: str, queue: int) -> None:
-    """GetJobs + psqueue's rendering of a --queue job queue, in process (no gRPC hop)."""
+    """psqueue's listing (GET /pslurm/v1/jobs) and rendering of a --queue job queue, in process (no HTTP hop)."""
     import io
+    import json
 
     from pslurm.cli import psqueue
     from pslurm.controller.store import Store
-    from pslurm.core import convert
+    from pslurm.core import restjson
     from pslurm.core.jobspec import JobSpec
-    from pslurm.proto import pslurm_pb2 as pb
 
     store = Store(url)
     store.migrate()
@@ -196,24 +197,25 @@ def bench_psqueue(url: str, queue: int) -> None:
             store.submit(spec, "gpu", 3600, time.time(), requeue=True, array_ids=tuple(range(1000)))
     for expand in (False, True):
         t0 = time.perf_counter()
-        # GetJobs as psqueue asks: the jobs' own columns; pending array tasks collapsed unless -r (to
-        # protobuf and back to the client library's records is the wire's share)
+        # the listing as psqueue asks for it: the jobs' own columns; pending array tasks collapsed unless
+        # -r (to JSON as psctld writes it, and back to the client library's records, is the wire's share)
         jobs = store.get_jobs(light=True, collapse_arrays=not expand)
         t_store = time.perf_counter() - t0
         t0 = time.perf_counter()
         specs: dict = {}
-        reply = pb.JobList(jobs=[convert.job_to_pb(j, specs=specs) for j in jobs])
-        wire = reply.SerializeToString()
-        msgs = [convert.job_from_pb(m, specs={}) for m in pb.JobList.FromString(wire).jobs]
-        t_pb = time.perf_counter() - t0
+        wire = json.dumps({"jobs": [restjson.job_to_json(j, specs=specs) for j in jobs], "errors": [],
+                           "warnings": []}, separators=(",", ":")).encode()
+        read: dict = {}
+        msgs = [restjson.job_from_json(data, read) for data in json.loads(wire)["jobs"]]
+        t_wire = time.perf_counter() - t0
         t0 = time.perf_counter()
         out = io.StringIO()
         lines = psqueue.render_queue(psqueue.DEFAULT_FORMAT, msgs, header=True)
         out.write("\n".join(lines))
         t_render = time.perf_counter() - t0
-        total = t_store + t_pb + t_render
+        total = t_store + t_wire + t_render
         print(f"psqueue{' -r' if expand else ''} on {queue} jobs (100 arrays): store read {t_store * 1000:.0f} ms "
-              f"({len(jobs)} rows), to protobuf, wire format ({len(wire) / 1e6:.2f} MB) and back {t_pb * 1000:.0f} ms, "
+              f"({len(jobs)} rows), to JSON ({len(wire) / 1e6:.2f} MB) and back {t_wire * 1000:.0f} ms, "
               f"render {t_render * 1000:.0f} ms ({len(lines)} lines); {total * 1000:.0f} ms in all")
     store.close()
     bench_psqueue_live(url, queue)

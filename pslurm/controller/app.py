@@ -3,7 +3,7 @@
 The parts, each with one job, know each other only through the small interfaces in ``ports``:
 the job service (requests to lifecycle operations), the scheduler (snapshot, plan, starts,
 launches; it owns the doorbell the others ring), the node monitor (registration, heartbeats,
-timeouts, reconciliation) and the job watch (WaitJob). The store is their only shared state.
+timeouts, reconciliation) and the job watch (the API's waits). The store is their only shared state.
 """
 
 from __future__ import annotations
@@ -42,12 +42,10 @@ from pslurm.proto import pslurm_pb2_grpc as pb_grpc
 if TYPE_CHECKING:
     from pslurm.controller.rest.server import RestServer
 
-# Every RPC holds one of these threads while it runs, a WaitJob (psrun) for as long as it waits.
-# Waits may take all but RPC_WORKERS_KEPT_FREE of them, so that agents' heartbeats and job ends, and
-# submits and listings, always find a thread however many psrun are waiting.
+# Every RPC (an agent's registration, heartbeat or job ends) holds one of these threads while it runs;
+# users' requests, waits included, are the HTTP API's (its own loop and pool), not these.
 log = logging.getLogger("psctld")
 RPC_WORKERS = 32
-RPC_WORKERS_KEPT_FREE = 8
 # Tests only: PSLURM_TEST_FAULT=crash-after-start makes psctld die between a pass's start commit and its
 # launches (the moment where a controller's death used to leave jobs RUNNING with no process anywhere).
 FAULT_ENV = "PSLURM_TEST_FAULT"
@@ -108,8 +106,7 @@ def serve(conf_path: str, ready: threading.Event | None = None, stop: threading.
     parts = assemble(config, store, agents, operators=frozenset({0, os.getuid()}))
     server = grpc.server(ThreadPoolExecutor(max_workers=RPC_WORKERS, thread_name_prefix="rpc"),
                          interceptors=[auth.interceptor()], options=SERVER_OPTIONS)
-    servicer = ControllerServicer(parts.jobs, parts.scheduler, parts.monitor, parts.watch, auth,
-                                  wait_slots=RPC_WORKERS - RPC_WORKERS_KEPT_FREE)
+    servicer = ControllerServicer(parts.monitor, auth, parts.jobs.operators)
     pb_grpc.add_ControllerServicer_to_server(servicer, server)
     server.add_insecure_port(config.controller_target)
     server.start()

@@ -1,22 +1,19 @@
-"""Domain <-> protobuf conversion, in one place for the controller, the agents and the CLIs."""
+"""Domain <-> protobuf conversion, in one place for the controller and the agents (their gRPC wire)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import Any, cast
 
-from pslurm.core.config import PartitionConfig
 from pslurm.core.gres import GresRequest
 from pslurm.core.jobspec import JobRecord, JobSpec
-from pslurm.core.node import GpuInfo, NodeStatus
-from pslurm.core.states import JobReason, JobState, NodeState
+from pslurm.core.node import GpuInfo
+from pslurm.core.states import JobReason, JobState
 from pslurm.proto import pslurm_pb2 as pb
 
-# Enums travel as the proto's enums: JOB_, NODE_ and REASON_ plus the domain member's name.
+# Enums travel as the proto's enums: JOB_ and REASON_ plus the domain member's name.
 _JOB_STATE_TO_PB = {s: pb.JobState.Value(f"JOB_{s.name}") for s in JobState}
 _JOB_STATE_FROM_PB = {v: k for k, v in _JOB_STATE_TO_PB.items()}
-_NODE_STATE_TO_PB = {s: pb.NodeState.Value(f"NODE_{s.name}") for s in NodeState}
-_NODE_STATE_FROM_PB = {v: k for k, v in _NODE_STATE_TO_PB.items()}
 _REASON_TO_PB = {r: pb.JobReason.Value(f"REASON_{r.name}") for r in JobReason}
 _REASON_FROM_PB = {v: k for k, v in _REASON_TO_PB.items()}
 
@@ -31,14 +28,6 @@ def job_state_from_pb(value: int) -> JobState:
         return _JOB_STATE_FROM_PB[value]
     except KeyError:
         raise ValueError(f"unknown job state {value}") from None
-
-
-def node_state_to_pb(state: NodeState) -> pb.NodeState:
-    return cast(pb.NodeState, _NODE_STATE_TO_PB[state])
-
-
-def node_state_from_pb(value: int) -> NodeState:
-    return _NODE_STATE_FROM_PB.get(value, NodeState.UNKNOWN)
 
 
 def reason_to_pb(reason: JobReason | str) -> pb.JobReason:
@@ -86,7 +75,7 @@ def spec_from_pb(msg: pb.JobSpec) -> JobSpec:
     )
 
 
-def job_to_pb(job: JobRecord, node_target: str = "", specs: dict[int, pb.JobSpec] | None = None) -> pb.Job:
+def job_to_pb(job: JobRecord, specs: dict[int, pb.JobSpec] | None = None) -> pb.Job:
     """``specs``: converted specs by ``id(job.spec)``, for records that share one (an array's tasks)."""
     spec = specs.get(id(job.spec)) if specs is not None else None
     if spec is None:
@@ -97,7 +86,7 @@ def job_to_pb(job: JobRecord, node_target: str = "", specs: dict[int, pb.JobSpec
         job_id=job.job_id, spec=spec, state=job_state_to_pb(job.state), reason=reason_to_pb(job.reason),
         submit_time=job.submit_time, system_comment=job.system_comment, requeue=job.requeue,
         node=job.node or "", gpu_indices=list(job.gpu_indices),
-        exit_code=job.exit_code, exit_signal=job.exit_signal, node_target=node_target, priority=job.priority,
+        exit_code=job.exit_code, exit_signal=job.exit_signal, priority=job.priority,
         hold=job.hold, restarts=job.restarts, collapsed_tasks=job.collapsed_tasks,
     )
     if job.array_job_id is not None:
@@ -150,54 +139,8 @@ def job_from_pb(msg: pb.Job, specs: dict[bytes, JobSpec] | None = None) -> JobRe
     )
 
 
-def gpu_to_pb(gpu: GpuInfo) -> pb.GpuInfo:
-    return pb.GpuInfo(index=gpu.index, name=gpu.name, type=gpu.type or "", file=gpu.file or "",
-                      minor=-1 if gpu.minor is None else gpu.minor, uuid=gpu.uuid or "",
-                      memory_mb=gpu.memory_mb or 0, cores=list(gpu.cores))
-
-
 def gpu_from_pb(msg: pb.GpuInfo) -> GpuInfo:
     return GpuInfo(index=msg.index, name=msg.name, type=msg.type or None, file=msg.file or None,
                    minor=None if msg.minor < 0 else msg.minor, uuid=msg.uuid or None,
                    memory_mb=msg.memory_mb or None, cores=tuple(msg.cores))
 
-
-def node_status_to_pb(node: NodeStatus) -> pb.Node:
-    return pb.Node(
-        name=node.name, addr=node.addr, port=node.port, cpus=node.cpus, real_memory=node.real_memory,
-        gres=gres_to_pb(node.gres), state=node_state_to_pb(node.state), drain=node.drain, reason=node.reason,
-        partitions=list(node.partitions), alloc_cpus=node.alloc_cpus, alloc_mem=node.alloc_mem,
-        alloc_gpus=list(node.alloc_gpus), display_state=node.display_state, running_jobs=node.running_jobs,
-        last_heartbeat=node.last_heartbeat, gpus=[gpu_to_pb(g) for g in node.gpus], isolation=node.isolation,
-    )
-
-
-def node_status_from_pb(msg: pb.Node) -> NodeStatus:
-    return NodeStatus(
-        name=msg.name, addr=msg.addr, port=msg.port, cpus=msg.cpus, real_memory=msg.real_memory,
-        gres=gres_from_pb(msg.gres), state=node_state_from_pb(msg.state), drain=msg.drain, reason=msg.reason,
-        partitions=tuple(msg.partitions), alloc_cpus=msg.alloc_cpus, alloc_mem=msg.alloc_mem,
-        alloc_gpus=tuple(msg.alloc_gpus), display_state=msg.display_state, running_jobs=msg.running_jobs,
-        last_heartbeat=msg.last_heartbeat, gpus=tuple(gpu_from_pb(g) for g in msg.gpus), isolation=msg.isolation,
-    )
-
-
-def partition_to_pb(part: PartitionConfig, default: bool | None = None) -> pb.Partition:
-    """``default``: whether it is the cluster's default partition (ClusterConfig.default_partition,
-    which may be the first one when none says Default=YES); None: its own Default=."""
-    msg = pb.Partition(name=part.name, nodes=list(part.nodes), default=part.default if default is None else default,
-                       state=part.state, priority_job_factor=part.priority_job_factor,
-                       allow_groups=list(part.allow_groups))
-    _set_present(msg, part, ("max_time", "default_time", "max_nodes"))
-    return msg
-
-
-def partition_from_pb(msg: pb.Partition) -> PartitionConfig:
-    """The partition as the controller configured it; ``default`` is whether it is the cluster's default."""
-    return PartitionConfig(
-        name=msg.name, nodes=tuple(msg.nodes), default=msg.default,
-        max_time=msg.max_time if msg.HasField("max_time") else None,
-        default_time=msg.default_time if msg.HasField("default_time") else None,
-        state=msg.state, max_nodes=msg.max_nodes if msg.HasField("max_nodes") else None,
-        priority_job_factor=msg.priority_job_factor, allow_groups=tuple(msg.allow_groups),
-    )

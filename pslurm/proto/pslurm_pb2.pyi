@@ -43,13 +43,6 @@ class JobReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     REASON_NODE_DOWN: _ClassVar[JobReason]
     REASON_JOB_LAUNCH_FAILURE: _ClassVar[JobReason]
     REASON_OUT_OF_MEMORY: _ClassVar[JobReason]
-
-class NodeState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
-    __slots__ = ()
-    NODE_STATE_UNSPECIFIED: _ClassVar[NodeState]
-    NODE_UNKNOWN: _ClassVar[NodeState]
-    NODE_UP: _ClassVar[NodeState]
-    NODE_DOWN: _ClassVar[NodeState]
 JOB_STATE_UNSPECIFIED: JobState
 JOB_PENDING: JobState
 JOB_RUNNING: JobState
@@ -81,10 +74,6 @@ REASON_TIME_LIMIT: JobReason
 REASON_NODE_DOWN: JobReason
 REASON_JOB_LAUNCH_FAILURE: JobReason
 REASON_OUT_OF_MEMORY: JobReason
-NODE_STATE_UNSPECIFIED: NodeState
-NODE_UNKNOWN: NodeState
-NODE_UP: NodeState
-NODE_DOWN: NodeState
 
 class Empty(_message.Message):
     __slots__ = ()
@@ -249,224 +238,6 @@ class GpuInfo(_message.Message):
     cores: _containers.RepeatedScalarFieldContainer[int]
     def __init__(self, index: _Optional[int] = ..., name: _Optional[str] = ..., type: _Optional[str] = ..., file: _Optional[str] = ..., minor: _Optional[int] = ..., uuid: _Optional[str] = ..., memory_mb: _Optional[int] = ..., cores: _Optional[_Iterable[int]] = ...) -> None: ...
 
-class Node(_message.Message):
-    __slots__ = ("name", "addr", "port", "cpus", "real_memory", "gres", "state", "drain", "reason", "partitions", "alloc_cpus", "alloc_mem", "alloc_gpus", "display_state", "running_jobs", "last_heartbeat", "gpus", "isolation")
-    NAME_FIELD_NUMBER: _ClassVar[int]
-    ADDR_FIELD_NUMBER: _ClassVar[int]
-    PORT_FIELD_NUMBER: _ClassVar[int]
-    CPUS_FIELD_NUMBER: _ClassVar[int]
-    REAL_MEMORY_FIELD_NUMBER: _ClassVar[int]
-    GRES_FIELD_NUMBER: _ClassVar[int]
-    STATE_FIELD_NUMBER: _ClassVar[int]
-    DRAIN_FIELD_NUMBER: _ClassVar[int]
-    REASON_FIELD_NUMBER: _ClassVar[int]
-    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
-    ALLOC_CPUS_FIELD_NUMBER: _ClassVar[int]
-    ALLOC_MEM_FIELD_NUMBER: _ClassVar[int]
-    ALLOC_GPUS_FIELD_NUMBER: _ClassVar[int]
-    DISPLAY_STATE_FIELD_NUMBER: _ClassVar[int]
-    RUNNING_JOBS_FIELD_NUMBER: _ClassVar[int]
-    LAST_HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
-    GPUS_FIELD_NUMBER: _ClassVar[int]
-    ISOLATION_FIELD_NUMBER: _ClassVar[int]
-    name: str
-    addr: str
-    port: int
-    cpus: int
-    real_memory: int
-    gres: _containers.RepeatedCompositeFieldContainer[Gres]
-    state: NodeState
-    drain: bool
-    reason: str
-    partitions: _containers.RepeatedScalarFieldContainer[str]
-    alloc_cpus: int
-    alloc_mem: int
-    alloc_gpus: _containers.RepeatedScalarFieldContainer[int]
-    display_state: str
-    running_jobs: int
-    last_heartbeat: float
-    gpus: _containers.RepeatedCompositeFieldContainer[GpuInfo]
-    isolation: str
-    def __init__(self, name: _Optional[str] = ..., addr: _Optional[str] = ..., port: _Optional[int] = ..., cpus: _Optional[int] = ..., real_memory: _Optional[int] = ..., gres: _Optional[_Iterable[_Union[Gres, _Mapping]]] = ..., state: _Optional[_Union[NodeState, str]] = ..., drain: _Optional[bool] = ..., reason: _Optional[str] = ..., partitions: _Optional[_Iterable[str]] = ..., alloc_cpus: _Optional[int] = ..., alloc_mem: _Optional[int] = ..., alloc_gpus: _Optional[_Iterable[int]] = ..., display_state: _Optional[str] = ..., running_jobs: _Optional[int] = ..., last_heartbeat: _Optional[float] = ..., gpus: _Optional[_Iterable[_Union[GpuInfo, _Mapping]]] = ..., isolation: _Optional[str] = ...) -> None: ...
-
-class Partition(_message.Message):
-    __slots__ = ("name", "nodes", "default", "max_time", "default_time", "state", "max_nodes", "priority_job_factor", "allow_groups")
-    NAME_FIELD_NUMBER: _ClassVar[int]
-    NODES_FIELD_NUMBER: _ClassVar[int]
-    DEFAULT_FIELD_NUMBER: _ClassVar[int]
-    MAX_TIME_FIELD_NUMBER: _ClassVar[int]
-    DEFAULT_TIME_FIELD_NUMBER: _ClassVar[int]
-    STATE_FIELD_NUMBER: _ClassVar[int]
-    MAX_NODES_FIELD_NUMBER: _ClassVar[int]
-    PRIORITY_JOB_FACTOR_FIELD_NUMBER: _ClassVar[int]
-    ALLOW_GROUPS_FIELD_NUMBER: _ClassVar[int]
-    name: str
-    nodes: _containers.RepeatedScalarFieldContainer[str]
-    default: bool
-    max_time: int
-    default_time: int
-    state: str
-    max_nodes: int
-    priority_job_factor: int
-    allow_groups: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, name: _Optional[str] = ..., nodes: _Optional[_Iterable[str]] = ..., default: _Optional[bool] = ..., max_time: _Optional[int] = ..., default_time: _Optional[int] = ..., state: _Optional[str] = ..., max_nodes: _Optional[int] = ..., priority_job_factor: _Optional[int] = ..., allow_groups: _Optional[_Iterable[str]] = ...) -> None: ...
-
-class SubmitRequest(_message.Message):
-    __slots__ = ("spec",)
-    SPEC_FIELD_NUMBER: _ClassVar[int]
-    spec: JobSpec
-    def __init__(self, spec: _Optional[_Union[JobSpec, _Mapping]] = ...) -> None: ...
-
-class SubmitReply(_message.Message):
-    __slots__ = ("job_id",)
-    JOB_ID_FIELD_NUMBER: _ClassVar[int]
-    job_id: int
-    def __init__(self, job_id: _Optional[int] = ...) -> None: ...
-
-class JobQuery(_message.Message):
-    __slots__ = ("job_ids", "users", "states", "include_finished", "since", "light", "collapse_arrays")
-    JOB_IDS_FIELD_NUMBER: _ClassVar[int]
-    USERS_FIELD_NUMBER: _ClassVar[int]
-    STATES_FIELD_NUMBER: _ClassVar[int]
-    INCLUDE_FINISHED_FIELD_NUMBER: _ClassVar[int]
-    SINCE_FIELD_NUMBER: _ClassVar[int]
-    LIGHT_FIELD_NUMBER: _ClassVar[int]
-    COLLAPSE_ARRAYS_FIELD_NUMBER: _ClassVar[int]
-    job_ids: _containers.RepeatedScalarFieldContainer[int]
-    users: _containers.RepeatedScalarFieldContainer[str]
-    states: _containers.RepeatedScalarFieldContainer[JobState]
-    include_finished: bool
-    since: float
-    light: bool
-    collapse_arrays: bool
-    def __init__(self, job_ids: _Optional[_Iterable[int]] = ..., users: _Optional[_Iterable[str]] = ..., states: _Optional[_Iterable[_Union[JobState, str]]] = ..., include_finished: _Optional[bool] = ..., since: _Optional[float] = ..., light: _Optional[bool] = ..., collapse_arrays: _Optional[bool] = ...) -> None: ...
-
-class JobList(_message.Message):
-    __slots__ = ("jobs",)
-    JOBS_FIELD_NUMBER: _ClassVar[int]
-    jobs: _containers.RepeatedCompositeFieldContainer[Job]
-    def __init__(self, jobs: _Optional[_Iterable[_Union[Job, _Mapping]]] = ...) -> None: ...
-
-class CancelRequest(_message.Message):
-    __slots__ = ("job_ids", "signal", "job_specs")
-    JOB_IDS_FIELD_NUMBER: _ClassVar[int]
-    SIGNAL_FIELD_NUMBER: _ClassVar[int]
-    JOB_SPECS_FIELD_NUMBER: _ClassVar[int]
-    job_ids: _containers.RepeatedScalarFieldContainer[int]
-    signal: int
-    job_specs: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, job_ids: _Optional[_Iterable[int]] = ..., signal: _Optional[int] = ..., job_specs: _Optional[_Iterable[str]] = ...) -> None: ...
-
-class CancelReply(_message.Message):
-    __slots__ = ("errors",)
-    ERRORS_FIELD_NUMBER: _ClassVar[int]
-    errors: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, errors: _Optional[_Iterable[str]] = ...) -> None: ...
-
-class ClusterInfo(_message.Message):
-    __slots__ = ("cluster_name", "partitions", "nodes")
-    CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
-    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
-    NODES_FIELD_NUMBER: _ClassVar[int]
-    cluster_name: str
-    partitions: _containers.RepeatedCompositeFieldContainer[Partition]
-    nodes: _containers.RepeatedCompositeFieldContainer[Node]
-    def __init__(self, cluster_name: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[Partition, _Mapping]]] = ..., nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ...) -> None: ...
-
-class UpdateNodeRequest(_message.Message):
-    __slots__ = ("name", "state", "reason")
-    NAME_FIELD_NUMBER: _ClassVar[int]
-    STATE_FIELD_NUMBER: _ClassVar[int]
-    REASON_FIELD_NUMBER: _ClassVar[int]
-    name: str
-    state: str
-    reason: str
-    def __init__(self, name: _Optional[str] = ..., state: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
-
-class WaitRequest(_message.Message):
-    __slots__ = ("job_id",)
-    JOB_ID_FIELD_NUMBER: _ClassVar[int]
-    job_id: int
-    def __init__(self, job_id: _Optional[int] = ...) -> None: ...
-
-class UpdateJobRequest(_message.Message):
-    __slots__ = ("job", "action", "priority", "nice")
-    JOB_FIELD_NUMBER: _ClassVar[int]
-    ACTION_FIELD_NUMBER: _ClassVar[int]
-    PRIORITY_FIELD_NUMBER: _ClassVar[int]
-    NICE_FIELD_NUMBER: _ClassVar[int]
-    job: str
-    action: str
-    priority: int
-    nice: int
-    def __init__(self, job: _Optional[str] = ..., action: _Optional[str] = ..., priority: _Optional[int] = ..., nice: _Optional[int] = ...) -> None: ...
-
-class UpdateJobReply(_message.Message):
-    __slots__ = ("errors",)
-    ERRORS_FIELD_NUMBER: _ClassVar[int]
-    errors: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, errors: _Optional[_Iterable[str]] = ...) -> None: ...
-
-class PriorityQuery(_message.Message):
-    __slots__ = ("job_ids", "users")
-    JOB_IDS_FIELD_NUMBER: _ClassVar[int]
-    USERS_FIELD_NUMBER: _ClassVar[int]
-    job_ids: _containers.RepeatedScalarFieldContainer[int]
-    users: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, job_ids: _Optional[_Iterable[int]] = ..., users: _Optional[_Iterable[str]] = ...) -> None: ...
-
-class JobPriority(_message.Message):
-    __slots__ = ("job_id", "display_id", "user", "account", "partition", "priority", "age", "fairshare", "jobsize", "partition_factor", "qos", "nice", "admin_set")
-    JOB_ID_FIELD_NUMBER: _ClassVar[int]
-    DISPLAY_ID_FIELD_NUMBER: _ClassVar[int]
-    USER_FIELD_NUMBER: _ClassVar[int]
-    ACCOUNT_FIELD_NUMBER: _ClassVar[int]
-    PARTITION_FIELD_NUMBER: _ClassVar[int]
-    PRIORITY_FIELD_NUMBER: _ClassVar[int]
-    AGE_FIELD_NUMBER: _ClassVar[int]
-    FAIRSHARE_FIELD_NUMBER: _ClassVar[int]
-    JOBSIZE_FIELD_NUMBER: _ClassVar[int]
-    PARTITION_FACTOR_FIELD_NUMBER: _ClassVar[int]
-    QOS_FIELD_NUMBER: _ClassVar[int]
-    NICE_FIELD_NUMBER: _ClassVar[int]
-    ADMIN_SET_FIELD_NUMBER: _ClassVar[int]
-    job_id: int
-    display_id: str
-    user: str
-    account: str
-    partition: str
-    priority: int
-    age: float
-    fairshare: float
-    jobsize: float
-    partition_factor: float
-    qos: float
-    nice: int
-    admin_set: bool
-    def __init__(self, job_id: _Optional[int] = ..., display_id: _Optional[str] = ..., user: _Optional[str] = ..., account: _Optional[str] = ..., partition: _Optional[str] = ..., priority: _Optional[int] = ..., age: _Optional[float] = ..., fairshare: _Optional[float] = ..., jobsize: _Optional[float] = ..., partition_factor: _Optional[float] = ..., qos: _Optional[float] = ..., nice: _Optional[int] = ..., admin_set: _Optional[bool] = ...) -> None: ...
-
-class PriorityWeights(_message.Message):
-    __slots__ = ("age", "fairshare", "jobsize", "partition", "qos")
-    AGE_FIELD_NUMBER: _ClassVar[int]
-    FAIRSHARE_FIELD_NUMBER: _ClassVar[int]
-    JOBSIZE_FIELD_NUMBER: _ClassVar[int]
-    PARTITION_FIELD_NUMBER: _ClassVar[int]
-    QOS_FIELD_NUMBER: _ClassVar[int]
-    age: int
-    fairshare: int
-    jobsize: int
-    partition: int
-    qos: int
-    def __init__(self, age: _Optional[int] = ..., fairshare: _Optional[int] = ..., jobsize: _Optional[int] = ..., partition: _Optional[int] = ..., qos: _Optional[int] = ...) -> None: ...
-
-class PriorityList(_message.Message):
-    __slots__ = ("jobs", "weights")
-    JOBS_FIELD_NUMBER: _ClassVar[int]
-    WEIGHTS_FIELD_NUMBER: _ClassVar[int]
-    jobs: _containers.RepeatedCompositeFieldContainer[JobPriority]
-    weights: PriorityWeights
-    def __init__(self, jobs: _Optional[_Iterable[_Union[JobPriority, _Mapping]]] = ..., weights: _Optional[_Union[PriorityWeights, _Mapping]] = ...) -> None: ...
-
 class RegisterRequest(_message.Message):
     __slots__ = ("name", "addr", "port", "cpus", "real_memory", "gpus", "runs", "drain_reason", "isolation")
     NAME_FIELD_NUMBER: _ClassVar[int]
@@ -562,6 +333,26 @@ class LaunchRequest(_message.Message):
     JOB_FIELD_NUMBER: _ClassVar[int]
     job: Job
     def __init__(self, job: _Optional[_Union[Job, _Mapping]] = ...) -> None: ...
+
+class LaunchJobsRequest(_message.Message):
+    __slots__ = ("launches",)
+    LAUNCHES_FIELD_NUMBER: _ClassVar[int]
+    launches: _containers.RepeatedCompositeFieldContainer[LaunchRequest]
+    def __init__(self, launches: _Optional[_Iterable[_Union[LaunchRequest, _Mapping]]] = ...) -> None: ...
+
+class LaunchRefusal(_message.Message):
+    __slots__ = ("job_id", "error")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    job_id: int
+    error: str
+    def __init__(self, job_id: _Optional[int] = ..., error: _Optional[str] = ...) -> None: ...
+
+class LaunchJobsReply(_message.Message):
+    __slots__ = ("refused",)
+    REFUSED_FIELD_NUMBER: _ClassVar[int]
+    refused: _containers.RepeatedCompositeFieldContainer[LaunchRefusal]
+    def __init__(self, refused: _Optional[_Iterable[_Union[LaunchRefusal, _Mapping]]] = ...) -> None: ...
 
 class SignalRequest(_message.Message):
     __slots__ = ("job_id", "signal")

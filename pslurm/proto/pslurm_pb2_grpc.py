@@ -34,46 +34,6 @@ class ControllerStub:
         Args:
             channel: A grpc.Channel.
         """
-        self.SubmitJob = channel.unary_unary(
-                '/pslurm.Controller/SubmitJob',
-                request_serializer=pslurm__pb2.SubmitRequest.SerializeToString,
-                response_deserializer=pslurm__pb2.SubmitReply.FromString,
-                _registered_method=True)
-        self.GetJobs = channel.unary_unary(
-                '/pslurm.Controller/GetJobs',
-                request_serializer=pslurm__pb2.JobQuery.SerializeToString,
-                response_deserializer=pslurm__pb2.JobList.FromString,
-                _registered_method=True)
-        self.CancelJobs = channel.unary_unary(
-                '/pslurm.Controller/CancelJobs',
-                request_serializer=pslurm__pb2.CancelRequest.SerializeToString,
-                response_deserializer=pslurm__pb2.CancelReply.FromString,
-                _registered_method=True)
-        self.GetCluster = channel.unary_unary(
-                '/pslurm.Controller/GetCluster',
-                request_serializer=pslurm__pb2.Empty.SerializeToString,
-                response_deserializer=pslurm__pb2.ClusterInfo.FromString,
-                _registered_method=True)
-        self.UpdateNode = channel.unary_unary(
-                '/pslurm.Controller/UpdateNode',
-                request_serializer=pslurm__pb2.UpdateNodeRequest.SerializeToString,
-                response_deserializer=pslurm__pb2.Node.FromString,
-                _registered_method=True)
-        self.WaitJob = channel.unary_stream(
-                '/pslurm.Controller/WaitJob',
-                request_serializer=pslurm__pb2.WaitRequest.SerializeToString,
-                response_deserializer=pslurm__pb2.Job.FromString,
-                _registered_method=True)
-        self.UpdateJob = channel.unary_unary(
-                '/pslurm.Controller/UpdateJob',
-                request_serializer=pslurm__pb2.UpdateJobRequest.SerializeToString,
-                response_deserializer=pslurm__pb2.UpdateJobReply.FromString,
-                _registered_method=True)
-        self.GetPriorities = channel.unary_unary(
-                '/pslurm.Controller/GetPriorities',
-                request_serializer=pslurm__pb2.PriorityQuery.SerializeToString,
-                response_deserializer=pslurm__pb2.PriorityList.FromString,
-                _registered_method=True)
         self.RegisterNode = channel.unary_unary(
                 '/pslurm.Controller/RegisterNode',
                 request_serializer=pslurm__pb2.RegisterRequest.SerializeToString,
@@ -98,58 +58,6 @@ class ControllerStub:
 
 class ControllerServicer:
     """Missing associated documentation comment in .proto file."""
-
-    def SubmitJob(self, request, context):
-        """Clients
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def GetJobs(self, request, context):
-        """Missing associated documentation comment in .proto file."""
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def CancelJobs(self, request, context):
-        """Missing associated documentation comment in .proto file."""
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def GetCluster(self, request, context):
-        """Missing associated documentation comment in .proto file."""
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def UpdateNode(self, request, context):
-        """Missing associated documentation comment in .proto file."""
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def WaitJob(self, request, context):
-        """the job now and on each change, until it ends
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def UpdateJob(self, request, context):
-        """hold, release, requeue, Priority=, Nice=
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def GetPriorities(self, request, context):
-        """psprio: each pending job's factors
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
 
     def RegisterNode(self, request, context):
         """Node agents
@@ -180,46 +88,6 @@ class ControllerServicer:
 
 def add_ControllerServicer_to_server(servicer, server):
     rpc_method_handlers = {
-            'SubmitJob': grpc.unary_unary_rpc_method_handler(
-                    servicer.SubmitJob,
-                    request_deserializer=pslurm__pb2.SubmitRequest.FromString,
-                    response_serializer=pslurm__pb2.SubmitReply.SerializeToString,
-            ),
-            'GetJobs': grpc.unary_unary_rpc_method_handler(
-                    servicer.GetJobs,
-                    request_deserializer=pslurm__pb2.JobQuery.FromString,
-                    response_serializer=pslurm__pb2.JobList.SerializeToString,
-            ),
-            'CancelJobs': grpc.unary_unary_rpc_method_handler(
-                    servicer.CancelJobs,
-                    request_deserializer=pslurm__pb2.CancelRequest.FromString,
-                    response_serializer=pslurm__pb2.CancelReply.SerializeToString,
-            ),
-            'GetCluster': grpc.unary_unary_rpc_method_handler(
-                    servicer.GetCluster,
-                    request_deserializer=pslurm__pb2.Empty.FromString,
-                    response_serializer=pslurm__pb2.ClusterInfo.SerializeToString,
-            ),
-            'UpdateNode': grpc.unary_unary_rpc_method_handler(
-                    servicer.UpdateNode,
-                    request_deserializer=pslurm__pb2.UpdateNodeRequest.FromString,
-                    response_serializer=pslurm__pb2.Node.SerializeToString,
-            ),
-            'WaitJob': grpc.unary_stream_rpc_method_handler(
-                    servicer.WaitJob,
-                    request_deserializer=pslurm__pb2.WaitRequest.FromString,
-                    response_serializer=pslurm__pb2.Job.SerializeToString,
-            ),
-            'UpdateJob': grpc.unary_unary_rpc_method_handler(
-                    servicer.UpdateJob,
-                    request_deserializer=pslurm__pb2.UpdateJobRequest.FromString,
-                    response_serializer=pslurm__pb2.UpdateJobReply.SerializeToString,
-            ),
-            'GetPriorities': grpc.unary_unary_rpc_method_handler(
-                    servicer.GetPriorities,
-                    request_deserializer=pslurm__pb2.PriorityQuery.FromString,
-                    response_serializer=pslurm__pb2.PriorityList.SerializeToString,
-            ),
             'RegisterNode': grpc.unary_unary_rpc_method_handler(
                     servicer.RegisterNode,
                     request_deserializer=pslurm__pb2.RegisterRequest.FromString,
@@ -250,222 +118,6 @@ def add_ControllerServicer_to_server(servicer, server):
  # This class is part of an EXPERIMENTAL API.
 class Controller:
     """Missing associated documentation comment in .proto file."""
-
-    @staticmethod
-    def SubmitJob(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/pslurm.Controller/SubmitJob',
-            pslurm__pb2.SubmitRequest.SerializeToString,
-            pslurm__pb2.SubmitReply.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def GetJobs(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/pslurm.Controller/GetJobs',
-            pslurm__pb2.JobQuery.SerializeToString,
-            pslurm__pb2.JobList.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def CancelJobs(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/pslurm.Controller/CancelJobs',
-            pslurm__pb2.CancelRequest.SerializeToString,
-            pslurm__pb2.CancelReply.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def GetCluster(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/pslurm.Controller/GetCluster',
-            pslurm__pb2.Empty.SerializeToString,
-            pslurm__pb2.ClusterInfo.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def UpdateNode(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/pslurm.Controller/UpdateNode',
-            pslurm__pb2.UpdateNodeRequest.SerializeToString,
-            pslurm__pb2.Node.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def WaitJob(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_stream(
-            request,
-            target,
-            '/pslurm.Controller/WaitJob',
-            pslurm__pb2.WaitRequest.SerializeToString,
-            pslurm__pb2.Job.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def UpdateJob(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/pslurm.Controller/UpdateJob',
-            pslurm__pb2.UpdateJobRequest.SerializeToString,
-            pslurm__pb2.UpdateJobReply.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def GetPriorities(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/pslurm.Controller/GetPriorities',
-            pslurm__pb2.PriorityQuery.SerializeToString,
-            pslurm__pb2.PriorityList.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
 
     @staticmethod
     def RegisterNode(request,
@@ -590,6 +242,11 @@ class NodeAgentStub:
                 request_serializer=pslurm__pb2.LaunchRequest.SerializeToString,
                 response_deserializer=pslurm__pb2.Empty.FromString,
                 _registered_method=True)
+        self.LaunchJobs = channel.unary_unary(
+                '/pslurm.NodeAgent/LaunchJobs',
+                request_serializer=pslurm__pb2.LaunchJobsRequest.SerializeToString,
+                response_deserializer=pslurm__pb2.LaunchJobsReply.FromString,
+                _registered_method=True)
         self.SignalJob = channel.unary_unary(
                 '/pslurm.NodeAgent/SignalJob',
                 request_serializer=pslurm__pb2.SignalRequest.SerializeToString,
@@ -612,6 +269,13 @@ class NodeAgentServicer:
 
     def LaunchJob(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def LaunchJobs(self, request, context):
+        """a pass's launches on this node at once
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -642,6 +306,11 @@ def add_NodeAgentServicer_to_server(servicer, server):
                     servicer.LaunchJob,
                     request_deserializer=pslurm__pb2.LaunchRequest.FromString,
                     response_serializer=pslurm__pb2.Empty.SerializeToString,
+            ),
+            'LaunchJobs': grpc.unary_unary_rpc_method_handler(
+                    servicer.LaunchJobs,
+                    request_deserializer=pslurm__pb2.LaunchJobsRequest.FromString,
+                    response_serializer=pslurm__pb2.LaunchJobsReply.SerializeToString,
             ),
             'SignalJob': grpc.unary_unary_rpc_method_handler(
                     servicer.SignalJob,
@@ -686,6 +355,33 @@ class NodeAgent:
             '/pslurm.NodeAgent/LaunchJob',
             pslurm__pb2.LaunchRequest.SerializeToString,
             pslurm__pb2.Empty.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def LaunchJobs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pslurm.NodeAgent/LaunchJobs',
+            pslurm__pb2.LaunchJobsRequest.SerializeToString,
+            pslurm__pb2.LaunchJobsReply.FromString,
             options,
             channel_credentials,
             insecure,

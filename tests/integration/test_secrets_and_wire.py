@@ -1,13 +1,17 @@
 """Containment and trust: secrets in files only their owner reads, a private state directory, other
 users' jobs without their environment and script, and the wire: unauthenticated requests refused
-before they are read, single-use credentials, message sizes, and psrun's streams bounded so that a
-flood of them never keeps a node from launching jobs. A controller and one agent as real processes."""
+before they are read (the user API over HTTP, the agents' gRPC), single-use credentials, message
+sizes, and psrun's streams bounded so that a flood of them never keeps a node from launching jobs.
+A controller and one agent as real processes."""
 
 from __future__ import annotations
 
 import errno
+import http.client
+import json
 import os
 import shutil
+import socket
 import stat
 import statistics
 import subprocess
@@ -17,17 +21,21 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
 
 from pslurm.auth.credential import TTL, Identity, create_key, load_key, sign
 from pslurm.auth.secretfiles import write_private
-from pslurm.auth.transport import METADATA_KEY, signed_metadata
+from pslurm.auth.transport import MAX_REQUEST_BYTES, METADATA_KEY
+from pslurm.client import Client, ClientError
 from pslurm.cluster.local import free_ports
-from pslurm.core.convert import spec_to_pb
-from pslurm.core.jobspec import JobSpec
+from pslurm.core import restjson
+from pslurm.core.config import load_cluster_config
+from pslurm.core.jobspec import JobRecord, JobSpec
 from pslurm.core.request import JobOptions, build_spec
+from pslurm.core.states import JobState
 from pslurm.proto import pslurm_pb2 as pb
 from pslurm.proto import pslurm_pb2_grpc as pb_grpc
 from tests.conftest import ask_credential_as, cli, run_as, wait_for
@@ -35,6 +43,7 @@ from tests.conftest import ask_credential_as, cli, run_as, wait_for
 NOBODY = 65534
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="acting as another user (nobody) needs root")
 BIG = [("grpc.max_receive_message_length", 64 * 1024 * 1024)]
+CRED_HEADER = "X-Pslurm-Cred"
 
 
 def conf_text(root: Path, controller_port: int, agent_port: int, extra: str = "",
@@ -70,13 +79,16 @@ def stop(*procs: subprocess.Popen[bytes]) -> None:
 
 
 class Cluster:
-    """psctld and psd for node c000, in a directory every user can reach (as a real /etc/pslurm is)."""
+    """psctld and psd for node c000, in a directory every user can reach (as a real /etc/pslurm is).
+    Users' requests go to psctld's HTTP/JSON API; the daemons' own RPCs (gRPC) to its controller port
+    and to the agent."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
         self.controller_port, self.agent_port = free_ports(2)
         self.conf = root / "pslurm.conf"
         self.conf.write_text(conf_text(root, self.controller_port, self.agent_port))
+        self.rest_port = load_cluster_config(str(self.conf)).rest_port
         create_key(str(root / "pslurm.key"))
         self.key = load_key(str(root / "pslurm.key"))
         self.state = root / "state"
@@ -87,40 +99,68 @@ class Cluster:
         self.psd = start("pslurm.nodeagent.app", self.conf, root / "psd.log", "-N", "c000")
         self.controller_channel = grpc.insecure_channel(f"127.0.0.1:{self.controller_port}", options=BIG)
         self.agent_channel = grpc.insecure_channel(f"127.0.0.1:{self.agent_port}")
-        self.controller = pb_grpc.ControllerStub(self.controller_channel)
+        self.controller = pb_grpc.ControllerStub(self.controller_channel)  # the agents' side of psctld
         self.agent = pb_grpc.NodeAgentStub(self.agent_channel)
 
-    def me(self) -> tuple[tuple[str, str], ...]:
+    def me(self) -> str:
         """A fresh credential for this process (an operator: it runs the daemons)."""
-        return signed_metadata(self.key)
+        return sign(self.key, Identity(os.getuid(), os.getgid()), time.time())
 
-    def nobody(self) -> tuple[tuple[str, str], ...]:
+    def nobody(self) -> str:
         """A fresh credential for nobody (what the credential socket would give nobody)."""
-        return ((METADATA_KEY, sign(self.key, Identity(NOBODY, NOBODY), time.time())),)
+        return sign(self.key, Identity(NOBODY, NOBODY), time.time())
 
-    def nobody_asking(self) -> tuple[tuple[str, str], ...]:
+    def nobody_asking(self) -> str:
         """nobody's credential as nobody gets it: from the credential socket (served by a root psctld)."""
         if os.geteuid() != 0:
             return self.nobody()
-        return ((METADATA_KEY, ask_credential_as(NOBODY, NOBODY, str(self.root / "pslurm.sock"))),)
+        return ask_credential_as(NOBODY, NOBODY, str(self.root / "pslurm.sock"))
+
+    @staticmethod
+    def metadata(credential: str) -> tuple[tuple[str, str], ...]:
+        """A credential as a gRPC call carries it."""
+        return ((METADATA_KEY, credential),)
+
+    def call(self, method: str, path: str, body: Any = None, credential: str | None = None,
+             raw: bytes | None = None) -> tuple[int, dict[str, Any]]:
+        """One request to the user API; ``credential``: this process's (a fresh one) unless given."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.rest_port, timeout=60)
+        try:
+            headers = {CRED_HEADER: credential or self.me(), "Content-Type": "application/json"}
+            if raw is None and body is not None:  # UTF-8 as it is, not \u-escaped: what was sent is what is stored
+                raw = json.dumps(body, ensure_ascii=False).encode()
+            conn.request(method, path, body=raw, headers=headers)
+            reply = conn.getresponse()
+            return reply.status, json.loads(reply.read())
+        finally:
+            conn.close()
 
     def spec(self, uid: int = -1, hold: bool = True, argv: tuple[str, ...] = (), interactive: bool = False,
-             environ: dict[str, str] | None = None, script: str | None = "#!/bin/sh\ntrue\n") -> pb.JobSpec:
+             environ: dict[str, str] | None = None, script: str | None = "#!/bin/sh\ntrue\n") -> JobSpec:
         uid = os.getuid() if uid < 0 else uid
-        spec = build_spec(JobOptions(output="/dev/null", hold=hold or None), user="nobody" if uid == NOBODY else "me",
+        return build_spec(JobOptions(output="/dev/null", hold=hold or None), user="nobody" if uid == NOBODY else "me",
                           uid=uid, gid=NOBODY if uid == NOBODY else os.getgid(), cwd="/tmp",
                           environ=environ if environ is not None else {"PATH": "/usr/bin:/bin"},
                           script=None if argv else script, argv=argv, default_name="t", interactive=interactive)
-        return spec_to_pb(spec)
 
-    def submit(self, spec: pb.JobSpec, metadata: tuple[tuple[str, str], ...] | None = None) -> int:
-        return int(self.controller.SubmitJob(pb.SubmitRequest(spec=spec), metadata=metadata or self.me(),
-                                             timeout=30).job_id)
+    def submit(self, spec: JobSpec, credential: str | None = None) -> int:
+        status, reply = self.call("POST", "/slurm/v0.0.40/job/submit", {"job": restjson.spec_to_json(spec)},
+                                  credential)
+        assert status == 200 and reply["errors"] == [], reply
+        return int(reply["job_id"])
 
-    def job(self, job_id: int) -> pb.Job:
-        [job] = self.controller.GetJobs(pb.JobQuery(job_ids=[job_id], include_finished=True),
-                                        metadata=self.me(), timeout=10).jobs
-        return job
+    def jobs(self, job_ids: list[int], credential: str | None = None) -> dict[int, JobRecord]:
+        status, reply = self.call("GET", f"/pslurm/v1/jobs?job_id={','.join(map(str, job_ids))}&include_finished=1",
+                                  credential=credential)
+        assert status == 200, reply
+        return {j.job_id: j for j in (restjson.job_from_json(data) for data in reply["jobs"])}
+
+    def job(self, job_id: int) -> JobRecord:
+        return self.jobs([job_id])[job_id]
+
+    def cancel(self, *job_ids: int) -> None:
+        status, reply = self.call("POST", "/pslurm/v1/jobs/cancel", {"job_ids": list(job_ids)})
+        assert status == 200 and reply["job_errors"] == [], reply
 
     def rss_kb(self) -> int:
         for line in Path(f"/proc/{self.psctld.pid}/status").read_text().splitlines():
@@ -142,10 +182,10 @@ def cluster() -> Iterator[Cluster]:
     try:
         def idle() -> bool:
             try:
-                reply = found.controller.GetCluster(pb.Empty(), metadata=found.me(), timeout=2)
-            except grpc.RpcError:
+                status, reply = found.call("GET", "/slurm/v0.0.40/nodes")
+            except OSError:
                 return False
-            return [n.display_state for n in reply.nodes] == ["idle"]
+            return status == 200 and [n["state"] for n in reply["nodes"]] == [["IDLE"]]
 
         wait_for(idle, timeout=60)
         yield found
@@ -170,6 +210,10 @@ def code_of(call: Callable[[], object]) -> grpc.StatusCode:
     return grpc.StatusCode.OK
 
 
+def first_error(reply: dict[str, Any]) -> str:
+    return str(reply["errors"][0]["error"])
+
+
 # -- the state directory -----------------------------------------------------------------------------
 
 
@@ -188,87 +232,125 @@ def test_the_state_directory_and_the_database_are_the_controllers_alone(cluster:
 # -- the wire ---------------------------------------------------------------------------------------
 
 
-def test_unauthenticated_garbage_is_refused_unread_and_costs_no_memory(cluster: Cluster) -> None:
-    raw = cluster.controller_channel.unary_unary("/pslurm.Controller/SubmitJob", request_serializer=None,
-                                                 response_deserializer=None)
-    forged = ((METADATA_KEY, "p1.0.0.9999999999.00.deadbeef"),)
+def http_status_of_garbage(port: int, size: int, credential: str | None) -> int:
+    """A submit with a garbage body, declared in full and sent in part (at most 64 KiB): the status
+    of the reply, which comes without the rest of the body ever being sent."""
+    body = os.urandom(min(size, 64 * 1024))
+    head = f"POST /slurm/v0.0.40/job/submit HTTP/1.1\r\nHost: x\r\nContent-Length: {size}\r\n"
+    if credential is not None:
+        head += f"{CRED_HEADER}: {credential}\r\n"
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        try:
+            sock.sendall(head.encode() + b"\r\n" + body)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # refused and closed before the part was sent: the reply is there to read
+        reply = sock.makefile("rb").readline()
+    return int(reply.split()[1])
 
-    def flood(count: int) -> list[grpc.StatusCode]:
+
+def test_unauthenticated_garbage_is_refused_unread_and_costs_no_memory(cluster: Cluster) -> None:
+    """The agents' gRPC port and the users' HTTP port both: garbage without a good credential is
+    refused before it is parsed, and a flood of it leaves psctld as big as it was."""
+    raw = cluster.controller_channel.unary_unary("/pslurm.Controller/RegisterNode", request_serializer=None,
+                                                 response_deserializer=None)
+    forged = "p1.0.0.9999999999.00.deadbeef"
+
+    def size_of(i: int) -> int:
+        return 4 * 1024 * 1024 if i % 100 == 0 else int.from_bytes(os.urandom(3)) % (256 * 1024)
+
+    def flood(count: int) -> tuple[list[grpc.StatusCode], list[int]]:
         codes = []
         futures = []
         for i in range(count):
-            size = 4 * 1024 * 1024 if i % 100 == 0 else int.from_bytes(os.urandom(3)) % (256 * 1024)
-            futures.append(raw.future(os.urandom(size), metadata=forged if i % 2 else None, timeout=30))
+            futures.append(raw.future(os.urandom(size_of(i)), metadata=cluster.metadata(forged) if i % 2 else None,
+                                      timeout=30))
             if len(futures) == 16:
                 codes += [code_of(f.result) for f in futures]
                 futures = []
-        return codes + [code_of(f.result) for f in futures]
+        codes += [code_of(f.result) for f in futures]
+        statuses = [http_status_of_garbage(cluster.rest_port, size_of(i), forged if i % 2 else None)
+                    for i in range(count)]
+        return codes, statuses
 
     flood(100)  # warm up: threads and buffers that stay
     log_before = (cluster.root / "psctld.log").stat().st_size
     before = cluster.rss_kb()
-    codes = flood(1000)
+    codes, statuses = flood(1000)
     after = cluster.rss_kb()
-    print(f"\npsctld RSS before/after 1000 unauthenticated garbage requests: {before} kB / {after} kB")
+    print(f"\npsctld RSS before/after 1000 unauthenticated garbage requests on each port: {before} kB / {after} kB")
     assert set(codes) == {grpc.StatusCode.UNAUTHENTICATED} and len(codes) == 1000
+    assert set(statuses) == {401} and len(statuses) == 1000
     assert after - before < 16 * 1024, f"psctld grew from {before} kB to {after} kB"
     log = (cluster.root / "psctld.log").read_text()[log_before:]
     assert "deserializ" not in log.lower() and "Traceback" not in log
-    assert cluster.controller.GetCluster(pb.Empty(), metadata=cluster.me(), timeout=5).nodes  # still serving
+    assert cluster.call("GET", "/pslurm/v1/cluster")[1]["nodes"]  # still serving
 
 
 def test_a_credential_is_good_for_one_call_and_not_after_it_expires(cluster: Cluster) -> None:
     captured = cluster.me()
-    assert cluster.controller.GetCluster(pb.Empty(), metadata=captured, timeout=5).nodes
-    with pytest.raises(grpc.RpcError) as replayed:
-        cluster.controller.GetCluster(pb.Empty(), metadata=captured, timeout=5)
-    assert replayed.value.code() == grpc.StatusCode.UNAUTHENTICATED
-    assert replayed.value.details() == "authentication failed: credential already used (credentials are single-use)"
-    at_agent = cluster.me()  # the agent keeps its own record
+    status, reply = cluster.call("GET", "/pslurm/v1/cluster", credential=captured)
+    assert status == 200 and reply["nodes"]
+    status, replayed = cluster.call("GET", "/pslurm/v1/cluster", credential=captured)
+    assert status == 401
+    assert first_error(replayed) == "authentication failed: credential already used (credentials are single-use)"
+    at_agent = cluster.metadata(cluster.me())  # the agent keeps its own record
     assert cluster.agent.SignalJob(pb.SignalRequest(job_id=999999), metadata=at_agent, timeout=5) == pb.Empty()
     assert code_of(lambda: cluster.agent.SignalJob(pb.SignalRequest(job_id=999999), metadata=at_agent,
                                                    timeout=5)) == grpc.StatusCode.UNAUTHENTICATED
-    expired = ((METADATA_KEY, sign(cluster.key, Identity(os.getuid(), os.getgid()), time.time() - TTL - 5)),)
-    with pytest.raises(grpc.RpcError) as late:
-        cluster.controller.GetCluster(pb.Empty(), metadata=expired, timeout=5)
-    assert late.value.details() == "authentication failed: credential expired"
+    expired = sign(cluster.key, Identity(os.getuid(), os.getgid()), time.time() - TTL - 5)
+    status, late = cluster.call("GET", "/pslurm/v1/cluster", credential=expired)
+    assert (status, first_error(late)) == (401, "authentication failed: credential expired")
+    with pytest.raises(grpc.RpcError) as late_rpc:  # and so is an agent's message to the controller
+        cluster.controller.Heartbeat(pb.HeartbeatRequest(name="c000"), metadata=cluster.metadata(expired), timeout=5)
+    assert late_rpc.value.details() == "authentication failed: credential expired"
 
 
 def test_a_big_job_fits_in_a_message_and_a_bigger_message_is_refused(cluster: Cluster) -> None:
     script = "#!/bin/sh\n" + "#" * (4 * 1024 * 1024 - 64) + "\ntrue\n"  # under max_script_size
     environ = {"PATH": "/usr/bin:/bin", "WIDE": "\U0001f600" * (1024 * 1024 - 64)}  # 1 Mi characters, 4 MiB
     job_id = cluster.submit(cluster.spec(environ=environ, script=script))
-    assert cluster.job(job_id).spec.environment["WIDE"] == environ["WIDE"]
-    raw = cluster.controller_channel.unary_unary("/pslurm.Controller/SubmitJob", request_serializer=None,
+    job = cluster.job(job_id)
+    assert job.spec.environment["WIDE"] == environ["WIDE"] and job.spec.script == script
+    # the user API: a body over the bound is refused (413) ...
+    status, reply = cluster.call("POST", "/slurm/v0.0.40/job/submit", raw=b" " * (MAX_REQUEST_BYTES + 1))
+    assert status == 413 and first_error(reply).startswith("request too large")
+    # ... and so is a message over it on the agents' side (gRPC), signed by an operator
+    raw = cluster.controller_channel.unary_unary("/pslurm.Controller/JobsEnded", request_serializer=None,
                                                  response_deserializer=None)
     with pytest.raises(grpc.RpcError) as err:
-        raw(b"\0" * (13 * 1024 * 1024), metadata=cluster.me(), timeout=30)
+        raw(b"\0" * (13 * 1024 * 1024), metadata=cluster.metadata(cluster.me()), timeout=30)
     assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-    cluster.controller.CancelJobs(pb.CancelRequest(job_ids=[job_id]), metadata=cluster.me(), timeout=10)
+    cluster.cancel(job_id)
 
 
 def test_another_users_jobs_come_without_environment_and_script(cluster: Cluster) -> None:
     secret_env = {"PATH": "/usr/bin:/bin", "API_TOKEN": "hunter2"}
     batch = cluster.submit(cluster.spec(environ=secret_env, script="#!/bin/sh\necho hunter2\n"))
     command = cluster.submit(cluster.spec(environ=secret_env, argv=("sleep", "1000")))
-    theirs = cluster.submit(cluster.spec(uid=NOBODY, environ={"MINE": "1"}), metadata=cluster.nobody_asking())
+    theirs = cluster.submit(cluster.spec(uid=NOBODY, environ={"MINE": "1"}), credential=cluster.nobody_asking())
 
-    def listing(metadata: tuple[tuple[str, str], ...]) -> dict[int, pb.Job]:
-        reply = cluster.controller.GetJobs(pb.JobQuery(job_ids=[batch, command, theirs]), metadata=metadata,
-                                           timeout=10)
-        return {j.job_id: j for j in reply.jobs}
-
-    seen = listing(cluster.nobody_asking())
+    seen = cluster.jobs([batch, command, theirs], credential=cluster.nobody_asking())
     assert set(seen) == {batch, command, theirs}  # the queue stays visible (squeue)
     for job_id in (batch, command):
-        assert dict(seen[job_id].spec.environment) == {} and not seen[job_id].spec.HasField("script")
-    assert list(seen[command].spec.argv) == ["sleep", "1000"]  # the command stays: squeue shows it
-    assert dict(seen[theirs].spec.environment) == {"MINE": "1"}  # one's own job, whole
+        assert seen[job_id].spec.environment == {} and seen[job_id].spec.script is None
+    assert seen[command].spec.argv == ("sleep", "1000")  # the command stays: squeue shows it
+    assert seen[theirs].spec.environment == {"MINE": "1"}  # one's own job, whole
     assert seen[theirs].spec.script == "#!/bin/sh\ntrue\n"
-    operator = listing(cluster.me())
-    assert operator[batch].spec.environment["API_TOKEN"] == "hunter2" and "hunter2" in operator[batch].spec.script
-    cluster.controller.CancelJobs(pb.CancelRequest(job_ids=[batch, command, theirs]), metadata=cluster.me(),
-                                  timeout=10)
+    status, listing = cluster.call("GET", f"/slurm/v0.0.40/job/{batch}", credential=cluster.nobody_asking())
+    assert status == 200 and "hunter2" not in json.dumps(listing)  # slurmrestd's path too
+    # a wait's updates, likewise
+    conn = http.client.HTTPConnection("127.0.0.1", cluster.rest_port, timeout=30)
+    try:
+        conn.request("GET", f"/pslurm/v1/job/{batch}/wait", headers={CRED_HEADER: cluster.nobody_asking()})
+        reply = conn.getresponse()
+        first = json.loads(reply.readline())
+    finally:
+        conn.close()
+    assert reply.status == 200 and first["job"]["job_id"] == batch and "hunter2" not in json.dumps(first)
+    operator = cluster.jobs([batch, command, theirs])
+    assert operator[batch].spec.environment["API_TOKEN"] == "hunter2"
+    assert "hunter2" in (operator[batch].spec.script or "")
+    cluster.cancel(batch, command, theirs)
 
 
 @pytest.mark.parametrize("users", ["one user", "72 users"])
@@ -298,10 +380,12 @@ def test_a_flood_of_streams_for_unknown_jobs_does_not_delay_a_launch(cluster: Cl
         began = time.monotonic()
         batch = cluster.submit(cluster.spec(hold=False))
         interactive = cluster.submit(cluster.spec(hold=False, argv=("echo", "through"), interactive=True))
-        wait_for(lambda: cluster.job(interactive).state in (pb.JOB_RUNNING, pb.JOB_COMPLETED), timeout=5, interval=0.05)
-        chunks = list(cluster.agent.StreamOutput(pb.OutputRequest(job_id=interactive), metadata=cluster.me(),
+        wait_for(lambda: cluster.job(interactive).state in (JobState.RUNNING, JobState.COMPLETED), timeout=5,
+                 interval=0.05)
+        chunks = list(cluster.agent.StreamOutput(pb.OutputRequest(job_id=interactive),
+                                                 metadata=cluster.metadata(cluster.me()),
                                                  timeout=10))
-        wait_for(lambda: cluster.job(batch).state == pb.JOB_COMPLETED, timeout=5, interval=0.05)
+        wait_for(lambda: cluster.job(batch).state == JobState.COMPLETED, timeout=5, interval=0.05)
         took = time.monotonic() - began
     finally:
         stop_flood.set()
@@ -325,19 +409,20 @@ def test_an_input_stream_that_never_names_its_job_is_cut_off(cluster: Cluster) -
         yield pb.InputChunk(job_id=1)
 
     began = time.monotonic()
-    code = code_of(lambda: cluster.agent.SendInput(silent(), metadata=cluster.nobody(), timeout=25))
+    code = code_of(lambda: cluster.agent.SendInput(silent(), metadata=cluster.metadata(cluster.nobody()), timeout=25))
     assert code == grpc.StatusCode.CANCELLED and time.monotonic() - began < 15  # FIRST_INPUT_WAIT is 10 s
 
 
 def test_streams_for_a_job_that_is_not_there_answer_not_found(cluster: Cluster) -> None:
     began = time.monotonic()
     with pytest.raises(grpc.RpcError) as err:
-        list(cluster.agent.StreamOutput(pb.OutputRequest(job_id=987654), metadata=cluster.nobody(), timeout=30))
+        list(cluster.agent.StreamOutput(pb.OutputRequest(job_id=987654), metadata=cluster.metadata(cluster.nobody()),
+                                        timeout=30))
     assert err.value.code() == grpc.StatusCode.NOT_FOUND and time.monotonic() - began < 5
     assert err.value.details() == "Invalid job id specified: no psrun job 987654 on node c000"
     with pytest.raises(grpc.RpcError) as err:
-        cluster.agent.SendInput(iter([pb.InputChunk(job_id=987654, data=b"x")]), metadata=cluster.nobody(),
-                                timeout=30)
+        cluster.agent.SendInput(iter([pb.InputChunk(job_id=987654, data=b"x")]),
+                                metadata=cluster.metadata(cluster.nobody()), timeout=30)
     assert err.value.code() == grpc.StatusCode.NOT_FOUND
 
 
@@ -414,29 +499,25 @@ def test_psctld_reads_the_database_url_from_its_file(open_dir: Path, db_url: str
                               spool="state/spool"))
     create_key(str(open_dir / "pslurm.key"))
     psctld = start("pslurm.controller.app", conf, open_dir / "psctld.log")
-    channel = grpc.insecure_channel(f"127.0.0.1:{controller_port}")
-    key = load_key(str(open_dir / "pslurm.key"))
+    client = Client(conf, timeout=10)  # signs with the cluster key beside pslurm.conf
     try:
-        stub = pb_grpc.ControllerStub(channel)
-
         def answers() -> bool:
             try:
-                return stub.GetCluster(pb.Empty(), metadata=signed_metadata(key), timeout=2).cluster_name != ""
-            except grpc.RpcError:
+                return client.cluster().name != ""
+            except ClientError:
                 return False
 
         wait_for(answers, timeout=60)
         spec = JobSpec(name="t", user="me", uid=os.getuid(), gid=os.getgid(), workdir="/tmp",
                        script="#!/bin/sh\ntrue\n", hold=True)
-        job_id = stub.SubmitJob(pb.SubmitRequest(spec=spec_to_pb(spec)), metadata=signed_metadata(key),
-                                timeout=10).job_id
+        job_id = client.submit(spec)
         assert job_id > 0
         assert stat.S_IMODE((open_dir / "state").stat().st_mode) == 0o711
         log = (open_dir / "psctld.log").read_text()
         if "@" in db_url:  # the URL's password is not logged
             assert db_url not in log
     finally:
-        channel.close()
+        client.close()
         stop(psctld)
 
 

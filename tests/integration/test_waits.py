@@ -1,4 +1,5 @@
-"""WaitJob's waiters hear of their own job's changes from the store, not of every change in the cluster."""
+"""Waiters on a job (the API's wait stream, psrun) hear of their own job's changes from the store, not of
+every change in the cluster."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""What both user APIs (HTTP/JSON and the gRPC servicer) share: who may see what of a job, the
-cluster's nodes and partitions as clients see them, the priorities, and how a part's refusal
-maps to an error kind. No wire types here."""
+"""The user API's logic apart from its wire: who may see what of a job, the cluster's nodes and
+partitions as clients see them, the priorities, and how a part's refusal maps to an error kind
+(which the agents' gRPC servicer maps to a status too). No wire types here."""
 
 from __future__ import annotations
 
