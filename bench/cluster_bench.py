@@ -114,6 +114,20 @@ def py_spy(path: str, out: str, pid: int, name: str) -> subprocess.Popen[bytes]:
                              "--nonblocking", "-o", out], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
+def spy_on(path: str, out: str, pids: dict[str, int], figure: str) -> list[subprocess.Popen[bytes]]:
+    """py-spy on psctld and one agent during a figure (none without ``path``)."""
+    if not path:
+        return []
+    agent = next(p for n, p in pids.items() if n != "psctld")
+    return [py_spy(path, out + figure, pids["psctld"], "psctld"), py_spy(path, out + figure, agent, "psd")]
+
+
+def stop_spies(spies: list[subprocess.Popen[bytes]]) -> None:
+    for spy in spies:
+        spy.send_signal(signal.SIGINT)
+        spy.wait()
+
+
 def array_throughput(conf: Path, cwd: str, count: int) -> tuple[float, float]:
     """One array of ``count`` trivial tasks: (tasks/s from submit to the last task's start, tasks/s end to end)."""
     from pslurm.core.request import JobOptions, build_spec
@@ -125,7 +139,13 @@ def array_throughput(conf: Path, cwd: str, count: int) -> tuple[float, float]:
                       script="#!/bin/sh\ntrue\n", default_name="wrap")
     t0 = time.perf_counter()
     array_id = controller.submit(spec)
-    while controller.jobs(light=True):
+    # Poll cheaply, as for single jobs: the last task (it starts last), then squeue's default view
+    # (pending tasks as one row). Listing all 1000 tasks every 20 ms cost the controller more CPU
+    # than the tasks themselves: the figure was the bench's own load.
+    last = max(j.job_id for j in controller.jobs(job_ids=[array_id], light=True, include_finished=True))
+    while (job := controller.job(last)) is None or not job.state.is_final:
+        time.sleep(0.02)
+    while controller.jobs(light=True, collapse_arrays=True):
         time.sleep(0.02)
     elapsed = time.perf_counter() - t0
     tasks = controller.jobs(job_ids=[array_id], include_finished=True)
@@ -159,7 +179,8 @@ def main() -> None:
     parser.add_argument("--array", type=int, default=1000, help="tasks of the array figure")
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--only", default="cli,start,jobs,gpu,array", help="comma list of figures to measure")
-    parser.add_argument("--py-spy", default="", help="py-spy's path: record the daemons during the jobs figure")
+    parser.add_argument("--py-spy", default="",
+                        help="py-spy's path: record the daemons during the jobs and array figures")
     parser.add_argument("--py-spy-out", default="/tmp/pslurm-bench", help="where its stacks go (-psctld.txt, -psd.txt)")
     args = parser.parse_args()
     only = set(args.only.split(","))
@@ -182,16 +203,9 @@ def main() -> None:
                       f"{1000 * submit_to_start(env, conf, tmp, args.repeat):.1f} ms")
             if "jobs" in only:
                 cost = DaemonCost(state)
-                spies = []
-                if args.py_spy:
-                    pids = cost.pids
-                    agent = next(p for n, p in pids.items() if n != "psctld")
-                    spies = [py_spy(args.py_spy, args.py_spy_out, pids["psctld"], "psctld"),
-                             py_spy(args.py_spy, args.py_spy_out, agent, "psd")]
+                spies = spy_on(args.py_spy, args.py_spy_out, cost.pids, "")
                 rate, submit_rate = throughput(conf, tmp, args.jobs, "")
-                for spy in spies:
-                    spy.send_signal(signal.SIGINT)
-                    spy.wait()
+                stop_spies(spies)
                 print(f"{args.jobs} trivial jobs end to end: {rate:.0f} jobs/s (submitted at {submit_rate:.0f}/s); "
                       f"{cost.report(args.jobs)}")
             if "gpu" in only:
@@ -201,7 +215,9 @@ def main() -> None:
                       f"(submitted at {submit_rate:.0f}/s); {cost.report(args.gpu_jobs)}")
             if "array" in only:
                 cost = DaemonCost(state)
+                spies = spy_on(args.py_spy, args.py_spy_out, cost.pids, "-array")
                 scheduled, rate = array_throughput(conf, tmp, args.array)
+                stop_spies(spies)
                 print(f"array of {args.array} trivial tasks: {scheduled:.0f} tasks/s scheduled (submit to the last "
                       f"start), {rate:.0f} tasks/s end to end; {cost.report(args.array)}")
         finally:

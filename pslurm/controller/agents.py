@@ -1,9 +1,16 @@
-"""The controller's client for node agents: launch and signal, over cached gRPC channels."""
+"""The controller's client for node agents: launch and signal, over cached gRPC channels.
+
+Launches are grouped per agent as the store groups commits: :meth:`AgentClient.launch_async` queues
+the job for its agent, and one sender per agent at a time takes everything queued for it and sends
+it in one ``LaunchJobs`` call. A scheduler pass queues its starts in a tight loop, so a pass's
+launches on one node go in one call, and launches queued while a call is on its way go in the next.
+"""
 
 from __future__ import annotations
 
+import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import grpc
@@ -14,7 +21,9 @@ from pslurm.core.jobspec import JobRecord
 from pslurm.proto import pslurm_pb2 as pb
 from pslurm.proto import pslurm_pb2_grpc as pb_grpc
 
+log = logging.getLogger("psctld")
 RPC_TIMEOUT = 10.0
+LAUNCH_TIMEOUT_PER_JOB = 0.2  # more time for a larger batch: the agent starts its jobs one after another
 
 
 class AgentUnreachable(Exception):
@@ -25,6 +34,13 @@ class AgentRefused(Exception):
     """The agent answered with an error (it could not start the job)."""
 
 
+class _Unimplemented(AgentRefused):
+    """The agent does not know the call (an older agent)."""
+
+
+OnError = Callable[[JobRecord, Exception], None]
+
+
 class AgentClient:
     """One channel per agent, reused; launches run on a small pool so the scheduler never waits."""
 
@@ -33,6 +49,8 @@ class AgentClient:
         self._stubs: dict[str, pb_grpc.NodeAgentStub] = {}
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="launch")
+        # per agent: the launches queued for its next call; a target is a key while its sender runs
+        self._queued: dict[str, list[tuple[JobRecord, OnError]]] = {}
 
     def _stub(self, target: str) -> pb_grpc.NodeAgentStub:
         with self._lock:
@@ -47,15 +65,55 @@ class AgentClient:
         self._call(lambda stub: stub.LaunchJob(pb.LaunchRequest(job=job_to_pb(job)), timeout=RPC_TIMEOUT,
                                                metadata=self._credentials()), target)
 
-    def launch_async(self, target: str, job: JobRecord,
-                     on_error: Callable[[JobRecord, Exception], None]) -> None:
-        def run() -> None:
-            try:
-                self.launch(target, job)
-            except (AgentUnreachable, AgentRefused) as exc:
-                on_error(job, exc)
+    def launch_jobs(self, target: str, jobs: Sequence[JobRecord]) -> dict[int, str]:
+        """Ask the agent to start these jobs, in one call; returns the launches it refused (job id ->
+        why). Raises AgentUnreachable, or AgentRefused when it refused the call as a whole. An agent
+        without LaunchJobs (older) is sent one LaunchJob per job."""
+        request = pb.LaunchJobsRequest(launches=[pb.LaunchRequest(job=job_to_pb(job)) for job in jobs])
+        reply: list[pb.LaunchJobsReply] = []
+        try:
+            self._call(lambda stub: reply.append(stub.LaunchJobs(
+                request, timeout=RPC_TIMEOUT + LAUNCH_TIMEOUT_PER_JOB * len(jobs), metadata=self._credentials())),
+                target)
+        except _Unimplemented:
+            refused = {}
+            for job in jobs:
+                try:
+                    self.launch(target, job)
+                except AgentRefused as exc:
+                    refused[job.job_id] = str(exc)
+            return refused
+        return {r.job_id: r.error for r in reply[0].refused}
 
-        self._pool.submit(run)
+    def launch_async(self, target: str, job: JobRecord, on_error: OnError) -> None:
+        """Queue the job's launch for its agent's next LaunchJobs call; ``on_error(job, exc)`` when the
+        agent cannot be reached (AgentUnreachable) or refuses it (AgentRefused)."""
+        with self._lock:
+            queued = self._queued.get(target)
+            self._queued.setdefault(target, []).append((job, on_error))
+        if queued is None:  # no sender for this agent: start one
+            self._pool.submit(self._send, target)
+
+    def _send(self, target: str) -> None:
+        """Send what is queued for ``target``, call after call, until nothing is left."""
+        while True:
+            with self._lock:
+                batch = self._queued.get(target) or []
+                if not batch:
+                    self._queued.pop(target, None)
+                    return
+                self._queued[target] = []
+            failed: dict[int, Exception]
+            try:
+                failed = {i: AgentRefused(why) for i, why in self.launch_jobs(target, [j for j, _ in batch]).items()}
+            except (AgentUnreachable, AgentRefused) as exc:
+                failed = {job.job_id: exc for job, _ in batch}
+            except Exception as exc:  # a sender that died would leave its agent's launches queued for ever
+                log.exception("launches to %s failed", target)
+                failed = {job.job_id: AgentRefused(f"{type(exc).__name__}: {exc}") for job, _ in batch}
+            for job, on_error in batch:
+                if job.job_id in failed:
+                    _report(on_error, job, failed[job.job_id])
 
     def signal(self, target: str, job_id: int, signal: int) -> None:
         """Signal a job's processes; 0 cancels it (SIGTERM, then SIGKILL after KillWait)."""
@@ -69,7 +127,17 @@ class AgentClient:
             code = exc.code() if isinstance(exc, grpc.Call) else None
             if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
                 raise AgentUnreachable(f"{target}: {code.name}") from exc
+            if code is grpc.StatusCode.UNIMPLEMENTED:
+                raise _Unimplemented(target) from exc
             raise AgentRefused(exc.details() if isinstance(exc, grpc.Call) else str(exc)) from exc
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _report(on_error: OnError, job: JobRecord, error: Exception) -> None:
+    """Tell the scheduler of a failed launch; its own failure must not stop the agent's sender."""
+    try:
+        on_error(job, error)
+    except Exception:
+        log.exception("job %d: its launch failure could not be handled", job.job_id)

@@ -18,7 +18,7 @@ from pslurm.controller.agents import AgentUnreachable
 from pslurm.controller.allocations import NodeUsage, node_view, usage_by_node
 from pslurm.controller.policy import UNLIMITED, Limits, PendingJob, RunningJob, Snapshot, plan
 from pslurm.controller.ports import Agents, NodeHealth
-from pslurm.controller.store import Allocation, QueuedJob, Store
+from pslurm.controller.store import Allocation, LiveJobs, QueuedJob, Store
 from pslurm.core.config import ClusterConfig, scheduler_config
 from pslurm.core.dependency import DepStatus, Ref, RefJob, evaluate, parse_dependency
 from pslurm.core.hostlists import expand
@@ -51,6 +51,8 @@ class Scheduler:
         self._usage_at: float | None = None
         self._usage_mark = 0  # the last job event whose end is counted
         self._allowed_cache: dict[tuple[str, str], frozenset[str]] = {}
+        # the pending queue and the allocations in memory, kept current from the store's change notices
+        self._live = LiveJobs(store)
         self._wake = threading.Event()
         self._stopping = threading.Event()
 
@@ -92,12 +94,13 @@ class Scheduler:
 
     def schedule(self) -> int:
         """One pass: snapshot, plan, commit each placement, launch. Returns jobs started."""
-        pending = self.store.queue()
+        self._live.refresh()
+        pending = self._live.queue()
         if not pending:
             return 0
         now = self.clock()
         nodes = self.store.get_nodes()
-        allocations = self.store.allocations()
+        allocations = self._live.allocations()
         usage = usage_by_node(allocations)
         priorities = {q.job_id: p for q, _, p in self._priorities(pending, allocations, now)}
         deps = self._dependencies(pending)
@@ -150,7 +153,9 @@ class Scheduler:
             value = (decided.reasons.get(q.job_id, q.reason), priorities[q.job_id], estimate, since)
             if value != (q.reason, q.priority, q.start_estimate, q.eligible_time):
                 changes[q.job_id] = value
-        self.store.update_pending(changes)  # waiters hear of these (and of the starts) from the store
+        with self._live.own_notes():  # waiters hear of these (and of the starts) from the store
+            self.store.update_pending(changes)
+        self._live.note(changes)
         return len(started)
 
     def _allowed_nodes(self, required: str, excluded: str) -> frozenset[str] | None:

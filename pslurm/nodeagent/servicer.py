@@ -150,6 +150,21 @@ class AgentServicer(pb_grpc.NodeAgentServicer):
         self.agent.launch(convert.job_from_pb(request.job))
         return pb.Empty()
 
+    def LaunchJobs(self, request: pb.LaunchJobsRequest, context: grpc.ServicerContext) -> pb.LaunchJobsReply:
+        """A scheduler pass's launches on this node, each as :meth:`LaunchJob`: a run that cannot
+        start ends FAILED and is reported with its end; a launch that cannot even be read is
+        refused alone, in the reply, so the others still start."""
+        self._from_controller(context)
+        refused = []
+        for launch in request.launches:
+            try:
+                job = convert.job_from_pb(launch.job)
+            except Exception as exc:  # as LaunchJob's error would be, for this job alone
+                refused.append(pb.LaunchRefusal(job_id=launch.job.job_id, error=f"{type(exc).__name__}: {exc}"))
+                continue
+            self.agent.launch(job)
+        return pb.LaunchJobsReply(refused=refused)
+
     def SignalJob(self, request: pb.SignalRequest, context: grpc.ServicerContext) -> pb.Empty:
         self._from_controller(context)
         self.agent.signal(request.job_id, request.signal)

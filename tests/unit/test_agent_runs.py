@@ -162,6 +162,24 @@ def test_a_failing_launch_rpc_succeeds_and_an_interactive_job_gets_the_line(make
     assert chunks[-1].done and convert.job_state_from_pb(chunks[-1].state) == JobState.FAILED
 
 
+def test_launch_jobs_starts_each_and_fails_each_alone(make_agent, tmp_path: Path) -> None:
+    """One LaunchJobs call: each job starts (or fails) as its own LaunchJob would; a launch that
+    does not decode is refused alone, in the reply."""
+    agent, controller = make_agent()
+    servicer = AgentServicer(agent, SimpleNamespace(identity=lambda ctx: SimpleNamespace(uid=0)))  # type: ignore[arg-type]
+    good = record(tmp_path, 11, argv=("true",))
+    bad_env = record(tmp_path, 12, argv=("true",), env={"X": "\0"})
+    undecodable = convert.job_to_pb(record(tmp_path, 13, argv=("true",)))
+    undecodable.state = 999  # no such state: job_from_pb raises
+    request = pb.LaunchJobsRequest(launches=[pb.LaunchRequest(job=convert.job_to_pb(good)),
+                                             pb.LaunchRequest(job=convert.job_to_pb(bad_env)),
+                                             pb.LaunchRequest(job=undecodable)])
+    reply = servicer.LaunchJobs(request, None)  # type: ignore[arg-type]
+    assert [r.job_id for r in reply.refused] == [13] and reply.refused[0].error
+    assert convert.job_state_from_pb(ended(controller, 11).state) == JobState.COMPLETED
+    assert ended(controller, 12).launch_failure == "the environment contains a NUL byte (in X)"
+
+
 def test_a_cgroup_error_or_an_agent_error_is_a_launch_failure(make_agent, tmp_path: Path,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     agent, controller = make_agent()

@@ -1,7 +1,9 @@
 """The store: the only place pslurm touches SQL."""
 
+from pslurm.controller.store.live import LiveJobs
 from pslurm.controller.store.queries import Store
 from pslurm.controller.store.records import ActiveRun, Allocation, JobEvent, QueuedJob, RefRow, RunEnd, UsageRecord
 from pslurm.controller.store.writer import StoreError
 
-__all__ = ["ActiveRun", "Allocation", "JobEvent", "QueuedJob", "RefRow", "RunEnd", "Store", "StoreError", "UsageRecord"]
+__all__ = ["ActiveRun", "Allocation", "JobEvent", "LiveJobs", "QueuedJob", "RefRow", "RunEnd", "Store", "StoreError",
+           "UsageRecord"]

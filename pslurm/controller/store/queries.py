@@ -103,7 +103,7 @@ class Store:
             req_nodes=spec.nodelist, exc_nodes=spec.exclude,
         )
 
-        def work(conn: Connection) -> int:
+        def work(conn: Connection) -> list[int]:
             # parameters, not .values(): the compiled statement is cached, no per-call clause building
             job_id = int(conn.execute(insert(jobs), values).inserted_primary_key[0])  # type: ignore[index]
             ids = [job_id]
@@ -116,9 +116,11 @@ class Store:
             conn.execute(insert(job_events), [
                 dict(job_id=i, time=now, from_state=None, to_state=JobState.PENDING.value, detail="submit", op="submit")
                 for i in ids])
-            return job_id
+            return ids
 
-        return self._writer.write(work)  # new jobs: nobody waits for them yet
+        ids = self._writer.write(work)
+        self._jobs_changed(ids)  # the scheduler's queue learns of them so (nobody waits for them yet)
+        return ids[0]
 
     # -- the lifecycle's operations (pslurm.core.lifecycle): each one compare-and-set plus an
     # event row named after it. Nothing else writes a job's state, hold, or cancel/requeue flags.
@@ -381,14 +383,22 @@ class Store:
                 out[first] = format_ranges(tasks)
         return out
 
-    def queue(self, limit: int | None = None) -> list[QueuedJob]:
-        """Pending jobs (the first ``limit`` by id) as the scheduler needs them: no spec to decode."""
+    def queue(self, limit: int | None = None, job_ids: Collection[int] | None = None) -> list[QueuedJob]:
+        """Pending jobs (the first ``limit`` by id; of ``job_ids`` only, when given) as the scheduler
+        needs them: no spec to decode."""
+        if job_ids is not None:
+            return [q for part in _chunks(job_ids) for q in self._queue(None, part)]
+        return self._queue(limit, None)
+
+    def _queue(self, limit: int | None, job_ids: list[int] | None) -> list[QueuedJob]:
         c = jobs.c
         query = (select(c.job_id, c.partition, c.cpus, c.mem_mb, c.gres, c.reason, c.user_name, c.name, c.account,
                         c.nice, c.submit_time, c.time_limit, c.dependency, c.kill_on_invalid_dep, c.array_job_id,
                         c.array_task_id, c.array_max_running, c.hold, c.admin_priority, c.priority,
                         c.start_estimate, c.req_nodes, c.exc_nodes, c.eligible_time)
                  .where(c.state == "PENDING").order_by(c.job_id))
+        if job_ids is not None:
+            query = query.where(c.job_id.in_(job_ids))
         if limit is not None:
             query = query.limit(limit)
         gres_cache: dict[str, tuple[GresRequest, ...]] = {}
@@ -405,15 +415,17 @@ class Store:
                                      r.req_nodes, r.exc_nodes, r.eligible_time))
         return out
 
-    def allocations(self) -> list[Allocation]:
-        """What RUNNING and COMPLETING jobs hold: the base of every free-resource figure."""
+    def allocations(self, job_ids: Collection[int] | None = None) -> list[Allocation]:
+        """What RUNNING and COMPLETING jobs (of ``job_ids`` only, when given) hold: the base of every
+        free-resource figure."""
         c = jobs.c
         query = select(c.job_id, c.node, c.cpus, c.mem_mb, c.gpu_indices, c.user_name, c.account, c.start_time,
                        c.time_limit, c.array_job_id).where(c.state.in_(_ACTIVE))
+        queries = [query] if job_ids is None else [query.where(c.job_id.in_(part)) for part in _chunks(job_ids)]
         with self.engine.connect() as conn:
             return [Allocation(r.job_id, r.node, r.cpus, r.mem_mb, indices_from_column(r.gpu_indices), r.user_name,
                                r.account, r.start_time, r.time_limit, r.array_job_id)
-                    for r in conn.execute(query)]
+                    for q in queries for r in conn.execute(q)]
 
     def runs_on(self, node: str) -> list[ActiveRun]:
         """The runs the controller holds RUNNING or COMPLETING on ``node``: what its agent should have."""
@@ -471,6 +483,12 @@ class Store:
         if "gpus" in values:
             values["gpus"] = json.dumps([vars(g) for g in values["gpus"]])
         self._writer.write(lambda conn: conn.execute(update(nodes).where(nodes.c.name == name).values(**values)))
+
+
+def _chunks(ids: Collection[int]) -> list[list[int]]:
+    """``ids`` in sorted lists of at most _IN_CHUNK, for IN clauses."""
+    ordered = sorted(ids)
+    return [ordered[i:i + _IN_CHUNK] for i in range(0, len(ordered), _IN_CHUNK)]
 
 
 def _end_decision(e: RunEnd) -> Callable[[JobFlags], Change]:
