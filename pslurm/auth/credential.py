@@ -6,9 +6,8 @@ import hashlib
 import heapq
 import hmac
 import os
-import secrets
 import threading
-from dataclasses import dataclass
+from collections import namedtuple
 
 VERSION = "p1"
 TTL = 300  # seconds a credential is good for (MUNGE's default)
@@ -18,15 +17,17 @@ class AuthError(Exception):
     """A credential that cannot be made or does not check out; the message says why."""
 
 
-@dataclass(frozen=True)
-class Identity:
+class Identity(namedtuple("Identity", "uid gid")):
+    """Who a credential vouches for. A named tuple, not a dataclass: every command signs one, and
+    ``dataclasses`` (with ``inspect``) would add some 10 ms to each command's start."""
+
     uid: int
     gid: int
 
 
 def sign(key: bytes, who: Identity, now: float, ttl: int = TTL) -> str:
     """``p1.<uid>.<gid>.<expires>.<nonce>.<hmac-sha256>``."""
-    body = f"{VERSION}.{who.uid}.{who.gid}.{int(now) + ttl}.{secrets.token_hex(8)}"
+    body = f"{VERSION}.{who.uid}.{who.gid}.{int(now) + ttl}.{os.urandom(8).hex()}"
     return f"{body}.{_mac(key, body)}"
 
 
@@ -108,7 +109,7 @@ def create_key(path: str) -> bool:
     except FileExistsError:
         return False
     with os.fdopen(fd, "w") as f:
-        f.write(secrets.token_hex(32) + "\n")
+        f.write(os.urandom(32).hex() + "\n")
     return True
 
 

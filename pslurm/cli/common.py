@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from typing import NoReturn
 
     from pslurm.client import Client
+    from pslurm.client.api import Api
 
 
 def fail(prog: str, message: str, code: int = 1) -> NoReturn:
@@ -33,6 +34,20 @@ def connect(prog: str) -> Client:
         fail(prog, str(exc))
 
 
+def connect_api(prog: str) -> Api:
+    """The cluster's API (:class:`pslurm.client.api.Api`: replies as the API's JSON, read with
+    :mod:`pslurm.core.jobinfo`), from only the client's keys of pslurm.conf; a missing or unreadable
+    configuration is a one-line error. What the commands on the hot path use: their start imports
+    no dataclasses."""
+    from pslurm.client.api import Api
+    from pslurm.client.errors import ClientError
+
+    try:
+        return Api.load()
+    except ClientError as exc:
+        fail(prog, str(exc))
+
+
 class reporting:  # noqa: N801 - used as a function: ``with reporting(PROG):``
     """A failed request inside becomes Slurm's one-line error, ``prog: error: [prefix]message``, and
     exit 1. The prefix (``Batch job submission failed: ``) goes only before what the controller
@@ -48,7 +63,7 @@ class reporting:  # noqa: N801 - used as a function: ``with reporting(PROG):``
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
         if exc is None:
             return
-        from pslurm.client import ClientError
+        from pslurm.client.errors import ClientError
 
         if isinstance(exc, ClientError):
             fail(self.prog, f"{self.prefix if exc.remote else ''}{exc}")

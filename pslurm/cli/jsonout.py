@@ -7,12 +7,14 @@ command has always printed a number (``job_id``, psacct's ``peak_gpu_memory_mb``
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
+TYPE_CHECKING = False  # typing costs a command milliseconds; mypy takes this name as typing's own
 if TYPE_CHECKING:
+    from typing import Any
+
     from pslurm.client import ClusterStatus, JobPriority, PriorityWeights
     from pslurm.core.config import PartitionConfig
     from pslurm.core.gres import GresRequest
+    from pslurm.core.jobinfo import JobDesc, JobInfo
     from pslurm.core.jobspec import JobRecord, JobSpec
     from pslurm.core.node import GpuInfo, NodeStatus
 
@@ -30,7 +32,7 @@ def gres_json(gres: tuple[GresRequest, ...]) -> list[dict[str, Any]]:
     return [{"name": g.name, "type": g.type or "", "count": g.count} for g in gres]
 
 
-def spec_json(spec: JobSpec, partition: str, full: bool) -> dict[str, Any]:
+def spec_json(spec: JobSpec | JobDesc, partition: str, full: bool) -> dict[str, Any]:
     """``full``: with the submitter's environment and the script (pscontrol); a listing leaves them out."""
     data: dict[str, Any] = {"name": spec.name, "user": spec.user, "uid": spec.uid, "gid": spec.gid,
                             "workdir": spec.workdir}
@@ -51,7 +53,7 @@ def spec_json(spec: JobSpec, partition: str, full: bool) -> dict[str, Any]:
     return data
 
 
-def job_json(job: JobRecord, full: bool = False) -> dict[str, Any]:
+def job_json(job: JobRecord | JobInfo, full: bool = False) -> dict[str, Any]:
     """A job as psqueue, psacct (``full`` False) and pscontrol (``full``) print it."""
     data: dict[str, Any] = {
         "job_id": job.job_id,

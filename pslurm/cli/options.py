@@ -240,6 +240,14 @@ class Parsed:
             else:
                 self.values[opt.dest] = value
 
+    def job_values(self, base: Parsed | None = None) -> dict[str, object]:
+        """The JobOptions fields given (name -> value; :func:`pslurm.core.jobdesc.spec_values` reads
+        them), over those of ``base`` (the script's directives) where not given here: what
+        ``job_options().over(base.job_options())`` holds, without the dataclass."""
+        values = {k: v for k, v in base.values.items() if k in JOB_FIELDS} if base is not None else {}
+        values.update((k, v) for k, v in self.values.items() if k in JOB_FIELDS and v is not None)
+        return values
+
     def job_options(self) -> JobOptions:
         """The JobOptions part (imported here: the request path needs it, --help does not)."""
         from pslurm.core.request import JobOptions

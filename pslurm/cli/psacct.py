@@ -6,14 +6,17 @@ import sys
 import time
 
 from pslurm.cli import argv as a
-from pslurm.cli.common import connect, fail, job_id_list, reporting
+from pslurm.cli.common import connect_api, fail, job_id_list, reporting
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
     from typing import Any
 
+    from pslurm.core.jobinfo import JobInfo
     from pslurm.core.jobspec import JobRecord
+
+    Job = JobRecord | JobInfo  # a record of pslurm.client, or the API's JSON as it is
 
 PROG = "psacct"
 DEFAULT_FIELDS = "JobID,JobName,Partition,Account,AllocCPUS,State,ExitCode"
@@ -21,7 +24,7 @@ LEFT = frozenset({"jobid", "jobidraw"})  # sacct left-aligns ids and right-align
 WIDTHS = {"jobid": 12, "jobidraw": 12, "exitcode": 8, "submit": 19, "start": 19, "end": 19}  # else 10
 
 
-def _elapsed(job: JobRecord, now: float) -> float:
+def _elapsed(job: Job, now: float) -> float:
     if job.start_time is None:
         return 0.0
     end = job.end_time if job.end_time is not None else now
@@ -36,19 +39,19 @@ def format_elapsed(seconds: float) -> str:
     return f"{days}-{text}" if days else text
 
 
-def _allocated(job: JobRecord) -> bool:
+def _allocated(job: Job) -> bool:
     return job.start_time is not None
 
 
-def _gpus(job: JobRecord) -> int:
+def _gpus(job: Job) -> int:
     return job.spec.gpus()
 
 
-def _cpus(job: JobRecord) -> int:
+def _cpus(job: Job) -> int:
     return job.spec.cpus
 
 
-def alloc_tres(job: JobRecord) -> str:
+def alloc_tres(job: Job) -> str:
     """``cpu=1,gres/gpu=2,gres/gpu:a100=2,mem=1000M,node=1``; empty before the job was allocated."""
     if not _allocated(job):
         return ""
@@ -63,7 +66,7 @@ def alloc_tres(job: JobRecord) -> str:
     return ",".join(parts)
 
 
-def gpu_seconds(job: JobRecord, now: float) -> float | None:
+def gpu_seconds(job: Job, now: float) -> float | None:
     """Recorded GPU-seconds, or allocated GPUs x elapsed so far for a job still running."""
     if job.gpu_seconds is not None:
         return job.gpu_seconds
@@ -71,14 +74,14 @@ def gpu_seconds(job: JobRecord, now: float) -> float | None:
     return gpus * _elapsed(job, now) if gpus and _allocated(job) else None
 
 
-def account_fields(now: float) -> dict[str, Callable[[JobRecord], str]]:
+def account_fields(now: float) -> dict[str, Callable[[Job], str]]:
     """Field name (lower case) -> getter; the header is the name as the user wrote it."""
     from pslurm.core.timefmt import format_duration, format_timestamp
 
-    def ts(job: JobRecord, name: str) -> str:
+    def ts(job: Job, name: str) -> str:
         return format_timestamp(getattr(job, name))
 
-    def gpu_secs(job: JobRecord) -> str:
+    def gpu_secs(job: Job) -> str:
         value = gpu_seconds(job, now)
         return "" if value is None else str(round(value))
 
@@ -128,7 +131,7 @@ def parse_fields(spec: str, known: Sequence[str]) -> list[tuple[str, str, int]]:
     return out
 
 
-def render(rows: list[JobRecord], columns: list[tuple[str, str, int]], fields: dict[str, Callable[[JobRecord], str]],
+def render(rows: Sequence[Job], columns: list[tuple[str, str, int]], fields: dict[str, Callable[[Job], str]],
            header: bool, sep: str | None, trailing: bool) -> list[str]:
     """sacct's table (fixed widths, ``+`` marks a cut value) or, with ``sep``, parsable lines."""
     table = [[fields[key](row) for _, key, _ in columns] for row in rows]
@@ -149,7 +152,7 @@ def render(rows: list[JobRecord], columns: list[tuple[str, str, int]], fields: d
     return [line.rstrip() for line in out]
 
 
-def _job_json(job: JobRecord, now: float) -> dict[str, Any]:
+def _job_json(job: Job, now: float) -> dict[str, Any]:
     from pslurm.cli.jsonout import job_json
 
     data = job_json(job)
@@ -213,9 +216,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         columns = parse_fields(str(fmt or DEFAULT_FIELDS), list(fields))
     except ValueError as exc:
         fail(PROG, str(exc))
-    client = connect(PROG)
+    from pslurm.core.jobinfo import JobInfo
+
+    api = connect_api(PROG)
     with reporting(PROG):
-        found = client.jobs(job_ids=job_ids, users=wanted_users, include_finished=True, since=since)
+        found = [JobInfo(data) for data in api.jobs(job_ids=job_ids, users=wanted_users, include_finished=True,
+                                                     since=since)]
     found = [j for j in found if (not wanted or j.state in wanted)
              and (until is None or j.submit_time <= until)]
     if v.get("as_json"):

@@ -5,14 +5,13 @@ from __future__ import annotations
 import os
 import sys
 
-from pslurm.cli.common import connect, current_umask, fail, reporting, user_identity
+from pslurm.cli.common import connect_api, current_umask, fail, reporting, user_identity
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
     from pslurm.cli.options import Parsed
-    from pslurm.core.request import JobOptions
 
 PROG = "psbatch"
 WRAP_HEADER = "#!/bin/sh\n# This script was created by psbatch --wrap.\n\n"
@@ -31,8 +30,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     text, default_name = _script_text(script, wrap if isinstance(wrap, str) else None, cli.positional[1:])
     directives = _directives(text)
     warn_inert(PROG, directives, cli)
-    opts = cli.job_options().over(directives.job_options())
-    submit(opts, text, default_name, bool(cli.values.get("parsable") or directives.values.get("parsable")))
+    submit(cli.job_values(directives), text, default_name,
+           bool(cli.values.get("parsable") or directives.values.get("parsable")))
 
 
 def _script_text(script: str | None, wrap: str | None, script_args: Sequence[str]) -> tuple[str, str]:
@@ -84,18 +83,19 @@ def _directives(text: str) -> Parsed:
         fail(PROG, str(exc))
 
 
-def submit(opts: JobOptions, text: str, default_name: str, parsable: bool) -> None:
-    from pslurm.core.jobspec import SpecError
-    from pslurm.core.request import build_spec
+def submit(opts: Mapping[str, object], text: str, default_name: str, parsable: bool) -> None:
+    """Check the options (JobOptions' fields by name), send the job, print its id."""
+    from pslurm.core.errors import SpecError
+    from pslurm.core.jobdesc import spec_values
+    from pslurm.core.restjson import desc_to_json
 
     user, uid, gid = user_identity()
     try:
-        spec = build_spec(opts, user=user, uid=uid, gid=gid, cwd=os.getcwd(), environ=os.environ, umask=current_umask(),
-                          script=text, default_name=default_name)
+        job = desc_to_json(spec_values(opts, user=user, uid=uid, gid=gid, cwd=os.getcwd(), environ=os.environ,
+                                       umask=current_umask(), script=text, default_name=default_name))
     except SpecError as exc:
         fail(PROG, str(exc))
-    client = connect(PROG)
+    api = connect_api(PROG)
     with reporting(PROG, "Batch job submission failed: "):
-        job_id = client.submit(spec)
+        job_id = api.submit(job)
     print(job_id if parsable else f"Submitted batch job {job_id}")
-

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from pslurm.cli import argv as a
-from pslurm.cli.common import connect, fail, reporting
+from pslurm.cli.common import connect_api, fail, reporting
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -27,7 +27,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         fail(PROG, "Missing argument 'job_ids'.")
     signal = a.values(found).get("signal")
     from pslurm.core.arrays import parse_task_selector
-    from pslurm.core.jobspec import SpecError
+    from pslurm.core.errors import SpecError
 
     ids, specs = [], []
     for text in job_ids:
@@ -40,9 +40,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         else:
             specs.append(text)
     signum = _signal_number(signal) if isinstance(signal, str) and signal else 0
-    client = connect(PROG)
+    api = connect_api(PROG)
     with reporting(PROG):
-        errors = client.cancel(ids, signum, specs)
+        errors = api.cancel(ids, signum, specs)
     for line in errors:
         print(f"{PROG}: error: {line}", file=sys.stderr)
     if errors:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from pslurm.cli import argv as a
-from pslurm.cli.common import connect, fail, reporting
+from pslurm.cli.common import connect, connect_api, fail, reporting
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -13,30 +13,27 @@ if TYPE_CHECKING:
 
     from pslurm.client import Client
     from pslurm.core.config import PartitionConfig
+    from pslurm.core.jobinfo import JobInfo
     from pslurm.core.jobspec import JobRecord
     from pslurm.core.node import NodeStatus
 
 PROG = "pscontrol"
 
 
-def show_job(job: JobRecord) -> str:
+def show_job(job: JobRecord | JobInfo) -> str:
     """scontrol show job's Key=Value block."""
-    from pslurm.core.dependency import DepStatus, describe
-    from pslurm.core.gres import format_gres
-    from pslurm.core.states import JobReason, JobState
+    from pslurm.cli.jobview import dependency_text, gres_text
     from pslurm.core.timefmt import format_duration, format_timestamp
 
     spec = job.spec
     start, end = job.start_time, job.end_time
     expected = start if start is not None else job.start_estimate
     run_time = 0.0 if start is None else (end or time.time()) - start
-    gres = format_gres(spec.gres)
+    gres = gres_text(spec)
     tres = f"cpu={spec.cpus},mem={spec.mem_mb}M,node=1" + (f",gres/gpu={sum(g.count for g in spec.gres)}"
                                                           if gres else "")
     stdout = spec.stdout if spec.stdout is not None else "slurm-%j.out"
-    dep_status = {JobReason.DEPENDENCY: DepStatus.WAITING,
-                  JobReason.DEPENDENCY_NEVER_SATISFIED: DepStatus.NEVER}.get(job.reason)
-    dependency = describe(spec.dependency, dep_status if job.state == JobState.PENDING else DepStatus.SATISFIED)
+    dependency = dependency_text(job)
     array = (f" ArrayJobId={job.array_job_id} ArrayTaskId={job.array_task_id}"
              if job.array_job_id is not None else "")
     held = {"user": " (held by user)", "admin": " (held by an operator)"}.get(job.hold, "")
@@ -117,8 +114,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     if not words:
         fail(PROG, "Missing argument 'words'.")
     as_json = bool(a.values(found).get("as_json"))
-    client = connect(PROG)
     verb = words[0].lower()
+    if verb == "show" and len(words) >= 2 and words[1].lower() in ("job", "jobs"):
+        _show_jobs(words[2:], as_json)  # the hot path: the API's JSON as it is, no dataclasses
+        return
+    client = connect(PROG)
     if verb == "show" and len(words) >= 2:
         _show(client, words[1].lower(), words[2:], as_json)
     elif verb == "update":
@@ -134,21 +134,7 @@ def _show(client: Client, what: str, names: list[str], as_json: bool) -> None:
 
     from pslurm.cli import jsonout
 
-    if what in ("job", "jobs"):
-        try:
-            job_ids = [int(n) for n in names]
-        except ValueError:
-            fail(PROG, f"Invalid job id specified: {' '.join(names)}")
-        with reporting(PROG):
-            jobs = client.jobs(job_ids=job_ids, include_finished=bool(names))
-        if names and not jobs:
-            fail(PROG, "Invalid job id specified")
-        if as_json:
-            print(json.dumps({"jobs": [{**jsonout.job_json(j, full=True), "job_id": str(j.job_id)} for j in jobs]},
-                             indent=2))
-        else:
-            print("\n".join(show_job(j) for j in jobs) if jobs else "No jobs in the system")
-    elif what in ("node", "nodes"):
+    if what in ("node", "nodes"):
         with reporting(PROG):
             nodes = [n for n in client.nodes() if not names or n.name in names]
         if names and not nodes:
@@ -167,6 +153,30 @@ def _show(client: Client, what: str, names: list[str], as_json: bool) -> None:
                 print(show_partition(p))
     else:
         fail(PROG, f"Invalid entity: {what} (job, node or partition)")
+
+
+def _show_jobs(names: list[str], as_json: bool) -> None:
+    """show job [ID...]: every job, or the named ones (finished ones too)."""
+    from pslurm.core.jobinfo import JobInfo
+
+    try:
+        job_ids = [int(n) for n in names]
+    except ValueError:
+        fail(PROG, f"Invalid job id specified: {' '.join(names)}")
+    api = connect_api(PROG)
+    with reporting(PROG):
+        jobs = [JobInfo(data) for data in api.jobs(job_ids=job_ids, include_finished=bool(names))]
+    if names and not jobs:
+        fail(PROG, "Invalid job id specified")
+    if as_json:
+        import json
+
+        from pslurm.cli import jsonout
+
+        print(json.dumps({"jobs": [{**jsonout.job_json(j, full=True), "job_id": str(j.job_id)} for j in jobs]},
+                         indent=2))
+    else:
+        print("\n".join(show_job(j) for j in jobs) if jobs else "No jobs in the system")
 
 
 def _update(client: Client, pairs: list[str]) -> None:

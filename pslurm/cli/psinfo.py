@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 from pslurm.cli import argv as a
-from pslurm.cli.common import connect, print_listing, reporting
+from pslurm.cli.common import connect_api, print_listing, reporting
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any
 
-    from pslurm.client import ClusterStatus
+    from pslurm.core.clusterinfo import NodeInfo, PartitionInfo
     from pslurm.core.config import PartitionConfig
     from pslurm.core.node import NodeStatus
+
+    Part = PartitionConfig | PartitionInfo  # a client's object, or the API's JSON as it is
+    Node = NodeStatus | NodeInfo
 
 PROG = "psinfo"
 PARTITION_FORMAT = "%9P %.5a %.10l %.6D %.6t %N"
@@ -21,21 +24,26 @@ LONG_STATE = {"idle": "idle", "mix": "mixed", "alloc": "allocated", "drain": "dr
               "down": "down", "unk": "unknown"}
 
 
-def node_rows(info: ClusterStatus, partitions: list[str] | None) -> list[tuple[PartitionConfig, NodeStatus]]:
+def node_rows(parts: Sequence[Part], all_nodes: Sequence[Node],
+              partitions: list[str] | None) -> list[tuple[Part, Node]]:
     """(partition, node) pairs, partitions in configuration order."""
-    nodes = {n.name: n for n in info.nodes}
-    return [(p, nodes[name]) for p in info.partitions if not partitions or p.name in partitions
+    nodes = {n.name: n for n in all_nodes}
+    return [(p, nodes[name]) for p in parts if not partitions or p.name in partitions
             for name in p.nodes if name in nodes]
 
 
 def _fields() -> dict[str, tuple[str, Any]]:
-    from pslurm.core.gres import format_gres
     from pslurm.core.timefmt import format_duration
 
-    def limit(p: PartitionConfig) -> str:
+    def gres(n: Node) -> str:
+        from pslurm.core.gres import format_gres  # here: only %G needs it (and dataclasses)
+
+        return format_gres(n.gres) or "(null)"
+
+    def limit(p: Part) -> str:
         return "infinite" if p.max_time is None else format_duration(p.max_time)
 
-    def cpus_aiot(n: NodeStatus) -> str:
+    def cpus_aiot(n: Node) -> str:
         other = n.cpus if n.display_state in ("down", "drain", "unk") else 0
         idle = n.cpus - n.alloc_cpus - other
         return f"{n.alloc_cpus}/{max(idle, 0)}/{other}/{n.cpus}"
@@ -50,14 +58,14 @@ def _fields() -> dict[str, tuple[str, Any]]:
         "c": ("CPUS", lambda r: str(r[1].cpus)),
         "C": ("CPUS(A/I/O/T)", lambda r: cpus_aiot(r[1])),
         "m": ("MEMORY", lambda r: str(r[1].real_memory)),
-        "G": ("GRES", lambda r: format_gres(r[1].gres) or "(null)"),
+        "G": ("GRES", lambda r: gres(r[1])),
         "E": ("REASON", lambda r: r[1].reason or "none"),
         "N": ("NODELIST", None),
         "D": ("NODES", None),
     }
 
 
-def render_rows(fmt: str, rows: list[tuple[PartitionConfig, NodeStatus]], node_oriented: bool,
+def render_rows(fmt: str, rows: list[tuple[Part, Node]], node_oriented: bool,
                 header: bool) -> list[str]:
     """sinfo's grouping: rows equal in every field but NODELIST/NODES become one line."""
     from pslurm.cli.formats import parse_format, render
@@ -101,16 +109,20 @@ def main(argv: Sequence[str] | None = None) -> None:
     a.no_positionals(PROG, positional)
     v = a.values(found)
     fmt, partition, node_oriented = v.get("fmt"), v.get("partition"), bool(v.get("node_oriented"))
-    client = connect(PROG)
+    api = connect_api(PROG)
     with reporting(PROG):
-        info = client.cluster()
+        reply = api.cluster()
     if v.get("as_json"):
         import json
 
         from pslurm.cli.jsonout import cluster_json
+        from pslurm.client.http_transport import cluster_from_json
 
-        print(json.dumps(cluster_json(info), indent=2))
+        print(json.dumps(cluster_json(cluster_from_json(reply)), indent=2))
         return
-    rows = node_rows(info, partition.split(",") if isinstance(partition, str) else None)
+    from pslurm.core.clusterinfo import NodeInfo, PartitionInfo
+
+    rows = node_rows([PartitionInfo(p) for p in reply["partitions"]], [NodeInfo(n) for n in reply["nodes"]],
+                     partition.split(",") if isinstance(partition, str) else None)
     print_listing(PROG, lambda: render_rows(str(fmt or (NODE_FORMAT if node_oriented else PARTITION_FORMAT)), rows,
                                             node_oriented, not v.get("noheader")))

@@ -5,21 +5,24 @@ from __future__ import annotations
 import time
 
 from pslurm.cli import argv as a
-from pslurm.cli.common import connect, fail, print_listing, reporting
+from pslurm.cli.common import connect_api, fail, print_listing, reporting
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any
 
+    from pslurm.core.jobinfo import JobInfo
     from pslurm.core.jobspec import JobRecord
+
+    Job = JobRecord | JobInfo  # a record of pslurm.client, or the API's JSON as it is
 
 PROG = "psqueue"
 DEFAULT_FORMAT = "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R"
 START_FORMAT = "%.18i %.9P %.8j %.8u %.2t %.19S %.6D %R"
 
 
-def row_id(job: JobRecord) -> str:
+def row_id(job: Job) -> str:
     """The JOBID column: the job's id (``14``, ``14_3``), or ``14_[3-9%2]`` for a row that stands
     for several pending tasks of an array."""
     if job.collapsed_tasks and job.array_job_id is not None:
@@ -28,36 +31,30 @@ def row_id(job: JobRecord) -> str:
     return job.display_id
 
 
-def _elapsed(job: JobRecord) -> float:
+def _elapsed(job: Job) -> float:
     if job.start_time is None:
         return 0
     end = job.end_time if job.end_time is not None else time.time()
     return max(0.0, end - job.start_time)
 
 
-def _reason_or_nodes(job: JobRecord) -> str:
+def _reason_or_nodes(job: Job) -> str:
     return job.node or "" if job.state.holds_resources or job.node else f"({job.reason})"
 
 
 def job_fields() -> dict[str, tuple[str, Any]]:
-    from pslurm.core.dependency import DepStatus, describe
-    from pslurm.core.gres import format_gres
-    from pslurm.core.states import JobReason, JobState
+    from pslurm.cli.jobview import dependency_text, gres_text
+    from pslurm.core.states import JobState
     from pslurm.core.timefmt import format_duration, format_timestamp
 
-    def start(j: JobRecord) -> str:
+    def start(j: Job) -> str:
         if j.start_time is not None:
             return format_timestamp(j.start_time)
         if j.state == JobState.PENDING and j.start_estimate is not None:
             return format_timestamp(j.start_estimate)
         return "N/A"
 
-    def dependency(j: JobRecord) -> str:
-        status = {JobReason.DEPENDENCY: DepStatus.WAITING,
-                  JobReason.DEPENDENCY_NEVER_SATISFIED: DepStatus.NEVER}.get(j.reason)
-        return describe(j.spec.dependency, status if j.state == JobState.PENDING else DepStatus.SATISFIED)
-
-    def task(j: JobRecord) -> str:
+    def task(j: Job) -> str:
         return row_id(j).partition("_")[2] if j.array_job_id is not None else "N/A"
 
     return {
@@ -82,8 +79,8 @@ def job_fields() -> dict[str, tuple[str, Any]]:
         "R": ("NODELIST(REASON)", _reason_or_nodes),
         "r": ("REASON", lambda j: str(j.reason)),
         "P": ("PARTITION", lambda j: j.partition),
-        "b": ("TRES_PER_NODE", lambda j: "gres/" + format_gres(j.spec.gres) if j.spec.gres else "N/A"),
-        "E": ("DEPENDENCY", dependency),
+        "b": ("TRES_PER_NODE", lambda j: "gres/" + gres_text(j.spec) if j.spec.gres else "N/A"),
+        "E": ("DEPENDENCY", dependency_text),
         "V": ("SUBMIT_TIME", lambda j: format_timestamp(j.submit_time)),
         "S": ("START_TIME", start),
         "e": ("END_TIME", lambda j: format_timestamp(j.end_time)),
@@ -114,7 +111,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     jobs, users, states, partition = (v.get(k) for k in ("jobs", "users", "states", "partition"))
     fmt, start, expand, as_json, noheader = (v.get(k) for k in ("fmt", "start", "expand", "as_json", "noheader"))
     from pslurm.core.arrays import parse_task_selector, split_job_list
-    from pslurm.core.jobspec import SpecError
+    from pslurm.core.errors import SpecError
+    from pslurm.core.jobinfo import JobInfo
+    from pslurm.core.states import JobState
 
     selectors = []
     if isinstance(jobs, str) and jobs:
@@ -129,16 +128,20 @@ def main(argv: Sequence[str] | None = None) -> None:
         if states.lower() == "all":
             include_finished = True
         else:
-            wanted_states.extend(s for s in states.split(",") if s)
-    client = connect(PROG)
+            try:
+                wanted_states.extend(JobState.parse(s).value for s in states.split(",") if s)
+            except ValueError as exc:
+                fail(PROG, str(exc))
+    api = connect_api(PROG)
     with reporting(PROG):
-        found = client.jobs(
+        replies = api.jobs(
             job_ids=job_ids, users=[u for u in users.split(",") if u] if isinstance(users, str) else (),
             states=wanted_states, include_finished=include_finished,
             # a listing reads only the jobs' own columns, unless it shows the request itself
             light=not as_json and not _shows_request(str(fmt or "")),
             # squeue's view: an array's pending tasks as one row, grouped by the controller (-r: one row each)
             collapse_arrays=not (expand or as_json or any(tasks is not None for _, tasks in selectors)))
+    found = [JobInfo(data) for data in replies]
     if any(tasks is not None for _, tasks in selectors):
         found = [j for j in found if _selected(j, selectors)]
     if isinstance(partition, str) and partition:
@@ -157,7 +160,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                                              not noheader))
 
 
-def _selected(job: JobRecord, selectors: list[tuple[int, tuple[int, ...] | None]]) -> bool:
+def _selected(job: Job, selectors: list[tuple[int, tuple[int, ...] | None]]) -> bool:
     for job_id, tasks in selectors:
         if tasks is None and (job.job_id == job_id or job.array_job_id == job_id):
             return True
@@ -174,7 +177,7 @@ def _shows_request(fmt: str) -> bool:
     return any(col.letter in ("Z", "o") for col in parse_format(fmt)[0])
 
 
-def render_queue(fmt: str, found: list[JobRecord], header: bool) -> list[str]:
+def render_queue(fmt: str, found: Sequence[Job], header: bool) -> list[str]:
     from pslurm.cli.formats import render
 
     return render(fmt, found, job_fields(), header, PROG)

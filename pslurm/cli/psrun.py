@@ -6,16 +6,15 @@ import os
 import sys
 import time
 
-from pslurm.cli.common import connect, current_umask, fail, reporting, user_identity
+from pslurm.cli.common import connect_api, current_umask, fail, reporting, user_identity
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import queue
-    from collections.abc import Callable, Iterator, Sequence
+    from collections.abc import Callable, Iterator, Mapping, Sequence
 
-    from pslurm.client import Client, OutputChunk
-    from pslurm.core.jobspec import JobRecord
-    from pslurm.core.request import JobOptions
+    from pslurm.client.api import Api
+    from pslurm.core.jobinfo import JobInfo
 
 PROG = "psrun"
 RETRY_WAIT = 0.25  # seconds before asking again when the controller ended a wait early
@@ -34,62 +33,66 @@ def main(argv: Sequence[str] | None = None) -> None:
     if input_.lower() not in ("all", "0", "none"):
         fail(PROG, f"Invalid --input specification: {input_} (all or none)")
     warn_inert(PROG, cli)
-    raise SystemExit(run_job(cli.job_options(), tuple(cli.positional), forward_stdin=input_.lower() != "none"))
+    raise SystemExit(run_job(cli.job_values(), tuple(cli.positional), forward_stdin=input_.lower() != "none"))
 
 
-def run_job(opts: JobOptions, argv: tuple[str, ...], forward_stdin: bool = True) -> int:
-    from pslurm.core.jobspec import SpecError
-    from pslurm.core.request import build_spec
+def run_job(opts: Mapping[str, object], argv: tuple[str, ...], forward_stdin: bool = True) -> int:
+    """Submit ``argv`` as an interactive job (``opts``: JobOptions' fields by name), follow it, return
+    its exit status."""
+    from pslurm.core.errors import SpecError
+    from pslurm.core.jobdesc import spec_values
+    from pslurm.core.restjson import desc_to_json
 
     user, uid, gid = user_identity()
     try:
-        spec = build_spec(opts, user=user, uid=uid, gid=gid, cwd=os.getcwd(), environ=os.environ, umask=current_umask(),
-                          argv=argv, default_name=os.path.basename(argv[0]), interactive=True)
+        job = desc_to_json(spec_values(opts, user=user, uid=uid, gid=gid, cwd=os.getcwd(), environ=os.environ,
+                                       umask=current_umask(), argv=argv, default_name=os.path.basename(argv[0]),
+                                       interactive=True))
     except SpecError as exc:
         fail(PROG, str(exc))
-    client = connect(PROG)
+    api = connect_api(PROG)
     with reporting(PROG, "Unable to allocate resources: "):
-        job_id = client.submit(spec)
+        job_id = api.submit(job)
     try:
-        return _follow(client, job_id, forward_stdin)
+        return _follow(api, job_id, forward_stdin)
     except KeyboardInterrupt:
         import signal
 
         with reporting(PROG):
-            client.cancel([job_id])
+            api.cancel([job_id])
         print(f"{PROG}: Job step aborted: job {job_id} cancelled", file=sys.stderr)
         return 128 + signal.SIGINT
 
 
-def _follow(client: Client, job_id: int, forward_stdin: bool = True) -> int:
+def _follow(api: Api, job_id: int, forward_stdin: bool = True) -> int:
     """Wait for the job to start, stream its output from (and our stdin to) its node, return its
     exit status."""
-    from pslurm.client import ClientError
+    from pslurm.client.errors import ClientError
     from pslurm.core.states import JobReason, JobState
 
     queued = False
 
-    def note_queued(job: JobRecord) -> None:
+    def note_queued(job: JobInfo) -> None:
         nonlocal queued
         if job.state == JobState.PENDING and job.reason != JobReason.NONE and not queued:
             print(f"{PROG}: job {job_id} queued and waiting for resources", file=sys.stderr)
             queued = True
 
-    job = _wait_until(client, job_id, lambda j: j.state != JobState.PENDING, note_queued)
+    job = _wait_until(api, job_id, lambda j: j.state != JobState.PENDING, note_queued)
     if queued:
         print(f"{PROG}: job {job_id} has been allocated resources", file=sys.stderr)
     if job.state == JobState.RUNNING and job.node:
         stdin = None
         try:
-            stdin = _StdinForwarder(client, job, forward_stdin)
-            for chunk in _output(client, job):
-                if chunk.stdout:
-                    sys.stdout.buffer.write(chunk.stdout)
+            stdin = _StdinForwarder(api, job, forward_stdin)
+            for stdout, stderr, done in _output(api, job):
+                if stdout:
+                    sys.stdout.buffer.write(stdout)
                     sys.stdout.buffer.flush()
-                if chunk.stderr:
-                    sys.stderr.buffer.write(chunk.stderr)
+                if stderr:
+                    sys.stderr.buffer.write(stderr)
                     sys.stderr.buffer.flush()
-                if chunk.done:
+                if done:
                     break
         except ClientError:
             pass  # the node went away: the controller's record below says how the job ended
@@ -97,25 +100,26 @@ def _follow(client: Client, job_id: int, forward_stdin: bool = True) -> int:
             if stdin is not None:
                 stdin.close()
     # the agent reports the end to the controller just after the stream ends
-    return _exit_status(_wait_until(client, job_id, lambda j: j.state.is_final))
+    return _exit_status(_wait_until(api, job_id, lambda j: j.state.is_final))
 
 
-def _output(client: Client, job: JobRecord, patience: float = 10.0) -> Iterator[OutputChunk]:
+def _output(api: Api, job: JobInfo, patience: float = 10.0) -> Iterator[tuple[bytes, bytes, bool]]:
     """The job's output stream. An agent answers NOT_FOUND for a job whose launch it has not seen
     yet (it waits only briefly, to keep its threads for its controller): ask again while the job
-    still runs, until the first chunk comes."""
-    from pslurm.client import NotFound
+    still runs, until the first chunk comes. Yields (stdout, stderr, done)."""
+    from pslurm.client.errors import NotFound
+    from pslurm.core.restjson import output_chunk_from_json
 
     deadline = time.monotonic() + patience
     while True:
         started = False
         try:
-            for chunk in client.output(job):
+            for data in api.output(job.job_id):
                 started = True
-                yield chunk
+                yield output_chunk_from_json(data)[:3]
             return
         except NotFound:
-            current = client.job(job.job_id)
+            current = _job(api, job.job_id)
             if started or time.monotonic() > deadline or current is None or current.state.is_final:
                 raise
             time.sleep(0.2)
@@ -128,12 +132,12 @@ class _StdinForwarder:
     drains; :meth:`close` ends that stream once the job is over, so psrun never exits with a call
     still in flight."""
 
-    def __init__(self, client: Client, job: JobRecord, forward: bool) -> None:
+    def __init__(self, api: Api, job: JobInfo, forward: bool) -> None:
         import queue
         import threading
 
         self._queue: queue.Queue[bytes | None] = queue.Queue()
-        self._sending = client.send_input(job, self._chunks())
+        self._sending = api.send_input(job.job_id, self._chunks())
         if forward:
             threading.Thread(target=self._read, daemon=True, name="stdin").start()
         else:
@@ -159,20 +163,31 @@ class _StdinForwarder:
         self._sending.close(timeout=5)
 
 
-def _wait_until(client: Client, job_id: int, done: Callable[[JobRecord], bool],
-                seen: Callable[[JobRecord], None] = lambda job: None) -> JobRecord:
+def _wait_until(api: Api, job_id: int, done: Callable[[JobInfo], bool],
+                seen: Callable[[JobInfo], None] = lambda job: None) -> JobInfo:
     """Follow the job until ``done(job)``, passing each update to ``seen``. A busy controller may
     answer a wait with the job as it is now and end it: then ask again shortly."""
+    from pslurm.core.jobinfo import JobInfo
+
     while True:
         with reporting(PROG):
-            for job in client.wait(job_id):
+            for data in api.wait(job_id):
+                job = JobInfo(data)
                 seen(job)
                 if done(job):
                     return job
         time.sleep(RETRY_WAIT)
 
 
-def _exit_status(job: JobRecord) -> int:
+def _job(api: Api, job_id: int) -> JobInfo | None:
+    """The job now (finished or not), or None."""
+    from pslurm.core.jobinfo import JobInfo
+
+    found = [JobInfo(data) for data in api.jobs([job_id], include_finished=True)]
+    return next((j for j in found if j.job_id == job_id), None)
+
+
+def _exit_status(job: JobInfo) -> int:
     import signal
 
     from pslurm.core.states import JobState

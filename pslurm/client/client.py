@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from pslurm.core.jobspec import JobRecord, JobSpec
     from pslurm.core.node import NodeStatus
 
-DEFAULT_TIMEOUT = 30.0  # seconds a request may take before the controller counts as unreachable
+DEFAULT_TIMEOUT = 30.0  # seconds a request may take before the controller counts as unreachable (as api's)
 
 
 class Client:
@@ -175,13 +175,12 @@ class Client:
 
 
 def _load_config(config: Any) -> ClusterConfig:
-    from pslurm.core.config import ClusterConfig, ConfigError, find_config_path, load_cluster_config
+    from pslurm.client.api import config_path
+    from pslurm.core.config import ClusterConfig, ConfigError, load_cluster_config
 
     if isinstance(config, ClusterConfig):
         return config
-    path = find_config_path() if config is None else os.fspath(config)
-    if not os.path.exists(path):
-        raise ConfigurationError(f"no cluster configuration at {path}: start one with 'pslurm up' or set PSLURM_CONF")
+    path = config_path(config)
     try:
         return load_cluster_config(path)
     except ConfigError as exc:

@@ -5,11 +5,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, replace
 
+# ConfigError and where the file is are the client's too (pslurm.core.clientconf: no dataclasses)
+from pslurm.core.clientconf import ConfigError, default_state_dir, find_config_path
 from pslurm.core.gres import GresRequest
-
-
-class ConfigError(ValueError):
-    """A configuration file that cannot be used; the message names the file and the line."""
 
 
 @dataclass(frozen=True)
@@ -145,6 +143,7 @@ class SchedulerConfig:
     job_requeue: bool = True  # JobRequeue= (1: batch jobs may be requeued unless --no-requeue)
     enforce_part_limits: bool = True  # EnforcePartLimits= (NO: a job over MaxTime pends PartitionTimeLimit)
     bf_max_job_test: int = 500  # SchedulerParameters=bf_max_job_test=N: reservations per pass
+    bf_interval: int = 1  # SchedulerParameters=bf_interval=N: seconds between backfill passes (-1: none)
 
 
 def _time_or_minutes(path: str, key: str, value: str) -> int:
@@ -211,6 +210,10 @@ def scheduler_config(cfg: ClusterConfig) -> SchedulerConfig:
             if not num.isdigit():
                 raise ConfigError(f"{path}: SchedulerParameters: bf_max_job_test={num}: expected a number")
             values["bf_max_job_test"] = int(num)
+        elif name.lower() == "bf_interval":  # Slurm's range: 1 to 10800 (3 h), or -1 (no backfill passes)
+            if not (num.isdigit() and 1 <= int(num) <= 10800) and num != "-1":
+                raise ConfigError(f"{path}: SchedulerParameters: bf_interval={num}: expected 1 to 10800, or -1")
+            values["bf_interval"] = int(num)
     return SchedulerConfig(**values)  # type: ignore[arg-type]
 
 
@@ -251,23 +254,6 @@ def load_cgroup_conf(conf_path: str) -> CgroupConfig:
     path = os.path.join(os.path.dirname(conf_path), "cgroup.conf")
     text = _read(path)
     return CgroupConfig() if text is None else parse_cgroup_conf(text, path)
-
-
-def default_state_dir() -> str:
-    """Where ``pslurm up`` keeps the per-user local cluster: ``$XDG_STATE_HOME/pslurm`` or
-    ``~/.local/state/pslurm``."""
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-    return os.path.join(base, "pslurm")
-
-
-def find_config_path() -> str:
-    """``$PSLURM_CONF``, else ``/etc/pslurm/pslurm.conf`` if it exists, else the per-user one."""
-    env = os.environ.get("PSLURM_CONF")
-    if env:
-        return env
-    if os.path.exists("/etc/pslurm/pslurm.conf"):
-        return "/etc/pslurm/pslurm.conf"
-    return os.path.join(default_state_dir(), "pslurm.conf")
 
 
 # The parsers live in confparse; importing them here keeps one place to import the configuration from.

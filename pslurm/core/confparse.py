@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 
+from pslurm.core.clientconf import config_error, controller_host, logical_lines, whole_number
 from pslurm.core.config import (
     CgroupConfig,
     ClusterConfig,
@@ -18,45 +18,11 @@ from pslurm.core.config import (
 
 
 def _err(path: str, lineno: int, what: str) -> ConfigError:
-    return ConfigError(f"{path}:{lineno}: {what}")
+    return config_error(path, lineno, what)
 
 
-def _logical_lines(text: str, path: str) -> Iterator[tuple[int, list[tuple[str, str]]]]:
-    """Yield (first line number, [(key, value)]) per logical line: backslash continuations joined,
-    ``#`` comments dropped, quoted values unquoted. Keys keep their spelling."""
-    import shlex  # lazy: the CLIs import this module on every start
-
-    pending, start = "", 0
-    for lineno, raw in enumerate(text.splitlines(), start=1):
-        line = raw.rstrip("\r")
-        if not pending:
-            start = lineno
-        if line.rstrip().endswith("\\"):
-            pending += line.rstrip()[:-1] + " "
-            continue
-        logical, pending = pending + line, ""
-        lexer = shlex.shlex(logical, posix=True)
-        lexer.whitespace_split, lexer.commenters = True, "#"
-        try:
-            tokens = list(lexer)
-        except ValueError as exc:
-            raise _err(path, start, f"cannot parse line: {exc}") from None
-        pairs = []
-        for tok in tokens:
-            key, eq, value = tok.partition("=")
-            if not eq or not key:
-                raise _err(path, start, f"expected Key=Value, got '{tok}'")
-            pairs.append((key, value))
-        if pairs:
-            yield start, pairs
-    if pending:
-        raise _err(path, start, "line continuation (trailing backslash) at end of file")
-
-
-def _int(path: str, lineno: int, key: str, value: str, hi: int = 2**31 - 1) -> int:
-    if not value.isascii() or not value.isdigit() or int(value) > hi:
-        raise _err(path, lineno, f"{key}={value}: expected a whole number from 0 to {hi}")
-    return int(value)
+_logical_lines = logical_lines  # the one tokenizer, shared with the client's reader
+_int = whole_number
 
 
 def _bool(path: str, lineno: int, key: str, value: str) -> bool:
@@ -89,7 +55,6 @@ _GLOBAL_STR = {"clustername": "cluster_name", "databaseurl": "database_url", "da
                "authkey": "auth_key", "authsocket": "auth_socket"}  # fmt: skip
 _GLOBAL_INT = {"slurmctldport": "controller_port", "restport": "rest_port", "slurmdtimeout": "slurmd_timeout",
                "killwait": "kill_wait", "batchstarttimeout": "batch_start_timeout"}
-_CTLD_HOST = re.compile(r"([^()\s]+)(?:\(([^()\s]+)\))?")
 _PART_STATES = ("UP", "DOWN", "DRAIN", "INACTIVE")
 
 
@@ -190,14 +155,9 @@ def parse_slurm_conf(text: str, path: str = "<string>") -> ClusterConfig:
                     path, lineno, key, value, 65535 if low.endswith("port") else 2**31 - 1
                 )
             elif low in ("slurmctldhost", "controlmachine"):
-                m = _CTLD_HOST.fullmatch(value)
-                if not m:
-                    raise _err(path, lineno, f"{key}={value}: expected name or name(address)")
+                host, addr = controller_host(path, lineno, key, value)
                 if "controller_host" not in values:  # later lines name backup controllers
-                    values["controller_host"] = m.group(1)
-                    values["controller_addr"] = m.group(2) or (
-                        "127.0.0.1" if m.group(1) == "localhost" else m.group(1)
-                    )
+                    values["controller_host"], values["controller_addr"] = host, addr
             else:
                 extra[key] = value
     partitions: dict[str, PartitionConfig] = {}

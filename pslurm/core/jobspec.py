@@ -4,12 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from pslurm.core.errors import SpecError as SpecError  # its home is light: the commands' paths need no dataclasses
 from pslurm.core.gres import GresRequest
+from pslurm.core.jobinfo import display_id as display_id  # light: the commands name jobs without dataclasses
 from pslurm.core.states import JobReason, JobState
-
-
-class SpecError(ValueError):
-    """A job request that is malformed or can never run; the message is one line for the user."""
 
 
 @dataclass
@@ -91,12 +89,6 @@ class JobRecord:
     def display_id(self) -> str:
         """``A_i`` for an array task, the job id otherwise."""
         return display_id(self.job_id, self.array_job_id, self.array_task_id)
-
-
-def display_id(job_id: int, array_job_id: int | None = None, array_task_id: int | None = None) -> str:
-    """How Slurm names a job: ``A_i`` for task i of array A, the job id otherwise. The one place
-    this is computed (records, listings, priorities)."""
-    return str(job_id) if array_job_id is None else f"{array_job_id}_{array_task_id}"
 
 
 def spec_to_dict(spec: JobSpec) -> dict[str, object]:

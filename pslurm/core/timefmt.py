@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 import time
-from datetime import datetime, timedelta
 
 
 class TimeFormatError(ValueError):
@@ -119,6 +118,8 @@ def parse_timestamp(text: str, now: float | None = None) -> float:
         if delta > 1e12:  # beyond any date; also keeps float() from overflowing
             raise TimeFormatError(f"Invalid time specification: {text} (out of range)")
         return now + delta if sign == "+" else now - delta
+    from datetime import datetime, timedelta  # here: listings format times without it (a command pays each import)
+
     midnight = datetime.fromtimestamp(now).replace(hour=0, minute=0, second=0, microsecond=0)
     if s in ("today", "midnight"):
         return midnight.timestamp()

@@ -86,3 +86,30 @@ def test_a_request_imports_nothing_heavy(cluster: Cluster, tmp_path: Path, argv:
     assert proc.returncode in (0, 1), proc.stderr[-2000:]  # pscancel of an unknown id is 1
     heavy = forbidden(imported_modules(proc.stderr))
     assert heavy == [], f"{' '.join(argv)} imports {heavy}"
+
+
+# The goal commands of issue 12 (cold start at most twice a bare interpreter's), and psinfo: their request path
+# reads the API's JSON as it is (pslurm.client.api, pslurm.core.jobinfo), without the domain's
+# dataclasses and without typing, which cost a command some 10-20 ms.
+GOAL_REQUESTS = [
+    ("psbatch", "--parsable", "-o", "/dev/null", "--wrap", "true"),
+    ("psrun", "true"),
+    ("psqueue",),
+    ("pscancel", "999999"),
+    ("psacct", "-a"),
+    ("pscontrol", "show", "job"),
+    ("psinfo",),
+]
+LIGHT = ("typing", "dataclasses", "inspect")  # each costs milliseconds of a command's ~18 ms budget
+
+
+def _light_violations(argv: tuple[str, ...], cluster: Cluster, tmp_path: Path, names: tuple[str, ...]) -> list[str]:
+    proc = traced(*argv, env=cluster.env, cwd=tmp_path)
+    assert proc.returncode in (0, 1), proc.stderr[-2000:]
+    return sorted({m for m in imported_modules(proc.stderr) for bad in names if m == bad or m.startswith(bad + ".")})
+
+
+@pytest.mark.parametrize("argv", GOAL_REQUESTS, ids=[" ".join(r[:2]) for r in GOAL_REQUESTS])
+def test_a_goal_request_imports_no_typing_or_dataclasses(cluster: Cluster, tmp_path: Path,
+                                                          argv: tuple[str, ...]) -> None:
+    assert _light_violations(argv, cluster, tmp_path, LIGHT) == []

@@ -311,6 +311,10 @@ def test_a_big_job_fits_in_a_message_and_a_bigger_message_is_refused(cluster: Cl
     job_id = cluster.submit(cluster.spec(environ=environ, script=script))
     job = cluster.job(job_id)
     assert job.spec.environment["WIDE"] == environ["WIDE"] and job.spec.script == script
+    with Client(str(cluster.conf)) as client:  # the client library sends it as UTF-8, not as 12-byte escapes
+        same = client.submit(cluster.spec(environ=environ, script=script))
+        assert client.job(same).spec.environment["WIDE"] == environ["WIDE"]  # type: ignore[union-attr]
+        client.cancel([same])
     # the user API: a body over the bound is refused (413) ...
     status, reply = cluster.call("POST", "/slurm/v0.0.40/job/submit", raw=b" " * (MAX_REQUEST_BYTES + 1))
     assert status == 413 and first_error(reply).startswith("request too large")

@@ -281,7 +281,6 @@ def test_json_matches_the_wire_messages() -> None:
     from pslurm.core import convert
     from pslurm.core.gres import GresRequest
     from pslurm.core.node import GpuInfo
-    from pslurm.proto import pslurm_pb2 as pb
 
     spec = JobSpec(name="a", user="ana", uid=1000, gid=100, workdir="/w", script="#!/bin/sh\n", argv=("x", "y"),
                    environment={"A": "1"}, partition="gpu", stdout="o-%j", time_limit=600, mem_mb=2000,
@@ -315,21 +314,30 @@ def test_json_matches_the_wire_messages() -> None:
                       running_jobs=1, last_heartbeat=123.0, isolation="devices",
                       gpus=(GpuInfo(0, type="a100", file="/dev/nvidia0", minor=0, uuid="GPU-1", memory_mb=80000,
                                     cores=(0, 1)), GpuInfo(1)))
-    assert convert.node_status_from_pb(convert.node_status_to_pb(node)) == node
-    wire_node = {**_wire_json(convert.node_status_to_pb(node)), "state": "UP"}
-    assert jsonout.node_json(node) == wire_node
-    for part in (PartitionConfig("gpu", ("c000", "c001"), default=True, max_time=3600, default_time=60,
-                                 max_nodes=1, priority_job_factor=2, allow_groups=("lab",)),
-                 PartitionConfig("cpu", ("c002",))):
-        assert convert.partition_from_pb(convert.partition_to_pb(part)) == part
-        assert jsonout.partition_json(part) == _wire_json(convert.partition_to_pb(part))
+    # nodes, partitions and priorities: the shapes of the gRPC messages they had (int64s as strings)
+    assert jsonout.node_json(node) == {
+        "name": "c000", "addr": "10.0.0.1", "port": 7000, "cpus": 8, "real_memory": "16000",
+        "gres": [{"name": "gpu", "type": "a100", "count": 2}], "state": "UP", "drain": True, "reason": "maint",
+        "partitions": ["gpu"], "alloc_cpus": 2, "alloc_mem": "100", "alloc_gpus": [1], "display_state": "drng",
+        "running_jobs": 1, "last_heartbeat": 123.0, "isolation": "devices",
+        "gpus": [{"index": 0, "name": "gpu", "type": "a100", "file": "/dev/nvidia0", "minor": 0, "uuid": "GPU-1",
+                  "memory_mb": "80000", "cores": [0, 1]},
+                 {"index": 1, "name": "gpu", "type": "", "file": "", "minor": -1, "uuid": "", "memory_mb": "0",
+                  "cores": []}]}
+    gpu = PartitionConfig("gpu", ("c000", "c001"), default=True, max_time=3600, default_time=60, max_nodes=1,
+                          priority_job_factor=2, allow_groups=("lab",))
+    assert jsonout.partition_json(gpu) == {
+        "name": "gpu", "nodes": ["c000", "c001"], "default": True, "max_time": "3600", "default_time": "60",
+        "state": "UP", "max_nodes": 1, "priority_job_factor": 2, "allow_groups": ["lab"]}
+    assert jsonout.partition_json(PartitionConfig("cpu", ("c002",))) == {
+        "name": "cpu", "nodes": ["c002"], "default": False, "state": "UP", "priority_job_factor": 1,
+        "allow_groups": []}
     prio = JobPriority(job_id=14, display_id="14_0", user="bo", account="", partition="cpu", priority=9, age=0.5,
                        fairshare=0.25, jobsize=0.1, partition_factor=1.0, qos=0.0, nice=-2, admin_set=True)
     weights = PriorityWeights(age=1000, fairshare=10, jobsize=5, partition=2, qos=0)
-    wire_prio = pb.PriorityList(
-        jobs=[pb.JobPriority(job_id=14, display_id="14_0", user="bo", account="", partition="cpu", priority=9,
-                             age=0.5, fairshare=0.25, jobsize=0.1, partition_factor=1.0, qos=0.0, nice=-2,
-                             admin_set=True)],
-        weights=pb.PriorityWeights(age=1000, fairshare=10, jobsize=5, partition=2, qos=0))
-    assert jsonout.priorities_json([prio], weights) == _wire_json(wire_prio)
+    assert jsonout.priorities_json([prio], weights) == {
+        "jobs": [{"job_id": "14", "display_id": "14_0", "user": "bo", "account": "", "partition": "cpu",
+                  "priority": "9", "age": 0.5, "fairshare": 0.25, "jobsize": 0.1, "partition_factor": 1.0,
+                  "qos": 0.0, "nice": -2, "admin_set": True}],
+        "weights": {"age": "1000", "fairshare": "10", "jobsize": "5", "partition": "2", "qos": "0"}}
 

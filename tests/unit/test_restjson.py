@@ -81,3 +81,82 @@ def test_output_chunks_round_trip() -> None:
     assert restjson.output_chunk_from_json(line) == (b"\x00out", b"err", True, JobState.FAILED, 3, 0)
     assert restjson.output_chunk_from_json(through_json(restjson.output_chunk_to_json(b"x", b"", False, None, 0, 0)))\
         == (b"x", b"", False, None, 0, 0)
+
+
+# -- the views the commands read the JSON with (pslurm.core.jobinfo) ----------------------------------
+
+
+def test_the_views_read_every_field_of_the_dataclasses() -> None:
+    import dataclasses
+
+    from pslurm.core.jobinfo import RECORD_FIELDS, SPEC_FIELDS
+
+    assert set(SPEC_FIELDS) == {f.name for f in dataclasses.fields(JobSpec)}
+    internal = {"spec", "cancel_requested", "requeue_requested"}  # the controller's own: not on the wire
+    assert set(RECORD_FIELDS) == {f.name for f in dataclasses.fields(JobRecord)} - internal
+
+
+def test_a_job_view_has_the_records_values() -> None:
+    from pslurm.core.jobinfo import JobInfo
+
+    record = JobRecord(job_id=12, spec=SPEC, state=JobState.PENDING, reason=JobReason.DEPENDENCY, submit_time=1.5,
+                       array_job_id=10, array_task_id=2, hold="admin", start_estimate=9.0, collapsed_tasks="2-3")
+    view = JobInfo(through_json(restjson.job_to_json(record)))
+    assert view.display_id == record.display_id == "10_2"
+    for name in ("job_id", "state", "reason", "submit_time", "start_time", "node", "gpu_indices", "exit_code",
+                 "array_task_id", "hold", "start_estimate", "collapsed_tasks", "partition", "time_limit"):
+        assert getattr(view, name) == getattr(record, name), name
+    assert view.spec.cpus == SPEC.cpus and view.spec.gpus() == SPEC.gpus() and view.spec.gres == SPEC.gres
+    assert view.spec.environment == SPEC.environment and view.spec.time_limit == SPEC.time_limit
+
+
+def test_options_give_the_same_request_as_a_jobspec_or_as_json() -> None:
+    from pslurm.core.jobdesc import spec_values
+    from pslurm.core.request import JobOptions, build_spec
+
+    opts = JobOptions(job_name="t", time="1:30", gres="gpu:a100:1", gpus="2", mem="2G", nice="5", export="NONE,A=1",
+                      nodelist="c[000-001]", requeue=False, array="0-3")
+    kwargs = dict(user="ana", uid=1, gid=2, cwd="/w", environ={"PATH": "/bin"}, script="#!/bin/sh\n", umask=0o22)
+    spec = build_spec(opts, **kwargs)  # type: ignore[arg-type]
+    given = {k: v for k, v in vars(opts).items() if v is not None}
+    assert restjson.desc_to_json(spec_values(given, **kwargs)) == restjson.spec_to_json(spec)  # type: ignore[arg-type]
+    assert restjson.spec_from_json(through_json(restjson.spec_to_json(spec))) == spec
+
+
+def test_the_commands_print_a_view_as_they_printed_the_record() -> None:
+    from pslurm.cli.jobview import dependency_text, gres_text
+    from pslurm.cli.jsonout import job_json
+    from pslurm.cli.psacct import account_fields
+    from pslurm.cli.pscontrol import show_job
+    from pslurm.cli.psqueue import job_fields
+    from pslurm.core.jobinfo import JobInfo
+
+    record = JobRecord(job_id=12, spec=SPEC, state=JobState.PENDING, reason=JobReason.DEPENDENCY, submit_time=1.5,
+                       array_job_id=10, array_task_id=2, partition="gpu", time_limit=90, start_estimate=9.0)
+    view = JobInfo(through_json(restjson.job_to_json(record)))
+    assert job_json(view, full=True) == job_json(record, full=True) and job_json(view) == job_json(record)
+    assert show_job(view).replace("RunTime=", "") == show_job(record).replace("RunTime=", "")
+    assert (dependency_text(view), gres_text(view.spec)) == ("afterok:1(unfulfilled)", "gpu:a100:2,gpu:1")
+    for letter, (_, get) in job_fields().items():
+        if letter != "M":  # elapsed time: now
+            assert get(view) == get(record), letter
+    for name, get in account_fields(now=100.0).items():
+        assert get(view) == get(record), name  # type: ignore[arg-type]
+
+
+def test_the_node_and_partition_views_read_every_field() -> None:
+    import dataclasses
+
+    from pslurm.core.clusterinfo import NODE_FIELDS, PARTITION_FIELDS, NodeInfo, PartitionInfo
+
+    assert set(NODE_FIELDS) == {f.name for f in dataclasses.fields(NodeStatus)}
+    assert set(PARTITION_FIELDS) == {f.name for f in dataclasses.fields(PartitionConfig)}
+    node = NodeStatus(name="c000", addr="10.0.0.1", port=7000, cpus=8, real_memory=16000,
+                      gres=(GresRequest("gpu", "a100", 2),), state=NodeState.UP, drain=True, display_state="drng",
+                      gpus=(GpuInfo(0, type="a100"),))
+    view = NodeInfo(through_json(restjson.node_to_json(node)))
+    assert (view.display_state, view.cpus, view.gres, view.gpus) == ("drng", 8, node.gres, node.gpus)
+    part = PartitionConfig("gpu", ("c000",), default=True, max_time=3600, max_nodes=1)
+    pview = PartitionInfo(through_json(restjson.partition_to_json(part)))
+    assert (pview.name, pview.default, pview.max_time, pview.nodes, pview.max_nodes) == ("gpu", True, 3600,
+                                                                                        ("c000",), 1)

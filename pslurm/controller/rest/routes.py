@@ -60,7 +60,7 @@ def _reply(data: dict[str, Any], status: int = 200) -> web.Response:
 
 def _dumps(data: dict[str, Any]) -> bytes:
     return json.dumps({**data, "errors": data.get("errors", []), "warnings": data.get("warnings", [])},
-                      separators=(",", ":")).encode()
+                      separators=(",", ":"), ensure_ascii=False).encode()
 
 
 @dataclass(frozen=True)

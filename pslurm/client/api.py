@@ -1,0 +1,325 @@
+"""The user API as it is on the wire: requests to the controller, replies as their JSON.
+
+:class:`Api` sends each request of docs/api.md with a fresh credential and returns the reply's
+JSON (slurmrestd's shapes, :mod:`pslurm.core.restjson`) or raises a
+:class:`~pslurm.client.ClientError`. It is the layer under :class:`pslurm.client.Client`, which
+turns that JSON into domain objects; the commands on the hot path (psqueue, psbatch, pscancel,
+psacct, pscontrol, psrun) use it directly and read the JSON with :mod:`pslurm.cli.jobview`, so a
+command's start imports neither the domain's dataclasses nor ``typing``.
+
+Standard library only, and little of it (``json``, ``socket``, ``threading``): every command
+imports this on its path.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+
+from pslurm.client.errors import (
+    AuthenticationFailed,
+    ClientError,
+    ConfigurationError,
+    ControllerUnreachable,
+    InvalidRequest,
+    NodeUnreachable,
+    NotFound,
+    PermissionDenied,
+)
+from pslurm.client.http import Connection, ProtocolError, Response, query_string, quote
+
+TYPE_CHECKING = False  # typing costs a command milliseconds; mypy takes this name as typing's own
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Iterator
+    from typing import Any, Protocol
+
+    from pslurm.auth.credentials import Credentials
+
+    Json = dict[str, Any]
+
+    class WireConfig(Protocol):
+        """What the API needs of a configuration: a ClusterConfig or a ClientConf."""
+
+        @property
+        def controller_addr(self) -> str: ...
+        @property
+        def rest_port(self) -> int: ...
+        @property
+        def controller_target(self) -> str: ...
+        @property
+        def auth_key_path(self) -> str: ...
+        @property
+        def auth_socket_path(self) -> str: ...
+
+SLURM = "/slurm/v0.0.40"
+PSLURM = "/pslurm/v1"
+CRED_HEADER = "X-Pslurm-Cred"
+INPUT_CLOSE_TIMEOUT = 5.0
+IDLE_KEPT = 4  # idle connections kept for reuse
+DEFAULT_TIMEOUT = 30.0  # seconds a request may take before the controller counts as unreachable
+
+# An error reply's HTTP status -> what it means to the caller (502: the job's node did not answer).
+_ERRORS: dict[int, type[ClientError]] = {400: InvalidRequest, 409: InvalidRequest, 413: InvalidRequest,
+                                         404: NotFound, 403: PermissionDenied, 401: AuthenticationFailed}
+
+
+def config_path(config: str | os.PathLike[str] | None) -> str:
+    """The pslurm.conf to use (None: where the commands look); ConfigurationError when there is none."""
+    if config is None:
+        from pslurm.core.clientconf import find_config_path
+
+        config = find_config_path()
+    path = os.fspath(config)
+    if not os.path.exists(path):
+        raise ConfigurationError(f"no cluster configuration at {path}: start one with 'pslurm up' or set PSLURM_CONF")
+    return path
+
+
+def _error(data: Any, status: int) -> ClientError:
+    """The ClientError for an error reply (or an error line of a stream)."""
+    errors = data.get("errors") if isinstance(data, dict) else None
+    first = errors[0] if errors and isinstance(errors[0], dict) else {}
+    message = str(first.get("error") or first.get("description") or f"HTTP status {status}")
+    if status == 502 and first.get("node_target"):
+        return NodeUnreachable(str(first["node_target"]))
+    return _ERRORS.get(status, ClientError)(message, remote=True)
+
+
+class Api:
+    """Requests to the controller's user API, each with a fresh credential for this process.
+
+    ``config``: a :class:`~pslurm.core.config.ClusterConfig` or a
+    :class:`~pslurm.core.clientconf.ClientConf` (see :meth:`load`). Nothing is sent before the first
+    request; connections are kept alive between requests. May be shared by threads."""
+
+    def __init__(self, config: WireConfig, timeout: float = DEFAULT_TIMEOUT) -> None:
+        self.config = config
+        self.timeout = timeout
+        self.target = config.controller_target  # what ControllerUnreachable names (the controller, as ever)
+        self._credentials: Credentials | None = None
+        self._lock = threading.Lock()
+        self._idle: list[Connection] = []
+
+    @classmethod
+    def load(cls, config: str | os.PathLike[str] | None = None, timeout: float = DEFAULT_TIMEOUT) -> Api:
+        """The API of the cluster whose pslurm.conf is at ``config`` (None: where the commands look),
+        reading only the keys a client needs (:func:`pslurm.core.clientconf.read_client_conf`).
+        ConfigurationError when it is missing or unreadable."""
+        from pslurm.core.clientconf import ConfigError, read_client_conf
+
+        path = config_path(config)
+        try:
+            return cls(read_client_conf(path), timeout)
+        except ConfigError as exc:
+            raise ConfigurationError(str(exc)) from None
+
+    def close(self) -> None:
+        """Close the idle connections (a later request opens one again)."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+
+    def __enter__(self) -> Api:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- the wire --------------------------------------------------------------------------
+
+    def _headers(self, content_type: str | None = "application/json") -> dict[str, str]:
+        from pslurm.auth.credential import AuthError
+        from pslurm.auth.credentials import Credentials
+
+        if self._credentials is None:
+            self._credentials = Credentials(self.config.auth_key_path, self.config.auth_socket_path)
+        try:
+            credential = self._credentials.token()
+        except AuthError as exc:
+            raise AuthenticationFailed(f"cannot authenticate: {exc}") from None
+        headers = {CRED_HEADER: credential}
+        if content_type:
+            headers["Content-Type"] = content_type
+        return headers
+
+    def _connect(self, timeout: float | None) -> Connection:
+        try:
+            return Connection(self.config.controller_addr, self.config.rest_port, timeout)
+        except OSError:
+            raise ControllerUnreachable(self.target) from None
+
+    def _open(self, method: str, path: str, body: bytes | None, stream: bool) -> Response:
+        """Send a request and read its reply's head. A kept-alive connection the server has closed
+        meanwhile is replaced once (safe: a request the server did handle spent its credential, so
+        its replay would be refused, never done twice)."""
+        headers = self._headers()
+        for attempt in (0, 1):
+            conn = None
+            if not stream and attempt == 0:
+                with self._lock:
+                    conn = self._idle.pop() if self._idle else None
+            fresh = conn is None
+            if conn is None:
+                conn = self._connect(self.timeout)
+            try:
+                conn.send(method, path, headers, body)
+                response = conn.response()
+            except (OSError, ProtocolError) as exc:
+                conn.close()
+                if not fresh and not isinstance(exc, TimeoutError):
+                    continue
+                raise ControllerUnreachable(self.target) from None
+            if stream:
+                conn.settimeout(None)  # a stream's next line comes when something happens
+            return response
+        raise AssertionError("unreachable")
+
+    def request(self, method: str, path: str, payload: Json | None = None) -> Json:
+        """One request (``path`` under the API's root, e.g. ``/pslurm/v1/jobs``); its reply's JSON."""
+        body = None if payload is None else json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
+        response = self._open(method, path, body, stream=False)
+        try:
+            raw = response.read()
+        except OSError:
+            response.conn.close()
+            raise ControllerUnreachable(self.target) from None
+        self._release(response)
+        try:
+            data = json.loads(raw) if raw else {}
+        except ValueError:
+            raise ClientError(f"the controller's reply is not JSON (HTTP status {response.status})",
+                              remote=True) from None
+        if response.status >= 300:
+            raise _error(data, response.status)
+        return data  # type: ignore[no-any-return]
+
+    def _release(self, response: Response) -> None:
+        conn = response.conn
+        if response.reusable:
+            with self._lock:
+                if len(self._idle) < IDLE_KEPT:
+                    self._idle.append(conn)
+                    return
+        conn.close()
+
+    def stream(self, path: str) -> Iterator[Json]:
+        """A streamed reply's JSON lines as they come; an error line raises. Leaving the loop closes
+        the connection (the controller stops)."""
+        response = self._open("GET", path, None, stream=True)
+        try:
+            if response.status >= 300:
+                try:
+                    data = json.loads(response.read() or b"{}")
+                except ValueError:
+                    data = {}
+                raise _error(data, response.status)
+            for line in response.lines():
+                data = json.loads(line)
+                if data.get("errors"):
+                    raise _error(data, int(data["errors"][0].get("error_number") or 500))
+                yield data
+        except (OSError, ValueError):
+            raise ControllerUnreachable(self.target) from None
+        finally:
+            response.conn.close()
+
+    # -- the endpoints ---------------------------------------------------------------------
+
+    def submit(self, job: Json) -> int:
+        """Submit a ``job_desc_msg`` (:func:`pslurm.core.restjson.desc_to_json`); the job's id."""
+        return int(self.request("POST", f"{SLURM}/job/submit", {"job": job})["job_id"])
+
+    def jobs(self, job_ids: Iterable[int] = (), users: Iterable[str] = (), states: Iterable[str] = (),
+             include_finished: bool = False, since: float | None = None, light: bool = False,
+             collapse_arrays: bool = False) -> list[Json]:
+        """The jobs' ``job_info`` objects (as :meth:`pslurm.client.Client.jobs`; ``states``: names,
+        ``PENDING``). Records of an array's tasks that share a request carry it once: read them with
+        :func:`pslurm.cli.jobview.request_of` (or :func:`pslurm.core.restjson.job_from_json`)."""
+        job_ids, users, states = list(job_ids), list(users), list(states)
+        params = [("job_id", ",".join(map(str, job_ids)))] if job_ids else []
+        params += [("user", ",".join(users))] if users else []
+        params += [("state", ",".join(states))] if states else []
+        params += [(name, "1") for name, on in (("include_finished", include_finished), ("light", light),
+                                                ("collapse_arrays", collapse_arrays)) if on]
+        if since is not None:
+            params.append(("since", repr(float(since))))
+        return self.request("GET", f"{PSLURM}/jobs{query_string(params)}")["jobs"]  # type: ignore[no-any-return]
+
+    def wait(self, job_id: int) -> Iterator[Json]:
+        """The job's ``job_info`` now and at each change, until it ends (see Client.wait)."""
+        for data in self.stream(f"{PSLURM}/job/{int(job_id)}/wait"):
+            yield data["job"]
+
+    def cancel(self, job_ids: Iterable[int] = (), signal: int = 0, job_specs: Iterable[str] = ()) -> list[str]:
+        """Cancel or signal jobs; one error line per job that could not be."""
+        reply = self.request("POST", f"{PSLURM}/jobs/cancel", {"job_ids": list(job_ids), "signal": signal,
+                                                              "job_specs": list(job_specs)})
+        return [str(line) for line in reply["job_errors"]]
+
+    def update_job(self, job: str, action: str = "", priority: int | None = None,
+                   nice: int | None = None) -> list[str]:
+        """hold / uhold / release / requeue, priority, nice; one error line per job it could not be done to."""
+        reply = self.request("POST", f"{PSLURM}/job/update", {"job": job, "action": action, "priority": priority,
+                                                             "nice": nice})
+        return [str(line) for line in reply["job_errors"]]
+
+    def priorities(self, job_ids: Iterable[int] = (), users: Iterable[str] = ()) -> Json:
+        """``{"jobs": [...], "weights": {...}}``: sprio's rows and the configured weights."""
+        job_ids, users = list(job_ids), list(users)
+        params = [("job_id", ",".join(map(str, job_ids)))] if job_ids else []
+        params += [("user", ",".join(users))] if users else []
+        return self.request("GET", f"{PSLURM}/priorities{query_string(params)}")
+
+    def cluster(self) -> Json:
+        """``{"cluster_name", "partitions", "nodes"}``."""
+        return self.request("GET", f"{PSLURM}/cluster")
+
+    def update_node(self, name: str, state: str, reason: str = "") -> Json:
+        """The node as it is after the change."""
+        reply = self.request("POST", f"{SLURM}/node/{quote(name)}", {"state": [state] if state else [],
+                                                                     "reason": reason})
+        return reply["nodes"][0]  # type: ignore[no-any-return]
+
+    # -- a running job's output and input (relayed by the controller from its node's agent) ----
+
+    def output(self, job_id: int) -> Iterator[Json]:
+        """The job's output lines (restjson.output_chunk_from_json reads one)."""
+        return self.stream(f"{PSLURM}/job/{int(job_id)}/output")
+
+    def send_input(self, job_id: int, chunks: Iterable[bytes]) -> InputCall:
+        """Send ``chunks`` to the job's stdin in the background (see Client.send_input)."""
+        headers = self._headers("application/octet-stream")
+        return InputCall(lambda: self._connect(self.timeout), f"{PSLURM}/job/{int(job_id)}/input", headers, chunks)
+
+
+class InputCall:
+    """A job's stdin being sent in the background: one chunked POST, its body as ``chunks`` yields
+    (pslurm.client.models.InputStream)."""
+
+    def __init__(self, connect: Callable[[], Connection], path: str, headers: dict[str, str],
+                 chunks: Iterable[bytes]) -> None:
+        self._conn: Connection | None = None
+        self._thread = threading.Thread(target=self._send, args=(connect, path, headers, chunks), daemon=True,
+                                        name="input")
+        self._thread.start()
+
+    def _send(self, connect: Callable[[], Connection], path: str, headers: dict[str, str],
+              chunks: Iterable[bytes]) -> None:
+        try:
+            self._conn = conn = connect()
+            conn.settimeout(None)  # the body comes as the user types
+            conn.send_chunked("POST", path, headers, chunks)
+            conn.response().read()
+        except (OSError, ClientError):
+            pass  # the node or the controller went away: how the job ended is the controller's to say
+        finally:
+            if self._conn is not None:
+                self._conn.close()
+
+    def close(self, timeout: float = INPUT_CLOSE_TIMEOUT) -> None:
+        self._thread.join(timeout)
+        if self._thread.is_alive() and self._conn is not None:
+            self._conn.abort()  # the job's stdin was never read to the end: nothing more to say
+            self._thread.join(1)

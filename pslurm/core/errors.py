@@ -1,0 +1,8 @@
+"""The error of a job request that cannot be, in a module of its own: the commands raise and catch
+it on paths that import none of the dataclasses of :mod:`pslurm.core.jobspec` (which re-exports it)."""
+
+from __future__ import annotations
+
+
+class SpecError(ValueError):
+    """A job request that is malformed or can never run; the message is one line for the user."""

@@ -1,0 +1,161 @@
+"""From option values (command line and ``#SBATCH`` directives) to a job request's fields, checked.
+
+:func:`spec_values` is the one place the options of psbatch and psrun get their meaning: it returns
+the fields of a :class:`~pslurm.core.jobspec.JobSpec` as a dict, which
+:func:`pslurm.core.request.build_spec` makes the JobSpec of, and which the commands send as it is
+(:func:`pslurm.core.restjson.desc_to_json`). Standard library only on the common path (a job that
+asks for GRES, a dependency, an array or nodes imports what reads them): the commands import this
+on their path.
+"""
+
+from __future__ import annotations
+
+import os
+import re  # json, on every command's path, imports it anyway
+
+from pslurm.core.errors import SpecError
+
+TYPE_CHECKING = False  # typing costs a command milliseconds; mypy takes this name as typing's own
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
+
+    from pslurm.core.gres import GresRequest
+
+_MEM = re.compile(r"^(\d+)([KMGT]?)B?$", re.I)
+_MEM_FACTOR = {"K": 1 / 1024, "": 1, "M": 1, "G": 1024, "T": 1024 * 1024}
+
+
+def parse_mem(text: str) -> int:
+    """``--mem`` in MB: ``4096``, ``4G``, ``512M``, ``1T`` (MB when no unit, as Slurm)."""
+    match = _MEM.match(text.strip())
+    if not match:
+        raise SpecError(f"Invalid --mem specification: {text}")
+    return max(1, int(int(match.group(1)) * _MEM_FACTOR[match.group(2).upper()])) if int(match.group(1)) else 0
+
+
+def _count(flag: str, text: str | None, default: int) -> int:
+    if text is None:
+        return default
+    if not text.strip().isdigit() or int(text) < 1:
+        raise SpecError(f"Invalid {flag} specification: {text}")
+    return int(text)
+
+
+def _nodes(text: str | None) -> int:
+    if text is None:
+        return 1
+    low, _, high = text.partition("-")  # -N min[-max]: pslurm places single-node jobs
+    if not low.isdigit() or (high and not high.isdigit()):
+        raise SpecError(f"Invalid node count specification: {text}")
+    return int(low)
+
+
+def export_environment(export: str | None, environ: Mapping[str, str]) -> dict[str, str]:
+    """``--export``: ALL (default), NONE, or a list of NAME / NAME=value (with ALL to add to all)."""
+    if export is None or export.upper() == "ALL":
+        return dict(environ)
+    items = [item for item in export.split(",") if item]
+    env: dict[str, str] = {}
+    if any(item.upper() == "ALL" for item in items):
+        env.update(environ)
+    for item in items:
+        if item.upper() in ("ALL", "NONE", "NIL"):
+            continue
+        name, eq, value = item.partition("=")
+        if eq:
+            env[name] = value
+        elif name in environ:
+            env[name] = environ[name]
+    return env
+
+
+def _with_umask(env: dict[str, str], umask: int | None) -> dict[str, str]:
+    if umask is not None:
+        env["SLURM_UMASK"] = f"{umask:04o}"
+    return env
+
+
+def hostlist_option(flag: str, text: str) -> list[str]:
+    """The node names of a -w/--nodelist or -x/--exclude hostlist ([] for ""); SpecError when malformed."""
+    if not text:
+        return []
+    from pslurm.core.hostlists import expand
+
+    try:
+        return expand(text)
+    except ValueError as exc:
+        raise SpecError(f"Invalid {flag} specification: {exc}") from None
+
+
+def _gres(opts: Mapping[str, Any]) -> tuple[GresRequest, ...]:
+    if not (opts.get("gres") or opts.get("gpus") or opts.get("gpus_per_node")):
+        return ()
+    from pslurm.core.gres import GresError, parse_gpus, parse_gres
+
+    try:
+        gres: tuple[GresRequest, ...] = parse_gres(opts["gres"]) if opts.get("gres") else ()
+        for gpus in (opts.get("gpus"), opts.get("gpus_per_node")):  # -N 1: the same thing as --gres=gpu:N
+            if gpus:
+                gres += parse_gpus(gpus)
+    except GresError as exc:
+        raise SpecError(str(exc)) from exc
+    return gres
+
+
+def _time_limit(text: str | None) -> int | None:
+    if not text:
+        return None
+    from pslurm.core.timefmt import TimeFormatError, parse_time_limit
+
+    try:
+        return parse_time_limit(text)
+    except TimeFormatError as exc:
+        raise SpecError(str(exc)) from exc
+
+
+def spec_values(opts: Mapping[str, Any], *, user: str, uid: int, gid: int, cwd: str, environ: Mapping[str, str],
+                script: str | None = None, argv: tuple[str, ...] = (), default_name: str = "",
+                interactive: bool = False, umask: int | None = None) -> dict[str, Any]:
+    """Check the options (JobOptions' fields by name; a missing one is not given) and return the
+    fields of the JobSpec the controller will be sent. Raises SpecError. ``umask``: the submitting
+    process's, passed on as SLURM_UMASK (as sbatch and srun do): the job's output files and
+    processes get it."""
+
+    def o(key: str) -> Any:  # an option's value as given (a string, a flag's bool), None when not
+        return opts.get(key)
+
+    gres = _gres(opts)
+    time_limit = _time_limit(o("time"))
+    chdir = o("chdir")
+    workdir = os.path.abspath(os.path.join(cwd, chdir)) if chdir else cwd
+    nice = 0
+    if o("nice") is not None:
+        try:
+            nice = int(o("nice"))
+        except ValueError:
+            raise SpecError(f"Invalid --nice value: {o('nice')}") from None
+    if o("dependency"):
+        from pslurm.core.dependency import parse_dependency
+
+        parse_dependency(o("dependency"))
+    if o("array"):
+        from pslurm.core.arrays import parse_array
+
+        parse_array(o("array"), max_array_size=2**31)  # the controller checks MaxArraySize
+    hostlist_option("--nodelist", o("nodelist") or "")
+    hostlist_option("--exclude", o("exclude") or "")
+    kill = (o("kill_on_invalid_dep") or "no").lower()
+    if kill not in ("yes", "no"):
+        raise SpecError(f"Invalid --kill-on-invalid-dep value: {o('kill_on_invalid_dep')} (yes or no)")
+    return dict(
+        name=o("job_name") or default_name or "sbatch", user=user, uid=uid, gid=gid, workdir=workdir,
+        script=script, argv=argv, environment=_with_umask(export_environment(o("export"), environ), umask),
+        partition=o("partition"), stdout=o("output"), stderr=o("error"), time_limit=time_limit,
+        num_nodes=_nodes(o("nodes")), ntasks=_count("--ntasks", o("ntasks"), 1),
+        cpus_per_task=_count("--cpus-per-task", o("cpus_per_task"), 1),
+        mem_mb=parse_mem(o("mem")) if o("mem") else 0, gres=gres, interactive=interactive,
+        account=o("account") or "", nice=nice, dependency=o("dependency") or "", requeue=o("requeue"),
+        hold=bool(o("hold")), array=o("array") or "", kill_on_invalid_dep=kill == "yes",
+        nodelist=o("nodelist") or "", exclude=o("exclude") or "",
+    )
