@@ -177,14 +177,17 @@ def bench_store(url: str, label: str, queue: int, nodes: int) -> None:
     store.close()
 
 
-def bench_psqueue(url: str, queue: int) -> None:
-    """psqueue's listing (GET /pslurm/v1/jobs) and rendering of a --queue job queue, in process (no HTTP hop)."""
+def bench_psqueue(url: str, queue: int, separate: bool = False) -> None:
+    """psqueue's listing (GET /pslurm/v1/jobs) and rendering of a --queue job queue, in process (no HTTP hop):
+    arrays of 1000 held tasks, or (``separate``) as many held jobs of their own, each with its own name."""
     import io
     import json
+    from dataclasses import replace
 
     from pslurm.cli import psqueue
     from pslurm.controller.store import Store
     from pslurm.core import restjson
+    from pslurm.core.jobinfo import JobInfo, share_specs
     from pslurm.core.jobspec import JobSpec
 
     store = Store(url)
@@ -193,35 +196,47 @@ def bench_psqueue(url: str, queue: int) -> None:
                    gres=(GresRequest("gpu", None, 1),), time_limit=3600, array="0-999",
                    environment=dict(os.environ), hold=True)  # held: the live cluster below starts none
     if store.count_active() < queue:
-        for _ in range(queue // 1000):
-            store.submit(spec, "gpu", 3600, time.time(), requeue=True, array_ids=tuple(range(1000)))
-    for expand in (False, True):
+        if separate:
+            single = replace(spec, array="")
+            for i in range(queue):
+                store.submit(replace(single, name=f"bench{i}"), "gpu", 3600, time.time(), requeue=True)
+        else:
+            for _ in range(queue // 1000):
+                store.submit(spec, "gpu", 3600, time.time(), requeue=True, array_ids=tuple(range(1000)))
+    what = "separate jobs" if separate else "jobs (100 arrays)"
+    for expand in ((False,) if separate else (False, True)):
         t0 = time.perf_counter()
         # the listing as psqueue asks for it: the jobs' own columns; pending array tasks collapsed unless
         # -r (to JSON as psctld writes it, and back to the client library's records, is the wire's share)
         jobs = store.get_jobs(light=True, collapse_arrays=not expand)
         t_store = time.perf_counter() - t0
         t0 = time.perf_counter()
-        specs: dict = {}
-        wire = json.dumps({"jobs": [restjson.job_to_json(j, specs=specs) for j in jobs], "errors": [],
-                           "warnings": []}, separators=(",", ":")).encode()
-        read: dict = {}
-        msgs = [restjson.job_from_json(data, read) for data in json.loads(wire)["jobs"]]
-        t_wire = time.perf_counter() - t0
+        refs: dict = {}  # psctld's brief listing, as psqueue asks for it
+        wire = json.dumps({"jobs": [restjson.job_to_brief_json(j, refs) for j in jobs], "errors": [],
+                           "warnings": []}, separators=(",", ":"), ensure_ascii=False).encode()
+        t_encode = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        found = [JobInfo(data) for data in share_specs(json.loads(wire)["jobs"])]  # as psqueue reads it
+        t_decode = time.perf_counter() - t0
         t0 = time.perf_counter()
         out = io.StringIO()
-        lines = psqueue.render_queue(psqueue.DEFAULT_FORMAT, msgs, header=True)
+        lines = psqueue.render_queue(psqueue.DEFAULT_FORMAT, found, header=True)
         out.write("\n".join(lines))
         t_render = time.perf_counter() - t0
-        total = t_store + t_wire + t_render
-        print(f"psqueue{' -r' if expand else ''} on {queue} jobs (100 arrays): store read {t_store * 1000:.0f} ms "
-              f"({len(jobs)} rows), to JSON ({len(wire) / 1e6:.2f} MB) and back {t_wire * 1000:.0f} ms, "
-              f"render {t_render * 1000:.0f} ms ({len(lines)} lines); {total * 1000:.0f} ms in all")
+        t0 = time.perf_counter()
+        read: dict = {}
+        [restjson.job_from_json(data, read) for data in share_specs(json.loads(wire)["jobs"])]
+        t_client = time.perf_counter() - t0
+        total = t_store + t_encode + t_decode + t_render
+        print(f"psqueue{' -r' if expand else ''} on {queue} {what}: store read {t_store * 1000:.0f} ms "
+              f"({len(jobs)} rows), to JSON ({len(wire) / 1e6:.2f} MB) {t_encode * 1000:.0f} ms, "
+              f"back {t_decode * 1000:.0f} ms, render {t_render * 1000:.0f} ms ({len(lines)} lines); "
+              f"{total * 1000:.0f} ms in all (Client.jobs' records instead of the views: {t_client * 1000:.0f} ms)")
     store.close()
-    bench_psqueue_live(url, queue)
+    bench_psqueue_live(url, queue, what, expand=not separate)
 
 
-def bench_psqueue_live(url: str, queue: int, repeat: int = 10) -> None:
+def bench_psqueue_live(url: str, queue: int, what: str, repeat: int = 10, expand: bool = True) -> None:
     """Cold ``psqueue`` processes against a live controller (``pslurm up`` on that store), whose
     scheduler keeps passing over the held queue meanwhile: the wall time a user waits."""
     import statistics
@@ -234,14 +249,14 @@ def bench_psqueue_live(url: str, queue: int, repeat: int = 10) -> None:
         subprocess.run([f"{bin_dir}/pslurm", "up", "--nodes", "1", "--gpus-per-node", "2", "--state-dir", state,
                         "--db", url], env=env, check=True, capture_output=True)
         try:
-            for args, count in ((["psqueue"], repeat), (["psqueue", "-r"], 3)):
+            for args, count in ((["psqueue"], repeat), (["psqueue", "-r"], 3))[:2 if expand else 1]:
                 times = []
                 for _ in range(count):
                     t0 = time.perf_counter()
                     done = subprocess.run([f"{bin_dir}/{args[0]}", *args[1:]], env=env, check=True,
                                           capture_output=True, text=True)
                     times.append(time.perf_counter() - t0)
-                print(f"live {' '.join(args)} on {queue} jobs: median {statistics.median(times) * 1000:.0f} ms, "
+                print(f"live {' '.join(args)} on {queue} {what}: median {statistics.median(times) * 1000:.0f} ms, "
                       f"max {max(times) * 1000:.0f} ms over {count} ({done.stdout.count(chr(10))} lines)")
         finally:
             subprocess.run([f"{bin_dir}/pslurm", "down", "--state-dir", state], env=env, check=True,
@@ -256,6 +271,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=10)
     parser.add_argument("--pg", default=os.environ.get("PSLURM_TEST_PG_URL"))
     parser.add_argument("--skip", default="", help="comma list of: plan, sqlite, pg, psqueue")
+    parser.add_argument("--separate", action="store_true",
+                        help="psqueue's queue: --queue jobs of their own rather than arrays of 1000 tasks")
     args = parser.parse_args()
     skip = set(args.skip.split(","))
     if "plan" not in skip:
@@ -264,7 +281,7 @@ def main() -> None:
         if "sqlite" not in skip:
             bench_store(f"sqlite:///{tmp}/bench.db", "sqlite", args.queue, args.nodes)
         if "psqueue" not in skip:
-            bench_psqueue(f"sqlite:///{tmp}/psqueue.db", args.queue)
+            bench_psqueue(f"sqlite:///{tmp}/psqueue.db", args.queue, args.separate)
     if args.pg and "pg" not in skip:
         from sqlalchemy import create_engine, text
 

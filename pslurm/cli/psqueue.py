@@ -139,6 +139,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             states=wanted_states, include_finished=include_finished,
             # a listing reads only the jobs' own columns, unless it shows the request itself
             light=not as_json and not _shows_request(str(fmt or "")),
+            brief=not as_json,  # what is set, each request once (restjson.job_to_brief_json)
             # squeue's view: an array's pending tasks as one row, grouped by the controller (-r: one row each)
             collapse_arrays=not (expand or as_json or any(tasks is not None for _, tasks in selectors)))
     found = [JobInfo(data) for data in replies]

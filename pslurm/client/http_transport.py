@@ -36,8 +36,9 @@ class HttpTransport:
 
     def jobs(self, job_ids: list[int], users: list[str], states: list[JobState], include_finished: bool,
              since: float | None, light: bool, collapse_arrays: bool) -> list[JobRecord]:
+        # a light listing asks for the brief one: the same records, each shared request sent once
         found = self.api.jobs(job_ids, users, [s.value for s in states], include_finished, since, light,
-                              collapse_arrays)
+                              collapse_arrays, brief=light)
         specs: dict[int, JobSpec] = {}  # an array's tasks share one converted spec
         return [restjson.job_from_json(j, specs) for j in found]
 

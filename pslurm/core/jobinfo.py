@@ -175,6 +175,26 @@ class JobInfo:
         return display_id(self.job_id, self.array_job_id, self.array_task_id)
 
 
+def share_specs(jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A brief listing's records made whole: each record that names a shared request by its
+    ``pslurm.spec_ref`` gets it as ``pslurm.job`` (one dict, shared by them all). In place; returns
+    ``jobs``."""
+    shared: dict[Any, dict[str, Any]] = {}
+    for data in jobs:
+        own = data.get("pslurm")
+        if own is None:
+            continue
+        ref = own.get("spec_ref")
+        if ref is None:
+            continue
+        spec = own.get("job")
+        if spec is None:
+            own["job"] = shared[ref]
+        else:
+            shared[ref] = spec
+    return jobs
+
+
 def display_id(job_id: int, array_job_id: int | None = None, array_task_id: int | None = None) -> str:
     """How Slurm names a job: ``A_i`` for task i of array A, the job id otherwise. The one place
     this is computed (records, listings, priorities)."""

@@ -20,6 +20,7 @@ import math
 from pslurm.core.clusterinfo import NODE_FIELDS, PARTITION_FIELDS, NodeInfo, PartitionInfo
 from pslurm.core.errors import SpecError
 from pslurm.core.jobinfo import RECORD_FIELDS, SPEC_FIELDS, JobDesc, JobInfo
+from pslurm.core.jobinfo import share_specs as share_specs  # the client's, beside the views
 from pslurm.core.states import JobState
 
 TYPE_CHECKING = False  # typing and the domain's dataclasses cost a command ~20 ms: the readers import them
@@ -140,6 +141,105 @@ def job_to_json(job: JobRecord, node_target: str = "", specs: dict[int, Json] | 
     }
 
 
+def _set(value: float) -> Json:
+    return {"set": True, "infinite": False, "number": value}
+
+
+def brief_spec_json(spec: JobSpec, partition: str) -> Json:
+    """A brief listing's ``job_desc_msg`` of a job: what a listing shows of its request, the fields
+    at their defaults left out (a reader takes an absent field as its default, as :class:`JobDesc`
+    does). A light listing's specs (the store's) hold nothing else."""
+    own: Json = {}
+    data: Json = {"name": spec.name, "user_id": str(spec.uid), "pslurm": own}
+    if spec.user:
+        own["user_name"] = spec.user
+    if spec.gid:
+        data["group_id"] = str(spec.gid)
+    if spec.time_limit is not None:
+        data["time_limit"] = _set(math.ceil(spec.time_limit / 60))
+        own["time_limit"] = spec.time_limit
+    if spec.gres:
+        data["tres_per_node"] = _tres_per_node(spec.gres)
+        own["gres"] = _gres_json(spec.gres)
+    for key, value, default in (
+            ("partition", partition or spec.partition, None), ("current_working_directory", spec.workdir, ""),
+            ("minimum_nodes", spec.num_nodes, 1), ("maximum_nodes", spec.num_nodes, 1), ("tasks", spec.ntasks, 1),
+            ("cpus_per_task", spec.cpus_per_task, 1), ("account", spec.account, ""), ("nice", spec.nice, 0),
+            ("dependency", spec.dependency, ""), ("hold", spec.hold, False), ("array", spec.array, ""),
+            ("kill_on_invalid_dependency", spec.kill_on_invalid_dep, False), ("script", spec.script, None),
+            ("standard_output", spec.stdout, None), ("standard_error", spec.stderr, None),
+            ("requeue", spec.requeue, None)):
+        if value != default and value != "":
+            data[key] = value
+    if spec.mem_mb:
+        data["memory_per_node"] = _set(spec.mem_mb)
+    if spec.argv:
+        data["argv"] = list(spec.argv)
+    if spec.environment:
+        data["environment"] = [f"{k}={v}" for k, v in spec.environment.items()]
+    if spec.nodelist:
+        data["required_nodes"] = [spec.nodelist]
+    if spec.exclude:
+        data["excluded_nodes"] = [spec.exclude]
+    if spec.interactive:
+        own["interactive"] = True
+    return data
+
+
+def job_to_brief_json(job: JobRecord, specs: dict[int, int]) -> Json:
+    """A brief listing's ``job_info`` (``GET /pslurm/v1/jobs?brief=1``): the same fields as
+    :func:`job_to_json`'s, those unset, empty, zero or false left out (a reader takes an absent one
+    as that), and the request (:func:`brief_spec_json`) once per reply: the first record of those that
+    share it (an array's tasks) carries it as ``pslurm.job``, and each of them its number as
+    ``pslurm.spec_ref``. ``specs``: the numbers given so far, by ``id(job.spec)``."""
+    s = job.spec
+    own: Json = {}
+    ref = specs.get(id(s))
+    if ref is None:
+        ref = specs[id(s)] = len(specs) + 1
+        own["job"] = brief_spec_json(s, job.partition)
+    own["spec_ref"] = ref
+    data: Json = {"job_id": job.job_id, "name": s.name, "user_name": s.user, "user_id": s.uid,
+                  "partition": job.partition, "job_state": [job.state.value], "state_reason": job.reason.value,
+                  "submit_time": _set(job.submit_time), "pslurm": own}
+    if s.gid:
+        data["group_id"] = s.gid
+    if s.account:
+        data["account"] = s.account
+    if job.node:
+        data["nodes"] = job.node
+    for key, value in (("start_time", job.start_time), ("end_time", job.end_time),
+                       ("eligible_time", job.eligible_time), ("array_job_id", job.array_job_id),
+                       ("array_task_id", job.array_task_id)):
+        if value is not None:
+            data[key] = _set(value)
+    if job.time_limit is not None:
+        data["time_limit"] = _set(math.ceil(job.time_limit / 60))
+        own["time_limit"] = job.time_limit
+    if job.priority:
+        data["priority"] = _set(job.priority)
+    if job.exit_code or job.exit_signal:
+        data["exit_code"] = {"return_code": _set(job.exit_code), "signal": {"id": _set(job.exit_signal)}}
+    if job.restarts:
+        data["restart_cnt"] = job.restarts
+    if job.requeue:
+        data["requeue"] = True
+    if job.hold:
+        data["hold"] = True
+        own["hold"] = job.hold
+    if job.system_comment:
+        data["system_comment"] = job.system_comment
+    if job.gpu_indices:
+        own["gpu_indices"] = list(job.gpu_indices)
+    for key, value in (("start_estimate", job.start_estimate), ("gpu_seconds", job.gpu_seconds),
+                       ("peak_gpu_memory_mb", job.peak_gpu_memory_mb), ("mean_gpu_util", job.mean_gpu_util)):
+        if value is not None:
+            own[key] = value
+    if job.collapsed_tasks:
+        own["collapsed_tasks"] = job.collapsed_tasks
+    return data
+
+
 def job_from_json(data: Json, specs: dict[int, JobSpec] | None = None) -> JobRecord:
     """``specs``: specs already read in this listing, by their ``spec_ref``, so that records that
     shared a spec on the controller (an array's tasks) share one JobSpec here, read once."""
@@ -147,7 +247,7 @@ def job_from_json(data: Json, specs: dict[int, JobSpec] | None = None) -> JobRec
 
     info = JobInfo(data)
     raw = info.own["job"]
-    ref = raw.get("pslurm", {}).get("spec_ref")
+    ref = info.own.get("spec_ref", raw.get("pslurm", {}).get("spec_ref"))
     if specs is not None and ref is not None:
         key = int(ref)
         spec = specs.get(key)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from pslurm.core import restjson
 from pslurm.core.config import PartitionConfig
 from pslurm.core.gres import GresRequest
+from pslurm.core.jobinfo import RECORD_FIELDS, SPEC_FIELDS, JobInfo
 from pslurm.core.jobspec import JobRecord, JobSpec
 from pslurm.core.node import GpuInfo, NodeStatus
 from pslurm.core.states import JobReason, JobState, NodeState
@@ -59,6 +61,39 @@ def test_jobs_round_trip_and_share_their_spec_in_a_listing() -> None:
     first = wire["jobs"][0]  # type: ignore[index]
     assert first["job_state"] == ["RUNNING"] and first["state_reason"] == "None" and first["user_name"] == "ana"
     assert first["array_task_id"] == {"set": True, "infinite": False, "number": 2} and first["nodes"] == "c000"
+
+
+def test_a_brief_listing_round_trips_and_carries_each_request_once() -> None:
+    bare = JobSpec(name="b", user="bo", uid=1, gid=0, workdir="")
+    records = [
+        JobRecord(job_id=12, spec=SPEC, state=JobState.RUNNING, reason=JobReason.NONE, submit_time=100.5,
+                  start_time=101.5, node="c000", gpu_indices=(0, 1), partition="gpu", time_limit=600,
+                  array_job_id=10, array_task_id=2, priority=7, restarts=1, eligible_time=100.0, requeue=True,
+                  system_comment="requeued after node failure"),
+        JobRecord(job_id=13, spec=SPEC, state=JobState.FAILED, reason=JobReason.NON_ZERO_EXIT_CODE, submit_time=5.0,
+                  start_time=6.0, end_time=9.0, exit_code=3, exit_signal=9, gpu_seconds=12.5, peak_gpu_memory_mb=1500,
+                  mean_gpu_util=60.0, partition="gpu", hold="user", start_estimate=50.0, collapsed_tasks="0-99"),
+        JobRecord(job_id=14, spec=bare, state=JobState.PENDING, submit_time=7.0),
+        JobRecord(job_id=15, spec=bare, state=JobState.PENDING, reason=JobReason.PRIORITY, submit_time=8.0,
+                  partition="debug"),
+    ]
+    refs: dict[int, int] = {}
+    wire: list[dict[str, Any]] = json.loads(json.dumps([restjson.job_to_brief_json(j, refs) for j in records]))
+    assert ["job" in j["pslurm"] for j in wire] == [True, False, True, False]
+    assert [j["pslurm"]["spec_ref"] for j in wire] == [1, 1, 2, 2]
+    jobs = restjson.share_specs(wire)
+    raw = [restjson.job_to_brief_json(j, {}) for j in records[:2]]
+    read: dict[int, JobSpec] = {}
+    back = [restjson.job_from_json(j, read) for j in jobs]
+    assert back == records and back[0].spec is back[1].spec and back[2].spec is back[3].spec
+    assert jobs[0]["pslurm"]["job"] is jobs[1]["pslurm"]["job"]  # one dict, shared
+    pending = jobs[2]
+    assert pending["job_state"] == ["PENDING"] and pending["submit_time"]["number"] == 7.0
+    assert "start_time" not in pending and "exit_code" not in pending and "array_job_id" not in pending
+    assert restjson.job_to_json(records[0])["pslurm"]["job"]["environment"] == raw[0]["pslurm"]["job"]["environment"]
+    for job, view in zip(records, (JobInfo(j) for j in jobs), strict=True):
+        assert [getattr(view, f) for f in RECORD_FIELDS] == [getattr(job, f) for f in RECORD_FIELDS]
+        assert [getattr(view.spec, f) for f in SPEC_FIELDS] == [getattr(job.spec, f) for f in SPEC_FIELDS]
 
 
 def test_nodes_and_partitions_round_trip() -> None:

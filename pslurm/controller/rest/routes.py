@@ -91,7 +91,7 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", f"{SLURM}/partitions", "slurm_partitions", "The partitions, in configuration order",
           tags=("slurm",)),
     Route("GET", f"{PSLURM}/jobs", "jobs", "Jobs, filtered (psqueue, psacct)",
-          query=("job_id", "user", "state", "include_finished", "since", "light", "collapse_arrays"),
+          query=("job_id", "user", "state", "include_finished", "since", "light", "brief", "collapse_arrays"),
           tags=("pslurm",)),
     Route("POST", f"{PSLURM}/jobs/cancel", "cancel", "Cancel or signal jobs; one error line per job that could "
           "not be", body="{\"job_ids\": [14], \"job_specs\": [\"15_[1-3]\"], \"signal\": 0}", tags=("pslurm",)),
@@ -198,9 +198,12 @@ class Api:
             raise ApiError(400, "Invalid request: the body must be a JSON object")
         return data
 
-    def _listing(self, uid: int, jobs: list[JobRecord], key: str = "jobs") -> bytes:
-        specs: dict[int, restjson.Json] = {}  # an array's tasks: their shared spec converted once
+    def _listing(self, uid: int, jobs: list[JobRecord], key: str = "jobs", brief: bool = False) -> bytes:
         visible = access.visible_to(uid, self.service.operators, jobs)
+        if brief:  # each shared request once per reply (restjson.job_to_brief_json)
+            refs: dict[int, int] = {}
+            return _dumps({key: [restjson.job_to_brief_json(j, refs) for j in visible]})
+        specs: dict[int, restjson.Json] = {}  # an array's tasks: their shared spec converted once
         return _dumps({key: [restjson.job_to_json(j, specs=specs) for j in visible]})
 
     # -- jobs ------------------------------------------------------------------------------
@@ -219,10 +222,11 @@ class Api:
     async def jobs_reply(self, uid: int, job_ids: Sequence[int] = (), users: Sequence[str] = (),
                          states: Sequence[JobState] = (), include_finished: bool = False,
                          since: float | None = None, light: bool = False,
-                         collapse_arrays: bool = False) -> web.Response:
+                         collapse_arrays: bool = False, brief: bool = False) -> web.Response:
         def work() -> bytes:
-            return self._listing(uid, self.service.jobs(job_ids, users, states, include_finished, since, light=light,
-                                                     collapse_arrays=collapse_arrays))
+            return self._listing(uid, self.service.jobs(job_ids, users, states, include_finished, since,
+                                                     light=light, collapse_arrays=collapse_arrays),
+                                 brief=brief)
 
         return web.Response(body=await self._run(work), content_type="application/json")
 
@@ -240,7 +244,7 @@ class Api:
                 raise ApiError(400, f"Invalid time specified: {q['since']}") from None
         return await self.jobs_reply(_caller(request).uid, _ids(q.getall("job_id", [])), _strings(q.getall("user", [])),
                                      states, _flag(request, "include_finished"), since, _flag(request, "light"),
-                                     _flag(request, "collapse_arrays"))
+                                     _flag(request, "collapse_arrays"), _flag(request, "brief"))
 
     async def slurm_jobs(self, request: web.Request) -> web.StreamResponse:
         return await self.jobs_reply(_caller(request).uid)
