@@ -132,11 +132,12 @@ class JobInfo:
     """A ``job_info`` (a job as the controller knows it) with JobRecord's attributes; ``spec`` is
     its request as a :class:`JobDesc`."""
 
-    __slots__ = ("data", "own")
+    __slots__ = ("data", "own", "_spec")
 
     def __init__(self, data: dict[str, Any]) -> None:
         self.data = data
         self.own: dict[str, Any] = data["pslurm"]
+        self._spec: JobDesc | None = None
 
     job_id = property(lambda self: int(self.data["job_id"]))
     state = property(lambda self: JobState(self.data["job_state"][0]))
@@ -167,7 +168,9 @@ class JobInfo:
 
     @property
     def spec(self) -> JobDesc:
-        return JobDesc(self.own["job"])
+        if self._spec is None:  # made once: a listing's columns ask for it several times a row
+            self._spec = JobDesc(self.own["job"])
+        return self._spec
 
     @property
     def display_id(self) -> str:
