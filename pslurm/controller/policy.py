@@ -15,6 +15,16 @@ their expected ends, less what reservations hold from their start to their end. 
 vector per node: (CPUs, memory, GPUs, GPUs of each type the node has). A running job without a
 time limit is expected to end a year from now, as Slurm plans INFINITE limits; a pending one, to
 hold what it takes for good (so it never backfills in front of a reservation).
+
+That is the backfill pass (``plan(snapshot, backfill=True)``, Slurm's sched/backfill, run every
+bf_interval). The main pass (``backfill=False``, Slurm's schedule() in job_scheduler.c, run on every
+change) computes no reservations: it takes jobs in the same order and starts what fits now, and a job
+that cannot start claims every node it could use (an available node of its partition, allowed by
+-w/-x, whose GPU inventory holds the count and types it asks), so no lower-priority job starts there
+(reason Priority). Slurm closes the whole partition's nodes; claiming only the nodes a job could use
+is as safe (its reservation can only be on one of them) and lets a job of the same partition that
+asks another GPU type start. So a main pass never starts a job that a backfill pass would hold back
+for a higher-priority job's reservation: only the backfill pass starts jobs out of priority order.
 """
 
 from __future__ import annotations
@@ -112,6 +122,7 @@ class Plan:
     placements: list[Placement]
     reasons: dict[int, str]  # why each job left pending waits, in Slurm's words
     estimates: dict[int, float] = field(default_factory=dict)  # expected start of jobs holding a reservation
+    reserved_on: dict[int, str] = field(default_factory=dict)  # the node each reservation is on
 
 
 def pick_gpus(free: Sequence[tuple[int, str | None]], gres: Sequence[GresRequest]) -> tuple[int, ...] | None:
@@ -139,7 +150,7 @@ class _Node:
     """One node's state during a pass: free now, and its future as events."""
 
     __slots__ = ("view", "name", "parts", "cpus", "mem", "free", "slots", "types", "events", "_steps", "now",
-                 "reserved")
+                 "reserved", "unknown")
 
     def __init__(self, view: NodeView, now: float) -> None:
         self.view = view
@@ -155,6 +166,7 @@ class _Node:
         self._steps: list[tuple[float, tuple[float, ...]]] | None = None
         self.now = now
         self.reserved = False
+        self.unknown = 0  # GPUs running jobs hold that the view does not list (no inventory given): any type
 
     def vector(self, cpus: int, mem: int, gpus: Sequence[int]) -> tuple[float, ...]:
         per = [0] * len(self.slots)
@@ -230,8 +242,34 @@ class _Node:
         return INF
 
 
-def plan(snapshot: Snapshot) -> Plan:
-    """Priority order with backfill: see the module's docstring."""
+def _gpu_ask(job: PendingJob) -> tuple[int, tuple[tuple[str, int], ...]]:
+    """The job's GPU count and its typed counts: what a node's inventory must hold to ever run it."""
+    typed: dict[str, int] = defaultdict(int)
+    total = 0
+    for g in job.gres:
+        if g.name == "gpu":
+            total += g.count
+            if g.type is not None:
+                typed[g.type] += g.count
+    return total, tuple(sorted(typed.items()))
+
+
+def _could_use(node: _Node, job: PendingJob, ask: tuple[int, tuple[tuple[str, int], ...]]) -> bool:
+    """Whether ``job`` could ever run on ``node`` (partition, -w/-x, GPU inventory): the nodes it competes for."""
+    if not node.view.available or job.partition not in node.parts:
+        return False
+    if job.allowed_nodes is not None and node.name not in job.allowed_nodes:
+        return False
+    total, typed = ask
+    if len(node.types) + node.unknown < total:
+        return False
+    return all(sum(1 for t in node.types.values() if t == kind) + node.unknown >= count for kind, count in typed)
+
+
+def plan(snapshot: Snapshot, backfill: bool = True) -> Plan:
+    """One pass, ``snapshot.now`` its clock: the backfill pass, or with ``backfill=False`` the main
+    pass (no reservations, no estimates; a blocked job blocks the jobs after it that compete for its
+    nodes). See the module's docstring."""
     now = snapshot.now
     nodes = [_Node(v, now) for v in snapshot.nodes]
     by_name = {n.name: n for n in nodes}
@@ -242,6 +280,8 @@ def plan(snapshot: Snapshot) -> Plan:
     for r in snapshot.running:
         node = by_name.get(r.node)
         if node is not None:
+            node.unknown += sum(1 for index in r.gpu_indices if index not in node.types)
+        if node is not None and backfill:  # the future of each node matters only to reservations
             end = now + UNLIMITED if r.end_time is None else r.end_time
             node.add_event(end, node.vector(r.cpus, r.mem_mb, r.gpu_indices))
         if r.array_job_id is not None:
@@ -280,8 +320,13 @@ def plan(snapshot: Snapshot) -> Plan:
     placements: list[Placement] = []
     reasons: dict[int, str] = {}
     estimates: dict[int, float] = {}
+    reserved_on: dict[int, str] = {}
     waiting_in: set[str] = set()
     reservations = 0
+    # main pass: nodes claimed by a blocked job, and the (partition, -w/-x, GPU ask) whose nodes all are
+    claimed: set[int] = set()
+    claimed_for: set[tuple[str, frozenset[str] | None, tuple[int, tuple[tuple[str, int], ...]]]] = set()
+    asks: dict[tuple[GresRequest, ...], tuple[int, tuple[tuple[str, int], ...]]] = {}
     for job in sorted(snapshot.pending, key=lambda j: (-j.priority, j.job_id)):
         reason = _static_reason(job, snapshot)
         gpus = sum(g.count for g in job.gres if g.name == "gpu")
@@ -299,6 +344,12 @@ def plan(snapshot: Snapshot) -> Plan:
         if reason is not None:
             reasons[job.job_id] = reason
             continue
+        if not backfill:
+            ask = asks.get(job.gres) or asks.setdefault(job.gres, _gpu_ask(job))  # few distinct requests
+            key = (job.partition, job.allowed_nodes, ask)
+            if key in claimed_for:  # every node it could use is claimed: Slurm's failed partition, fast
+                reasons[job.job_id] = "Priority"
+                continue
         # without a limit a job is expected to outlast every running one: it needs what it takes for good
         duration = float(job.time_limit) if job.time_limit is not None else INF
         levels = buckets.get(job.partition, [])
@@ -333,7 +384,8 @@ def plan(snapshot: Snapshot) -> Plan:
             node.cpus -= job.cpus
             node.mem -= job.mem_mb
             node.free = [g for g in node.free if g[0] not in chosen]
-            node.add_event(now + duration, release)
+            if backfill:
+                node.add_event(now + duration, release)
             if len(node.free) != old:
                 for p in node.parts:
                     if p in buckets:
@@ -345,6 +397,20 @@ def plan(snapshot: Snapshot) -> Plan:
             user_jobs[job.user] += 1
             user_gpus[job.user] += gpus
             user_cpus[job.user] += job.cpus
+            continue
+        if not backfill:
+            # claim the nodes it could use: a lower-priority job there might delay it (no reservation says when)
+            mine = [i for i, n in enumerate(nodes) if _could_use(n, job, ask)]
+            behind = job.partition in waiting_in or any(i in claimed for i in mine)
+            reasons[job.job_id] = "Priority" if behind else "Resources"
+            waiting_in.add(job.partition)
+            for i in mine:
+                if i not in claimed:
+                    claimed.add(i)
+                    for p in nodes[i].parts:
+                        if p in buckets:
+                            buckets[p][len(nodes[i].free)].pop(i, None)
+            claimed_for.add(key)
             continue
         reasons[job.job_id] = "Priority" if job.partition in waiting_in else "Resources"
         waiting_in.add(job.partition)
@@ -359,8 +425,9 @@ def plan(snapshot: Snapshot) -> Plan:
         node.add_event(start + duration, need)
         node.reserved = True
         estimates[job.job_id] = start
+        reserved_on[job.job_id] = node.name
         reservations += 1
-    return Plan(placements, reasons, estimates)
+    return Plan(placements, reasons, estimates, reserved_on)
 
 
 def _static_reason(job: PendingJob, snapshot: Snapshot) -> str | None:

@@ -122,6 +122,11 @@ def factors(ctx: PriorityContext, *, eligible_time: float | None, account: str, 
                    partition=ctx.partition_factor.get(partition, 1.0), qos=0.0, nice=nice)
 
 
+def weighted(cfg: SchedulerConfig) -> bool:
+    """Whether any factor has a weight: if none has, every priority is 0 less nice (see :func:`priority`)."""
+    return any((cfg.weight_age, cfg.weight_fairshare, cfg.weight_jobsize, cfg.weight_partition, cfg.weight_qos))
+
+
 def priority(f: Factors, cfg: SchedulerConfig) -> int:
     """The weighted sum less nice, never below 0."""
     total = (cfg.weight_age * f.age + cfg.weight_fairshare * f.fairshare + cfg.weight_jobsize * f.jobsize

@@ -29,6 +29,7 @@ log = logging.getLogger("psctld")
 
 MIN_PASS_GAP = 0.01  # seconds between scheduler passes at the most busy
 IDLE_REPLAN = 10  # with nothing new, re-plan after at most this many passes' worth of time
+WAITING = ("Resources", "Priority")  # the reasons a main pass leaves to the backfill pass
 
 
 class Scheduler:
@@ -61,29 +62,47 @@ class Scheduler:
         self._wake.set()
 
     def run_loop(self, interval: float = 1.0, min_gap: float = MIN_PASS_GAP) -> None:
-        """Schedule on every change, and on a timer, until :meth:`stop`.
+        """Schedule on every change, and backfill on a timer, until :meth:`stop`.
 
+        Slurm's split: a ring runs a main pass (priority order, no reservations: cheap), and every
+        ``bf_interval`` seconds (SchedulerParameters; pslurm's default 1) a backfill pass computes the
+        reservations, starts lower-priority jobs behind them, and writes reasons and expected starts.
         Passes are at least ``min_gap`` apart, and as far again as the last pass took: a burst of
         submits or job ends is taken in one pass (Slurm's batch_sched_delay), and a long queue cannot
-        keep the controller from answering RPCs. With nothing new, the timer re-plans (ages, start
-        estimates) every ``interval`` seconds or IDLE_REPLAN passes' worth of time, whichever is
-        longer: on a 100,000-job queue a pass costs a second, and an idle controller should not
-        spend a third of a core re-planning what did not change.
+        keep the controller from answering RPCs. A backfill pass waits at least twice its own cost
+        after the last one; with nothing new since it (Slurm's backfill skips such cycles too), the
+        next re-plans (ages, start estimates) after ``interval`` seconds or IDLE_REPLAN passes' worth
+        of time, whichever is longer: on a 100,000-job queue a pass costs a second, and an idle
+        controller should not spend a third of a core re-planning what did not change.
         """
+        bf_interval = self.sched.bf_interval  # -1: no backfill passes (the timer runs main passes)
         next_pass = 0.0
+        last_backfill, bf_cost = -math.inf, 0.0
         last_pass, cost = -math.inf, 0.0
+        changed = True  # something new since the last backfill pass
         while not self._stopping.is_set():
-            woken = self._wake.wait(interval)
+            if bf_interval < 0:
+                due = last_pass + max(interval, IDLE_REPLAN * cost)
+            elif changed:
+                due = last_backfill + max(bf_interval, 2 * bf_cost)
+            else:
+                due = last_backfill + max(bf_interval, interval, IDLE_REPLAN * bf_cost)
+            woken = self._wake.wait(max(0.0, min(interval, due - time.monotonic())))
             self._stopping.wait(max(0.0, next_pass - time.monotonic()))
             self._wake.clear()
             started = time.monotonic()
-            if not (woken or started - last_pass >= max(interval, IDLE_REPLAN * cost)):
+            changed = changed or woken
+            timer = started >= due
+            if not (woken or timer):
                 continue
+            backfill = timer and bf_interval >= 0
             try:
-                self.schedule()
+                self.schedule(backfill=backfill)
             except Exception:  # the loop must outlive a bad pass; the next one retries
                 log.exception("scheduler pass failed")
             last_pass, cost = started, time.monotonic() - started
+            if backfill:
+                last_backfill, bf_cost, changed = started, cost, False
             next_pass = started + max(min_gap, 2 * cost)
 
     def stop(self) -> None:
@@ -92,8 +111,11 @@ class Scheduler:
 
     # -- scheduling ------------------------------------------------------------------------
 
-    def schedule(self) -> int:
-        """One pass: snapshot, plan, commit each placement, launch. Returns jobs started."""
+    def schedule(self, backfill: bool = True) -> int:
+        """One pass: snapshot, plan, commit each placement, launch. Returns jobs started.
+
+        ``backfill=False``: a main pass (see :func:`plan`); the expected starts and the Resources /
+        Priority reasons of the last backfill pass stay as they are."""
         self._live.refresh()
         pending = self._live.queue()
         if not pending:
@@ -102,7 +124,12 @@ class Scheduler:
         nodes = self.store.get_nodes()
         allocations = self._live.allocations()
         usage = usage_by_node(allocations)
-        priorities = {q.job_id: p for q, _, p in self._priorities(pending, allocations, now)}
+        sched = self.sched
+        if prio.weighted(sched):
+            priorities = {q.job_id: p for q, _, p in self._priorities(pending, allocations, now)}
+        else:  # every weight 0 (FIFO, the default): no factor to compute, the sum is 0 less nice
+            priorities = {q.job_id: q.admin_priority if q.admin_priority is not None else max(0, -q.nice)
+                          for q in pending}
         deps = self._dependencies(pending)
         for q in pending:  # --kill-on-invalid-dep=yes: a dependency that can never be met cancels the job
             if q.kill_on_invalid_dep and deps.get(q.job_id) is DepStatus.NEVER:
@@ -112,7 +139,6 @@ class Scheduler:
                 except InvalidTransition:
                     pass
                 deps[q.job_id] = DepStatus.WAITING  # not considered below
-        sched = self.sched
         parts = self.config.partitions.values()
         snapshot = Snapshot(
             pending=[PendingJob(q.job_id, q.partition, q.cpus, q.mem_mb, q.gres, priorities[q.job_id], q.time_limit,
@@ -129,7 +155,7 @@ class Scheduler:
             limits=Limits(sched.max_jobs_per_user, sched.max_gpus_per_user, sched.max_cpus_per_user),
             max_reservations=sched.bf_max_job_test,
         )
-        decided = plan(snapshot)
+        decided = plan(snapshot, backfill=backfill)
         targets = {n.name: n.target for n in nodes}
         # one transaction for the pass's starts (none when nothing fits: a full cluster's passes write nothing)
         started = self.store.start_jobs(
@@ -144,13 +170,19 @@ class Scheduler:
         for q in pending:
             if q.job_id in placed:
                 continue
-            estimate = decided.estimates.get(q.job_id)
-            if estimate is not None:
-                estimate = None if estimate - now > UNLIMITED / 2 else float(round(estimate))
+            reason = decided.reasons.get(q.job_id, q.reason)
+            if backfill:
+                estimate = decided.estimates.get(q.job_id)
+                if estimate is not None:
+                    estimate = None if estimate - now > UNLIMITED / 2 else float(round(estimate))
+            else:  # the backfill pass's, until the next one: no write per main pass for what it cannot know
+                estimate = q.start_estimate
+                if reason in WAITING and q.reason in WAITING:
+                    reason = q.reason
             # eligible: may start but for resources (not held, dependencies met); age counts from then
             eligible = not q.hold and deps.get(q.job_id, DepStatus.SATISFIED) is DepStatus.SATISFIED
             since = (q.eligible_time or now) if eligible else None
-            value = (decided.reasons.get(q.job_id, q.reason), priorities[q.job_id], estimate, since)
+            value = (reason, priorities[q.job_id], estimate, since)
             if value != (q.reason, q.priority, q.start_estimate, q.eligible_time):
                 changes[q.job_id] = value
         with self._live.own_notes():  # waiters hear of these (and of the starts) from the store

@@ -120,3 +120,21 @@ def test_scheduler_keys():
     assert (part.max_nodes, part.priority_job_factor, part.allow_groups) == (1, 5, ("a", "b"))
     with pytest.raises(ConfigError):
         scheduler_config(parse_slurm_conf("MaxTRESPerUser=mem=4\n"))
+
+
+def test_bf_interval_is_read_with_slurms_range():
+    assert scheduler_config(parse_slurm_conf("NodeName=c0\n")).bf_interval == 1  # pslurm's default (Slurm's: 30)
+    conf = parse_slurm_conf("SchedulerParameters=bf_max_job_test=20,bf_interval=30\nNodeName=c0\n")
+    assert (scheduler_config(conf).bf_interval, scheduler_config(conf).bf_max_job_test) == (30, 20)
+    assert scheduler_config(parse_slurm_conf("SchedulerParameters=bf_interval=-1\n")).bf_interval == -1
+    for bad in ("0", "10801", "x", ""):
+        with pytest.raises(ConfigError):
+            scheduler_config(parse_slurm_conf(f"SchedulerParameters=bf_interval={bad}\n"))
+
+
+def test_without_weights_a_priority_is_zero_less_nice_as_the_scheduler_assumes():
+    cfg = SchedulerConfig()
+    assert not prio.weighted(cfg) and prio.weighted(SchedulerConfig(weight_age=1))
+    for nice in (-50, 0, 7):
+        f = prio.Factors(age=1.0, fairshare=0.5, jobsize=0.3, partition=1.0, qos=0.0, nice=nice)
+        assert prio.priority(f, cfg) == max(0, -nice)
