@@ -39,10 +39,12 @@ def node_view(node: NodeRecord, used: NodeUsage, partitions: frozenset[str]) -> 
         inventory = []
         for g in node.gres:
             if g.name == "gpu":
-                inventory.extend((len(inventory) + i, g.type) for i in range(g.count))
+                first = len(inventory)  # not inside the generator: extend() grows the list as it goes
+                inventory.extend((first + i, g.type) for i in range(g.count))
     busy = set(used.gpus)
     return NodeView(
         name=node.name, partitions=partitions, free_cpus=node.cpus - used.cpus,
         free_mem_mb=node.real_memory - used.mem_mb,
         free_gpus=tuple(g for g in inventory if g[0] not in busy), available=node.available,
+        gpus=tuple(inventory),  # the busy GPUs' types too: a typed request's reservation needs them
     )

@@ -138,3 +138,15 @@ def test_without_weights_a_priority_is_zero_less_nice_as_the_scheduler_assumes()
     for nice in (-50, 0, 7):
         f = prio.Factors(age=1.0, fairshare=0.5, jobsize=0.3, partition=1.0, qos=0.0, nice=nice)
         assert prio.priority(f, cfg) == max(0, -nice)
+
+
+def test_a_node_view_numbers_configured_gpus_in_order_and_keeps_the_busy_ones_types() -> None:
+    from pslurm.controller.allocations import NodeUsage, node_view
+    from pslurm.core.gres import GresRequest
+    from pslurm.core.node import NodeRecord
+
+    unregistered = NodeRecord("c000", "127.0.0.1", 7000, 8, 1000,
+                              gres=(GresRequest("gpu", "a100", 2), GresRequest("gpu", "t4", 1)))
+    view = node_view(unregistered, NodeUsage(gpus=[1]), frozenset({"gpu"}))
+    assert view.gpus == ((0, "a100"), (1, "a100"), (2, "t4"))  # 0, 1, 2: not 0, 2 (the list grew while it was read)
+    assert view.free_gpus == ((0, "a100"), (2, "t4"))  # the busy a100 is still in the inventory, with its type
