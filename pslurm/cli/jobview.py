@@ -37,3 +37,36 @@ def gres_text(spec: Spec) -> str:
     from pslurm.core.gres import format_gres
 
     return format_gres(gres)
+
+
+def tres_per_node_text(job: Job) -> str:
+    """squeue's %b and ``-O tres-per-node`` (TRES_PER_NODE) as Slurm 22.05 prints them: ``gres:gpu:1``,
+    ``gres:gpu:a100:2,gres:gpu:1``; ``N/A`` for a job without GRES. (slurmrestd's JSON and Slurm 23.02
+    on write ``gres/gpu:1``; squeue of 22.05 shows the ``gres:`` form.)"""
+    if not job.spec.gres:
+        return "N/A"
+    return ",".join("gres:" + item for item in gres_text(job.spec).split(","))
+
+
+def time_used(job: Job, now: float | None = None) -> float:
+    """Seconds the job has run (squeue's job_time_used): 0 before it starts, up to its end after."""
+    if job.start_time is None:
+        return 0.0
+    import time
+
+    end = job.end_time if job.end_time is not None else (time.time() if now is None else now)
+    return max(0.0, end - job.start_time)
+
+
+def time_left_text(job: Job, now: float | None = None) -> str:
+    """squeue's %L (TIME_LEFT): the time limit less the time used, as ``[D-]H:MM:SS`` or ``M:SS``;
+    ``UNLIMITED`` for a job without a limit; ``INVALID`` when the job has run past its limit (squeue
+    prints a negative duration so)."""
+    if job.time_limit is None:
+        return "UNLIMITED"
+    left = int(job.time_limit - time_used(job, now))
+    if left < 0 or left > 365 * 86400:
+        return "INVALID"
+    from pslurm.core.timefmt import format_duration
+
+    return format_duration(left)

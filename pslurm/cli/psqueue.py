@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 from pslurm.cli import argv as a
 from pslurm.cli.common import connect_api, fail, print_listing, reporting
 
@@ -31,19 +29,12 @@ def row_id(job: Job) -> str:
     return job.display_id
 
 
-def _elapsed(job: Job) -> float:
-    if job.start_time is None:
-        return 0
-    end = job.end_time if job.end_time is not None else time.time()
-    return max(0.0, end - job.start_time)
-
-
 def _reason_or_nodes(job: Job) -> str:
     return job.node or "" if job.state.holds_resources or job.node else f"({job.reason})"
 
 
 def job_fields() -> dict[str, tuple[str, Any]]:
-    from pslurm.cli.jobview import dependency_text, gres_text
+    from pslurm.cli.jobview import dependency_text, time_left_text, time_used, tres_per_node_text
     from pslurm.core.states import JobState
     from pslurm.core.timefmt import format_duration, format_timestamp
 
@@ -70,7 +61,8 @@ def job_fields() -> dict[str, tuple[str, Any]]:
         "U": ("UID", lambda j: str(j.spec.uid)),
         "T": ("STATE", lambda j: j.state.value),
         "t": ("ST", lambda j: j.state.short),
-        "M": ("TIME", lambda j: format_duration(_elapsed(j))),
+        "M": ("TIME", lambda j: format_duration(time_used(j))),
+        "L": ("TIME_LEFT", time_left_text),
         "l": ("TIME_LIMIT", lambda j: format_duration(j.time_limit)),
         "D": ("NODES", lambda j: str(j.spec.num_nodes)),
         "C": ("CPUS", lambda j: str(j.spec.cpus)),
@@ -79,7 +71,7 @@ def job_fields() -> dict[str, tuple[str, Any]]:
         "R": ("NODELIST(REASON)", _reason_or_nodes),
         "r": ("REASON", lambda j: str(j.reason)),
         "P": ("PARTITION", lambda j: j.partition),
-        "b": ("TRES_PER_NODE", lambda j: "gres/" + gres_text(j.spec) if j.spec.gres else "N/A"),
+        "b": ("TRES_PER_NODE", tres_per_node_text),
         "E": ("DEPENDENCY", dependency_text),
         "V": ("SUBMIT_TIME", lambda j: format_timestamp(j.submit_time)),
         "S": ("START_TIME", start),
@@ -90,12 +82,101 @@ def job_fields() -> dict[str, tuple[str, Any]]:
     }
 
 
+# squeue -O/--Format names (case-insensitive, as Slurm 22.05's src/squeue/opts.c) -> the -o letter whose
+# field they print: one table of fields for both. squeue's "priority" is the normalised float of %p;
+# pslurm has only the integer priority (%Q, squeue's "prioritylong"), so both print that.
+LONG_FIELDS = {
+    "account": "a", "arrayjobid": "F", "arraytaskid": "K", "command": "o", "dependency": "E", "endtime": "e",
+    "exit_code": "X", "gres": "b", "jobarrayid": "i", "jobid": "A", "minmemory": "m", "name": "j", "nice": "y",
+    "nodelist": "N", "numcpus": "C", "numnodes": "D", "partition": "P", "priority": "Q", "prioritylong": "Q",
+    "reason": "r", "reasonlist": "R", "starttime": "S", "state": "T", "statecompact": "t", "submittime": "V",
+    "timeleft": "L", "timelimit": "l", "timeused": "M", "tres-per-node": "b", "userid": "U", "username": "u",
+    "workdir": "Z",
+}
+LONG_WIDTH = 20  # squeue -O: a field without ":size" is 20 characters, left-justified
+
+
+def long_format(spec: str) -> str:
+    """An -O list (``JobID,Name:30,State:.10 ,TimeLeft``) as the -o format it prints the same as:
+    ``type[:[.][size][suffix]]``; no size: 20 wide, left-justified; ``.``: right-justified; size 0:
+    as wide as the value; the suffix is printed after the field; no separator between fields, as in
+    squeue. Raises ValueError naming a field squeue does not know."""
+    out = []
+    for token in (t for t in spec.split(",") if t):
+        name, colon, rest = token.partition(":")
+        letter = LONG_FIELDS.get(name.lower())
+        if letter is None:
+            raise ValueError(f"Invalid job format specification: {name}")
+        right, width, suffix = False, LONG_WIDTH, ""
+        if colon:
+            right = rest.startswith(".")
+            digits = rest[1:] if right else rest
+            size = len(digits) - len(digits.lstrip("0123456789"))
+            width, suffix = int(digits[:size] or 0), digits[size:]
+        out.append(f"%{'.' if right else ''}{width or ''}{letter}{suffix.replace('%', '%%')}")
+    return "".join(out)
+
+
+def sort_jobs(found: Sequence[Job], spec: str) -> list[Job]:
+    """squeue's ``-S/--sort``: -o letters, comma separated, ``-`` before one for descending, the first
+    the main key (squeue sorts by the last key first, then by each before it). Raises ValueError for
+    a letter that is no field."""
+    import time
+
+    from pslurm.cli.jobview import time_used
+
+    now = time.time()
+    fields = job_fields()
+    big = float("inf")
+
+    def start(j: Job) -> float:  # squeue's _get_start_time: none yet sorts after now
+        when = j.start_time if j.start_time is not None else j.start_estimate
+        if when is None:
+            return now + 100
+        return max(when, now) if j.start_time is None else when
+
+    numeric: dict[str, Any] = {
+        "i": lambda j: ((j.array_job_id, j.array_task_id if j.array_task_id is not None else big)
+                        if j.array_job_id is not None else (j.job_id, big)),
+        "A": lambda j: j.job_id, "F": lambda j: j.array_job_id if j.array_job_id is not None else j.job_id,
+        "p": lambda j: j.priority, "Q": lambda j: j.priority, "y": lambda j: j.spec.nice,
+        "D": lambda j: j.spec.num_nodes, "C": lambda j: j.spec.cpus, "m": lambda j: j.spec.mem_mb or 0,
+        "U": lambda j: j.spec.uid, "M": lambda j: time_used(j, now), "V": lambda j: j.submit_time or 0,
+        "S": start, "e": lambda j: j.end_time or 0,
+        "l": lambda j: big if j.time_limit is None else j.time_limit,
+        "L": lambda j: big if j.time_limit is None else j.time_limit - time_used(j, now),
+    }
+    keys: list[tuple[Any, bool]] = []
+    for part in (p for p in spec.split(",") if p):
+        reverse = part.startswith("-")
+        letters = part.lstrip("+-")
+        for letter in letters:
+            if letter in numeric:
+                keys.append((numeric[letter], reverse))
+            elif letter in fields:
+                keys.append((fields[letter][1], reverse))
+            else:
+                raise ValueError(f"Invalid sort specification: {letter}")
+            reverse = False  # squeue: a '-' applies to the letter right after it
+    rows = list(found)
+    for key, reverse in reversed(keys):
+        rows.sort(key=key, reverse=reverse)  # stable: earlier keys win
+    return rows
+
+
+DEFAULT_SORT = "P,t,-p"  # squeue's default (src/squeue/sort.c): partition, state (compact code), priority down
+START_SORT = "S"  # squeue --start
+
+
 OPTIONS = (
     a.JOBS, a.USERS,
+    a.Opt("me", arg=a.NONE, help="only the caller's own jobs (as -u $USER)"),
     a.Opt("states", "t", help="states (PD,R,...) or all"),
     a.Opt("partition", "p", help="partitions"),
     a.NOHEADER,
     a.Opt("format", "o", dest="fmt", help="output format (%i %j %T ...)"),
+    a.Opt("Format", "O", dest="long_fmt", help="output fields by name (JobID,Name:30,TimeLeft:.10 ...)"),
+    a.Opt("sort", "S", help="sort keys: -o letters, '-' descending (-S -t,i)"),
     a.Opt("start", arg=a.NONE, help="pending jobs and their expected start times"),
     a.Opt("array", "r", a.NONE, dest="expand", help="one line per array task"),
     a.JSON, a.HELP,
@@ -110,6 +191,27 @@ def main(argv: Sequence[str] | None = None) -> None:
     v = a.values(found_opts)
     jobs, users, states, partition = (v.get(k) for k in ("jobs", "users", "states", "partition"))
     fmt, start, expand, as_json, noheader = (v.get(k) for k in ("fmt", "start", "expand", "as_json", "noheader"))
+    long_fmt, sort = v.get("long_fmt"), v.get("sort")
+    seen: set[str] = set()
+    for opt, _ in found_opts:  # squeue: whichever of -o and -O comes second is refused
+        if opt.dest == "long_fmt" and "fmt" in seen:
+            fail(PROG, "-O (--Format) is incompatible with -o (--format)")
+        if opt.dest == "fmt" and "long_fmt" in seen:
+            fail(PROG, "-o (--format) is incompatible with -O (--Format)")
+        seen.add(opt.dest)
+    if isinstance(long_fmt, str):
+        try:
+            fmt = long_format(long_fmt)
+        except ValueError as exc:
+            fail(PROG, str(exc))
+    if v.get("me"):  # squeue --me: the caller's effective uid, as -u would give it
+        import os
+        import pwd
+
+        try:
+            users = pwd.getpwuid(os.geteuid()).pw_name
+        except KeyError:
+            users = os.environ.get("USER", str(os.geteuid()))
     from pslurm.core.arrays import parse_task_selector, split_job_list
     from pslurm.core.errors import SpecError
     from pslurm.core.jobinfo import JobInfo
@@ -157,7 +259,11 @@ def main(argv: Sequence[str] | None = None) -> None:
 
         print(json.dumps({"jobs": [job_json(j) for j in found]}, indent=2))
         return
-    print_listing(PROG, lambda: render_queue(str(fmt or (START_FORMAT if start else DEFAULT_FORMAT)), found,
+    try:
+        listed = sort_jobs(found, str(sort) if isinstance(sort, str) else (START_SORT if start else DEFAULT_SORT))
+    except ValueError as exc:
+        fail(PROG, str(exc))
+    print_listing(PROG, lambda: render_queue(str(fmt or (START_FORMAT if start else DEFAULT_FORMAT)), listed,
                                              not noheader))
 
 

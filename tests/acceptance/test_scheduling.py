@@ -91,7 +91,7 @@ def test_array_tasks_throttle_env_output_names_and_collapsed_display(sched, tmp_
     for task in range(6):
         text = (tmp_path / f"arr_{array}_{task}.out").read_text().split()
         assert text == [array, str(task), "6", "0", "5"]
-    ids = [r[0] for r in rows(sched, "-r", "-j", array)]
+    ids = [r[0] for r in rows(sched, "-r", "-S", "i", "-j", array)]  # squeue's default order is P,t,-p
     assert ids == [f"{array}_{i}" for i in range(6)]
     too_big = sched.run("psbatch", "--array=0-500", "--wrap", "true", cwd=tmp_path)
     assert too_big.returncode == 1 and "MaxArraySize" in too_big.stderr
