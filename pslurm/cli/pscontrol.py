@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from pslurm.client import Client
-    from pslurm.core.config import PartitionConfig
+    from pslurm.core.config import ClusterConfig, PartitionConfig
     from pslurm.core.jobinfo import JobInfo
     from pslurm.core.jobspec import JobRecord
     from pslurm.core.node import NodeStatus
@@ -102,7 +102,9 @@ def show_partition(p: PartitionConfig) -> str:
 OPTIONS = (a.JSON, a.HELP)
 USAGE = "pscontrol [OPTIONS] words..."
 DESCRIPTION = ("show job ID | show node [NAME] | show partition | update NodeName=X State=DRAIN|RESUME Reason=.. |\n"
-               "  update JobId=N Priority=P Nice=N | hold ID.. | uhold ID.. | release ID.. | requeue ID..")
+               "  update JobId=N Priority=P Nice=N | hold ID.. | uhold ID.. | release ID.. | requeue ID.. |\n"
+               "  show hostnames [HOSTLIST] (default $SLURM_NODELIST) | show hostlist NAME,NAME.. (neither asks the\n"
+               "  controller) | show config (read from the local pslurm.conf, not from the controller)")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -117,6 +119,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     verb = words[0].lower()
     if verb == "show" and len(words) >= 2 and words[1].lower() in ("job", "jobs"):
         _show_jobs(words[2:], as_json)  # the hot path: the API's JSON as it is, no dataclasses
+        return
+    if verb == "show" and len(words) >= 2 and words[1].lower() in ("hostnames", "hostname", "hostlist", "config"):
+        _show_local(words[1].lower(), words[2:])  # no controller: the argument, the environment, the file
         return
     client = connect(PROG)
     if verb == "show" and len(words) >= 2:
@@ -152,7 +157,100 @@ def _show(client: Client, what: str, names: list[str], as_json: bool) -> None:
             for p in parts:
                 print(show_partition(p))
     else:
-        fail(PROG, f"Invalid entity: {what} (job, node or partition)")
+        fail(PROG, f"Invalid entity: {what} (job, node, partition, config, hostnames or hostlist)")
+
+
+def _show_local(what: str, args: list[str]) -> None:
+    import os
+    import sys
+
+    if what == "config":
+        from pslurm.core.clientconf import find_config_path
+        from pslurm.core.config import ConfigError, load_cluster_config
+
+        path = find_config_path()
+        try:
+            cfg = load_cluster_config(path)
+        except ConfigError as exc:
+            fail(PROG, str(exc))
+        print(show_config(cfg), end="")
+        return
+    if what == "hostlist":
+        if not args:  # scontrol's words and status
+            print("invalid encode argument", file=sys.stderr)
+            raise SystemExit(1)
+        print(encode_hostlist(",".join(args)))
+        return
+    text = args[0] if args else os.environ.get("SLURM_NODELIST") or os.environ.get("SLURM_JOB_NODELIST")
+    if not text:
+        print(f"{PROG}: error: host list is empty", file=sys.stderr)  # scontrol: this message, status 0
+        return
+    try:
+        print("\n".join(hostnames(text)))
+    except ValueError:
+        print(f"Invalid hostlist: {text}", file=sys.stderr)  # scontrol's words (status 0, as scontrol)
+
+
+def hostnames(text: str) -> list[str]:
+    """``show hostnames``: one name a line, in the expression's order (ValueError when malformed)."""
+    from pslurm.core.hostlists import expand
+
+    return expand(text)
+
+
+def encode_hostlist(text: str) -> str:
+    """``show hostlist``: names (or hostlists), commas or blanks between, as one hostlist expression."""
+    from pslurm.core.hostlists import collect, expand
+
+    names: list[str] = []
+    for word in text.replace("\n", ",").replace(" ", ",").split(","):
+        if word:
+            names.extend(expand(word) if "[" in word else [word])
+    return collect(dict.fromkeys(names))
+
+
+def config_pairs(cfg: ClusterConfig) -> list[tuple[str, str]]:
+    """``show config``'s keys (the ones tools read), in scontrol's alphabetical order."""
+    from pslurm.core.config import scheduler_config
+    from pslurm.core.timefmt import format_duration
+
+    sched = scheduler_config(cfg)
+    extra = {k.lower(): v for k, v in cfg.extra.items()}
+    ports = sorted({n.port for n in cfg.nodes.values()})
+    weights = (("PriorityWeightAge", sched.weight_age), ("PriorityWeightAssoc", 0),
+               ("PriorityWeightFairShare", sched.weight_fairshare), ("PriorityWeightJobSize", sched.weight_jobsize),
+               ("PriorityWeightPartition", sched.weight_partition), ("PriorityWeightQOS", sched.weight_qos))
+    pairs = [
+        ("BatchStartTimeout", f"{cfg.batch_start_timeout} sec"),
+        ("ClusterName", cfg.cluster_name),
+        ("EnforcePartLimits", "ALL" if sched.enforce_part_limits else "NO"),
+        ("JobRequeue", "1" if sched.job_requeue else "0"),
+        ("KillWait", f"{cfg.kill_wait} sec"),
+        ("MaxArraySize", str(sched.max_array_size)),
+        ("MaxJobCount", str(sched.max_job_count)),
+        ("PriorityDecayHalfLife", format_duration(sched.decay_half_life)),
+        ("PriorityFavorSmall", "Yes" if sched.favor_small else "No"),
+        ("PriorityMaxAge", format_duration(sched.max_age)),
+        ("PriorityType", "priority/multifactor"),
+        *((key, str(value)) for key, value in weights),
+        ("RestPort", str(cfg.rest_port)),
+        ("SchedulerParameters", extra.get("schedulerparameters") or "(null)"),
+        ("SlurmctldHost[0]", f"{cfg.controller_host}({cfg.controller_addr})"),
+        ("SlurmctldPort", str(cfg.controller_port)),
+        ("SlurmdPort", str(ports[0]) if ports else "6818"),
+        ("SlurmdSpoolDir", cfg.spool_dir),
+        ("SlurmdTimeout", f"{cfg.slurmd_timeout} sec"),
+        ("StateSaveLocation", cfg.state_dir),
+    ]
+    return pairs
+
+
+def show_config(cfg: ClusterConfig, now: float | None = None) -> str:
+    """scontrol show config: ``Configuration data as of <time>``, then ``Key = value`` (keys padded to 23)."""
+    from pslurm.core.timefmt import format_timestamp
+
+    head = f"Configuration data as of {format_timestamp(time.time() if now is None else now)}\n"
+    return head + "".join(f"{key:<23} = {value}\n" for key, value in config_pairs(cfg))
 
 
 def _show_jobs(names: list[str], as_json: bool) -> None:

@@ -20,16 +20,116 @@ if TYPE_CHECKING:
 PROG = "psinfo"
 PARTITION_FORMAT = "%9P %.5a %.10l %.6D %.6t %N"
 NODE_FORMAT = "%10N %.6D %10P %.6t %.5c %.8m %G"
+SUMMARIZE_FORMAT = "%9P %.5a %.10l %.16F %N"  # sinfo -s
+REASONS_FORMAT = "%20E %9u %19H %N"  # sinfo -R
+REASONS_STATES = "down,fail,drain"  # what sinfo -R lists unless -t says otherwise
 LONG_STATE = {"idle": "idle", "mix": "mixed", "alloc": "allocated", "drain": "drained", "drng": "draining",
               "down": "down", "unk": "unknown"}
 
 
-def node_rows(parts: Sequence[Part], all_nodes: Sequence[Node],
-              partitions: list[str] | None) -> list[tuple[Part, Node]]:
-    """(partition, node) pairs, partitions in configuration order."""
+# sinfo's state names (22.05): the base states first, matched by prefix of the long or the short name
+_BASE_STATES = (("unknown", "unk"), ("down", "down"), ("idle", "idle"), ("allocated", "alloc"), ("error", "err"),
+                ("mixed", "mix"), ("future", "futr"))
+_FLAG_STATES = (("planned", "plnd"), ("drain", "drain"), ("drained", "drained"), ("reserved", "resv"),
+                ("draining", "drng"), ("completing", "comp"), ("no_respond", "no_respond"),
+                ("powering_down", "powering_down"), ("powered_down", "powered_down"), ("power_down", "power_down"),
+                ("powering_up", "powering_up"), ("fail", "fail"), ("maint", "maint"),
+                ("reboot_requested", "reboot_requested"), ("reboot_issued", "reboot_issued"), ("cloud", "cloud"))
+VALID_STATES = ",".join([long for long, _ in _BASE_STATES] + [
+    "drain", "drained", "draining", "no_respond", "reserved", "planned", "cloud", "completing", "powering_down",
+    "powered_down", "power_down", "powering_up", "fail", "maint", "reboot_requested", "reboot_issued"])
+
+
+def state_id(word: str) -> str | None:
+    """sinfo's reading of one ``-t`` word (a prefix of a state's long or short name, any case): the
+    state's long name, or None."""
+    low = word.lower()
+    if not low:
+        return None
+    for long, short in _BASE_STATES:
+        if long.startswith(low) or short.startswith(low):
+            return long
+    for long, short in _FLAG_STATES:
+        if long.startswith(low) or short.startswith(low):
+            return long
+    return None
+
+
+def parse_states(text: str) -> tuple[list[str], bool]:
+    """``-t`` states: (long names, every-one-must-match); ``all`` is every state. ValueError naming the
+    word sinfo rejects."""
+    if text.lower() == "all":
+        return ["all"], False
+    states = []
+    for word in text.replace("&", ",").split(","):
+        if not word:
+            continue
+        found = state_id(word)
+        if found is None:
+            raise ValueError(word)
+        states.append(found)
+    return states, "&" in text
+
+
+def node_in_state(node: Node, state: str) -> bool:
+    """Whether a node is in one of sinfo's states. pslurm's nodes are idle, mixed, allocated, down or
+    unknown, with drain beside them (a draining node is taken as mixed, as its JSON says)."""
+    shown = node.display_state
+    base = {"drain": "idle", "drng": "mixed", "mix": "mixed", "alloc": "allocated", "unk": "unknown"}.get(shown, shown)
+    if state == "all":
+        return True
+    if state == "drain":
+        return node.drain
+    if state == "drained":
+        return node.drain and shown != "drng"
+    if state == "draining":
+        return shown == "drng"
+    return base == state
+
+
+def node_rows(parts: Sequence[Part], all_nodes: Sequence[Node], partitions: list[str] | None,
+              states: tuple[list[str], bool] | None = None) -> list[tuple[Part, Node]]:
+    """(partition, node) pairs, partitions in configuration order; with ``states``, the nodes in any
+    of them (all of them with ``&``), as sinfo -t."""
     nodes = {n.name: n for n in all_nodes}
+    if states is not None:
+        wanted, every = states
+        test = all if every else any
+        nodes = {name: n for name, n in nodes.items() if test(node_in_state(n, s) for s in wanted)}
     return [(p, nodes[name]) for p in parts if not partitions or p.name in partitions
             for name in p.nodes if name in nodes]
+
+
+def node_counts(nodes: Sequence[Node]) -> tuple[int, int, int]:
+    """(allocated, idle, other) as sinfo counts them: a node with jobs is allocated (draining too), a
+    drained or down one other, an idle one idle."""
+    alloc = idle = other = 0
+    for n in nodes:
+        if n.display_state in ("alloc", "mix", "drng"):
+            alloc += 1
+        elif n.display_state == "idle" and not n.drain:
+            idle += 1
+        else:
+            other += 1
+    return alloc, idle, other
+
+
+def reason_user(n: Node) -> str:
+    """%u: who set the reason, when the record says (slurmrestd's ``reason_set_by_user``); else sinfo's
+    ``Unknown``."""
+    data = getattr(n, "data", None)
+    return (data.get("reason_set_by_user") if isinstance(data, dict) else None) or "Unknown"
+
+
+def reason_time(n: Node) -> str:
+    """%H: when the reason was set, when the record says (``reason_changed_at``); else ``Unknown``."""
+    from pslurm.core.timefmt import format_timestamp
+
+    data = getattr(n, "data", None)
+    when = data.get("reason_changed_at") if isinstance(data, dict) else None
+    if isinstance(when, dict):  # slurmrestd's {"set": .., "number": ..}
+        when = when.get("number") if when.get("set") else None
+    return format_timestamp(when if isinstance(when, (int, float)) else None)
 
 
 def _fields() -> dict[str, tuple[str, Any]]:
@@ -60,6 +160,8 @@ def _fields() -> dict[str, tuple[str, Any]]:
         "m": ("MEMORY", lambda r: str(r[1].real_memory)),
         "G": ("GRES", lambda r: gres(r[1])),
         "E": ("REASON", lambda r: r[1].reason or "none"),
+        "u": ("USER", lambda r: reason_user(r[1])),
+        "H": ("TIMESTAMP", lambda r: reason_time(r[1])),
         "N": ("NODELIST", None),
         "D": ("NODES", None),
     }
@@ -73,7 +175,8 @@ def render_rows(fmt: str, rows: list[tuple[Part, Node]], node_oriented: bool,
 
     fields = _fields()
     columns, _ = parse_format(fmt)
-    keys = [c.letter for c in columns if c.letter not in ("N", "D")]
+    group_level = ("N", "D", "A", "F")
+    keys = [c.letter for c in columns if c.letter not in group_level]
     for letter in keys:
         if letter not in fields:
             raise ValueError(f"Invalid node format specification: %{letter}")
@@ -85,8 +188,17 @@ def render_rows(fmt: str, rows: list[tuple[Part, Node]], node_oriented: bool,
         groups.setdefault(key, []).append(row)
     grouped = [(key, members) for key, members in groups.items()]
     table = {letter: (head, get) for letter, (head, get) in fields.items() if get is not None}
-    table["N"] = ("NODELIST", lambda g: collect(r[1].name for r in g[1]))
-    table["D"] = ("NODES", lambda g: str(len(g[1])))
+
+    def members(g: Any) -> list[Any]:  # each node once (a node of two partitions, when no field tells them apart)
+        return list({r[1].name: r[1] for r in g[1]}.values())
+
+    def counts(g: Any) -> tuple[int, int, int]:
+        return node_counts(members(g))
+
+    table["N"] = ("NODELIST", lambda g: collect(n.name for n in members(g)))
+    table["D"] = ("NODES", lambda g: str(len(members(g))))
+    table["A"] = ("NODES(A/I)", lambda g: "{}/{}".format(*counts(g)[:2]))
+    table["F"] = ("NODES(A/I/O/T)", lambda g: "{}/{}/{}/{}".format(*counts(g), len(members(g))))
     for letter in keys:
         getter = fields[letter][1]
         table[letter] = (fields[letter][0], lambda g, getter=getter: getter(g[1][0]))
@@ -98,17 +210,36 @@ OPTIONS = (
     a.NOHEADER,
     a.Opt("format", "o", dest="fmt", help="output format (%P %N %G %t ...)"),
     a.Opt("partition", "p", help="partitions"),
+    a.Opt("list-reasons", "R", a.NONE, dest="list_reasons", help="why nodes are down or drained"),
+    a.Opt("summarize", "s", a.NONE, help="one line per partition, node counts as allocated/idle/other/total"),
+    a.Opt("states", "t", help="only nodes in these states (idle, alloc, mix, drain, drng, down, ...)"),
     a.JSON, a.HELP,
 )
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Partition summary (nodes grouped by state), or one line per node with -N."""
+    """Partition summary (nodes grouped by state), one line per node with -N, per partition with -s,
+    per reason with -R."""
     found, positional = a.parse_or_fail(PROG, argv, OPTIONS, stop_at_positional=False, usage="psinfo [OPTIONS]",
                                         description=main.__doc__ or "")
     a.no_positionals(PROG, positional)
     v = a.values(found)
     fmt, partition, node_oriented = v.get("fmt"), v.get("partition"), bool(v.get("node_oriented"))
+    reasons, state_text = bool(v.get("list_reasons")), v.get("states")
+    states = None
+    if isinstance(state_text, str) or reasons:
+        try:
+            states = parse_states(state_text if isinstance(state_text, str) else REASONS_STATES)
+        except ValueError as exc:
+            import sys
+
+            print(f'{PROG}: error: Bad state string: "{exc}"', file=sys.stderr)
+            print(f"{PROG}: error: valid states: {VALID_STATES}", file=sys.stderr)
+            raise SystemExit(1) from None
+    if not fmt:
+        fmt = (SUMMARIZE_FORMAT if v.get("summarize") else NODE_FORMAT if node_oriented
+               else REASONS_FORMAT if reasons else PARTITION_FORMAT)
+        node_oriented = node_oriented and not v.get("summarize")
     api = connect_api(PROG)
     with reporting(PROG):
         reply = api.cluster()
@@ -123,6 +254,5 @@ def main(argv: Sequence[str] | None = None) -> None:
     from pslurm.core.clusterinfo import NodeInfo, PartitionInfo
 
     rows = node_rows([PartitionInfo(p) for p in reply["partitions"]], [NodeInfo(n) for n in reply["nodes"]],
-                     partition.split(",") if isinstance(partition, str) else None)
-    print_listing(PROG, lambda: render_rows(str(fmt or (NODE_FORMAT if node_oriented else PARTITION_FORMAT)), rows,
-                                            node_oriented, not v.get("noheader")))
+                     partition.split(",") if isinstance(partition, str) else None, states)
+    print_listing(PROG, lambda: render_rows(str(fmt), rows, node_oriented, not v.get("noheader")))
