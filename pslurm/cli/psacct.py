@@ -20,8 +20,18 @@ if TYPE_CHECKING:
 
 PROG = "psacct"
 DEFAULT_FIELDS = "JobID,JobName,Partition,Account,AllocCPUS,State,ExitCode"
-LEFT = frozenset({"jobid", "jobidraw"})  # sacct left-aligns ids and right-aligns everything else
-WIDTHS = {"jobid": 12, "jobidraw": 12, "exitcode": 8, "submit": 19, "start": 19, "end": 19}  # else 10
+# sacct 22.05's header names and default widths (src/sacct/sacct.c's fields[]); a negative width is
+# left-aligned (the ids), everything else right-aligned. GPUSeconds, GPUMemPeak, GPUUtil, GPUIndices
+# are pslurm's own. The getters are in account_fields(), by the same lower-case keys.
+FIELDS: dict[str, tuple[str, int]] = {name.lower(): (name, width) for name, width in (
+    ("Account", 10), ("AllocCPUS", 10), ("AllocGRES", 12), ("AllocTRES", 10), ("CPUTime", 10),
+    ("CPUTimeRAW", 10), ("Elapsed", 10), ("ElapsedRaw", 10), ("End", 19), ("ExitCode", 8), ("GID", 6),
+    ("Group", 9), ("JobID", -12), ("JobIDRaw", -12), ("JobName", 10), ("MaxRSS", 10), ("NCPUS", 10),
+    ("NNodes", 8), ("NodeList", 15), ("NTasks", 8), ("Partition", 10), ("Reason", 22), ("ReqCPUS", 8),
+    ("ReqMem", 10), ("ReqTRES", 10), ("Start", 19), ("State", 10), ("Submit", 19), ("Timelimit", 10),
+    ("UID", 6), ("User", 9), ("WorkDir", 20),
+    ("GPUSeconds", 10), ("GPUMemPeak", 10), ("GPUUtil", 10), ("GPUIndices", 10),
+)}
 
 
 def _elapsed(job: Job, now: float) -> float:
@@ -33,10 +43,9 @@ def _elapsed(job: Job, now: float) -> float:
 
 def format_elapsed(seconds: float) -> str:
     """sacct's Elapsed: ``HH:MM:SS``, with ``D-`` in front past a day."""
-    total = int(seconds)
-    days, rem = divmod(total, 86400)
-    text = f"{rem // 3600:02d}:{rem % 3600 // 60:02d}:{rem % 60:02d}"
-    return f"{days}-{text}" if days else text
+    from pslurm.core.timefmt import format_slurm_duration
+
+    return format_slurm_duration(seconds)
 
 
 def _allocated(job: Job) -> bool:
@@ -53,8 +62,11 @@ def _cpus(job: Job) -> int:
 
 def alloc_tres(job: Job) -> str:
     """``cpu=1,gres/gpu=2,gres/gpu:a100=2,mem=1000M,node=1``; empty before the job was allocated."""
-    if not _allocated(job):
-        return ""
+    return tres(job) if _allocated(job) else ""
+
+
+def tres(job: Job) -> str:
+    """The job's TRES (``cpu=1,gres/gpu=2,mem=1000M,node=1``): sacct's ReqTRES, and AllocTRES once allocated."""
     parts = [f"cpu={_cpus(job)}"]
     gpus = _gpus(job)
     if gpus:
@@ -75,42 +87,61 @@ def gpu_seconds(job: Job, now: float) -> float | None:
 
 
 def account_fields(now: float) -> dict[str, Callable[[Job], str]]:
-    """Field name (lower case) -> getter; the header is the name as the user wrote it."""
-    from pslurm.core.timefmt import format_duration, format_timestamp
-
-    def ts(job: Job, name: str) -> str:
-        return format_timestamp(getattr(job, name))
+    """Field key (lower case, as in FIELDS) -> getter of the value sacct prints."""
+    from pslurm.core.states import JobState
+    from pslurm.core.timefmt import format_slurm_duration, format_timestamp
 
     def gpu_secs(job: Job) -> str:
         value = gpu_seconds(job, now)
         return "" if value is None else str(round(value))
 
+    def alloc_cpus(job: Job) -> int:
+        return _cpus(job) if _allocated(job) else 0
+
+    def time_limit(job: Job) -> str:
+        # sacct: the limit in force; Partition_Limit while a job that asked none waits (the partition's
+        # limit is applied when it starts), UNLIMITED where there is none
+        if job.time_limit is not None:
+            return format_slurm_duration(job.time_limit)
+        return "Partition_Limit" if job.state == JobState.PENDING and job.spec.time_limit is None else "UNLIMITED"
+
+    def cpu_time(job: Job) -> float:
+        return _elapsed(job, now) * alloc_cpus(job)
+
     return {
-        "jobid": lambda j: str(j.job_id),
+        "jobid": lambda j: j.display_id,  # 3_0 for task 0 of array 3, as sacct
         "jobidraw": lambda j: str(j.job_id),
         "jobname": lambda j: j.spec.name,
         "partition": lambda j: j.partition,
-        "account": lambda j: "",  # pslurm has no accounts (yet)
+        "account": lambda j: j.spec.account,
         "user": lambda j: j.spec.user,
         "uid": lambda j: str(j.spec.uid),
         "group": lambda j: str(j.spec.gid),
+        "gid": lambda j: str(j.spec.gid),
         "state": lambda j: j.state.value,
+        "reason": lambda j: str(j.reason),
         "exitcode": lambda j: f"{j.exit_code}:{j.exit_signal}",
-        "elapsed": lambda j: format_elapsed(_elapsed(j, now)),
+        "elapsed": lambda j: format_slurm_duration(_elapsed(j, now)),
         "elapsedraw": lambda j: str(int(_elapsed(j, now))),
+        "cputime": lambda j: format_slurm_duration(cpu_time(j)),
+        "cputimeraw": lambda j: str(int(cpu_time(j))),
         "submit": lambda j: format_timestamp(j.submit_time),
-        "start": lambda j: ts(j, "start_time"),
-        "end": lambda j: ts(j, "end_time"),
-        "timelimit": lambda j: format_duration(j.time_limit),
+        "start": lambda j: format_timestamp(j.start_time),  # Unknown before it starts
+        "end": lambda j: format_timestamp(j.end_time),  # Unknown while it runs
+        "timelimit": time_limit,
         "nodelist": lambda j: j.node or "None assigned",
         "nnodes": lambda j: str(j.spec.num_nodes),
-        "alloccpus": lambda j: str(_cpus(j) if _allocated(j) else 0),
+        "ntasks": lambda j: str(j.spec.ntasks),  # jobs have no steps (yet): the tasks it asked
+        "alloccpus": lambda j: str(alloc_cpus(j)),
+        "ncpus": lambda j: str(alloc_cpus(j)),
+        "reqcpus": lambda j: str(_cpus(j)),
+        "reqmem": lambda j: f"{j.spec.mem_mb}M" if j.spec.mem_mb else "0",  # 22.05: no n/c suffix
+        "maxrss": lambda j: "",  # not measured (sacct shows it on steps' lines, which pslurm has not)
         "alloctres": alloc_tres,
-        "reqtres": lambda j: alloc_tres(j) if _allocated(j) else f"cpu={_cpus(j)},node=1",
+        "reqtres": tres,
         "allocgres": lambda j: f"gpu:{_gpus(j)}" if _gpus(j) and _allocated(j) else "",
         "gpuindices": lambda j: ",".join(map(str, j.gpu_indices)),
         "workdir": lambda j: j.spec.workdir,
-        "reason": lambda j: str(j.reason),
         "gpuseconds": gpu_secs,
         "gpumempeak": lambda j: f"{j.peak_gpu_memory_mb}M" if j.peak_gpu_memory_mb is not None else "",
         "gpuutil": lambda j: f"{j.mean_gpu_util:.1f}%" if j.mean_gpu_util is not None else "",
@@ -118,16 +149,18 @@ def account_fields(now: float) -> dict[str, Callable[[Job], str]]:
 
 
 def parse_fields(spec: str, known: Sequence[str]) -> list[tuple[str, str, int]]:
-    """``JobID,JobName%30`` -> [(header, key, width)]; sacct's width is 10 unless ``%N`` says."""
+    """``JobID,JobName%30`` -> [(header, key, width)]: sacct's header and default width (FIELDS) unless
+    ``%N`` says; a negative width (the ids) is left-aligned."""
     out = []
     for item in filter(None, (s.strip() for s in spec.split(","))):
         name, _, width = item.partition("%")
         key = name.lower()
         if key not in known:
             raise ValueError(f'Invalid field requested: "{name}"')
-        if width and not width.isdigit():
+        if width and not width.lstrip("-").isdigit():
             raise ValueError(f"Invalid field width: {item}")
-        out.append((name, key, int(width) if width else WIDTHS.get(key, 10)))
+        header, default = FIELDS.get(key, (name, 10))  # sacct prints its own spelling of the name
+        out.append((header, key, int(width) if width else default))
     return out
 
 
@@ -140,14 +173,15 @@ def render(rows: Sequence[Job], columns: list[tuple[str, str, int]], fields: dic
         return [sep.join(values) + (sep if trailing else "") for values in lines]
 
     def cell(value: str, key: str, width: int, mark: str = "+") -> str:
+        left, width = width < 0, abs(width)
         if len(value) > width:
             value = value[: width - len(mark)] + mark
-        return value.ljust(width) if key in LEFT else value.rjust(width)
+        return value.ljust(width) if left else value.rjust(width)
 
     out = []
     if header:
         out.append(" ".join(cell(name, key, w, mark="") for name, key, w in columns))
-        out.append(" ".join("-" * w for _, _, w in columns))
+        out.append(" ".join("-" * abs(w) for _, _, w in columns))
     out += [" ".join(cell(v, key, w) for v, (_, key, w) in zip(values, columns, strict=True)) for values in table]
     return [line.rstrip() for line in out]
 
@@ -176,7 +210,9 @@ OPTIONS = (
     a.Opt("parsable", "p", a.NONE, help="'|' after every field"),
     a.Opt("parsable2", "P", a.NONE, help="'|' between fields"),
     a.Opt("noheader", "n", a.NONE, help="no header lines"),
-    a.Opt("allocations", "X", a.NONE, help="(jobs have no steps)"),
+    a.Opt("name", dest="names", help="jobs of these names (comma-separated)"),
+    a.Opt("allocations", "X", a.NONE,
+          help="only the jobs' allocations, not their steps (pslurm's jobs have no steps yet: no change)"),
     a.JSON, a.HELP,
 )
 
@@ -222,8 +258,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     with reporting(PROG):
         found = [JobInfo(data) for data in api.jobs(job_ids=job_ids, users=wanted_users, include_finished=True,
                                                      since=since)]
+    names = set(filter(None, str(v.get("names") or "").split(",")))
     found = [j for j in found if (not wanted or j.state in wanted)
-             and (until is None or j.submit_time <= until)]
+             and (until is None or j.submit_time <= until) and (not names or j.spec.name in names)]
     if v.get("as_json"):
         import json
 

@@ -76,6 +76,18 @@ def format_duration(seconds: float | None) -> str:
     return f"{minutes}:{secs:02d}"
 
 
+def format_slurm_duration(seconds: float | None) -> str:
+    """Format seconds as sacct prints Elapsed, CPUTime and Timelimit (Slurm's secs2time_str):
+    ``00:00:01``, ``01:01:40``, ``1-02:03:04``. None is ``UNLIMITED``; fractions are dropped and
+    negative values (clock skew) show as ``00:00:00``."""
+    if seconds is None:
+        return "UNLIMITED"
+    total = max(0, int(seconds))
+    days, rem = divmod(total, 86400)
+    text = f"{rem // 3600:02d}:{rem % 3600 // 60:02d}:{rem % 60:02d}"
+    return f"{days}-{text}" if days else text
+
+
 def format_timestamp(ts: float | None) -> str:
     """Format an epoch time as Slurm does (``2026-11-22T06:35:27``, local time).
 
