@@ -82,9 +82,12 @@ TABLE: tuple[JobOpt, ...] = (
     _real("kill-on-invalid-dep", "", _R, "br", "yes: cancel the job when its dependency can never be met"),
     _real("nodelist", "w", _R, "bra", "run on this node (a hostlist)"),
     _real("exclude", "x", _R, "bra", "never run on these nodes (a hostlist)"),
+    _real("open-mode", "", _R, "br", "append to the output files, or truncate them (the default)",
+          metavar="append|truncate"),
     # -- implemented: the commands' own ---------------------------------------------------------------
     _real("wrap", "", _R, "b", "run this command as the script"),
     _real("parsable", "", _N, "b", "print only the job id"),
+    _real("wait", "W", _N, "b", "do not exit until the job ends; exit with its exit code (an array: the highest)"),
     _real("input", "i", _R, "r", "stdin to the job: all (default) or none"),
     _real("help", "h", _N, "bra", ""),  # help_text lists --help last
     _real("usage", "", _N, "bra", "print a short usage line and exit"),
@@ -160,7 +163,6 @@ TABLE: tuple[JobOpt, ...] = (
     _inert("ntasks-per-gpu", "", _R, "bra"),
     _inert("ntasks-per-node", "", _R, "bra"),
     _inert("ntasks-per-socket", "", _R, "bra"),
-    _inert("open-mode", "", _R, "br"),
     _inert("overcommit", "O", _N, "bra"),
     _inert("overlap", "", _O, "r", "no job steps yet"),
     _inert("oversubscribe", "s", _N, "bra"),
@@ -196,7 +198,6 @@ TABLE: tuple[JobOpt, ...] = (
     _inert("unbuffered", "u", _N, "r"),
     _inert("use-min-nodes", "", _N, "bra"),
     _inert("verbose", "v", _N, "bra"),
-    _inert("wait", "W", _N, "b"),  # sbatch -W: wait for the job to end
     _inert("wait", "W", _R, "r"),  # srun -W SECONDS: end the step that long after its first task
     _inert("wait-all-nodes", "", _R, "ba"),
     _inert("wckey", "", _R, "bra"),
@@ -209,7 +210,7 @@ TABLE: tuple[JobOpt, ...] = (
 JOB_FIELDS = frozenset({
     "job_name", "partition", "time", "output", "error", "nodes", "ntasks", "cpus_per_task", "mem", "gres", "gpus",
     "gpus_per_node", "chdir", "export", "account", "nice", "dependency", "array", "requeue", "hold",
-    "kill_on_invalid_dep", "nodelist", "exclude",
+    "kill_on_invalid_dep", "nodelist", "exclude", "open_mode",
 })
 NICE_DEFAULT = "100"  # --nice without a value, as Slurm
 

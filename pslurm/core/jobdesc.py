@@ -88,6 +88,18 @@ def hostlist_option(flag: str, text: str) -> list[str]:
         raise SpecError(f"Invalid {flag} specification: {exc}") from None
 
 
+def open_mode_option(text: str | None) -> str:
+    """``--open-mode``: "append" or "truncate" ("" when not given), read as sbatch does: by the
+    first letter (``a``/``A``, ``t``/``T``)."""
+    if text is None:
+        return ""
+    if text[:1] in ("a", "A"):
+        return "append"
+    if text[:1] in ("t", "T"):
+        return "truncate"
+    raise SpecError("Invalid --open-mode specification")
+
+
 def _gres(opts: Mapping[str, Any]) -> tuple[GresRequest, ...]:
     if not (opts.get("gres") or opts.get("gpus") or opts.get("gpus_per_node")):
         return ()
@@ -145,6 +157,7 @@ def spec_values(opts: Mapping[str, Any], *, user: str, uid: int, gid: int, cwd: 
         parse_array(o("array"), max_array_size=2**31)  # the controller checks MaxArraySize
     hostlist_option("--nodelist", o("nodelist") or "")
     hostlist_option("--exclude", o("exclude") or "")
+    open_mode = open_mode_option(o("open_mode"))
     kill = (o("kill_on_invalid_dep") or "no").lower()
     if kill not in ("yes", "no"):
         raise SpecError(f"Invalid --kill-on-invalid-dep value: {o('kill_on_invalid_dep')} (yes or no)")
@@ -157,5 +170,5 @@ def spec_values(opts: Mapping[str, Any], *, user: str, uid: int, gid: int, cwd: 
         mem_mb=parse_mem(o("mem")) if o("mem") else 0, gres=gres, interactive=interactive,
         account=o("account") or "", nice=nice, dependency=o("dependency") or "", requeue=o("requeue"),
         hold=bool(o("hold")), array=o("array") or "", kill_on_invalid_dep=kill == "yes",
-        nodelist=o("nodelist") or "", exclude=o("exclude") or "",
+        nodelist=o("nodelist") or "", exclude=o("exclude") or "", open_mode=open_mode,
     )

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 SPEC_FIELDS = (
     "name", "user", "uid", "gid", "workdir", "script", "argv", "environment", "partition", "stdout", "stderr",
     "time_limit", "num_nodes", "ntasks", "cpus_per_task", "mem_mb", "gres", "interactive", "account", "nice",
-    "dependency", "requeue", "hold", "array", "kill_on_invalid_dep", "nodelist", "exclude",
+    "dependency", "requeue", "hold", "array", "kill_on_invalid_dep", "nodelist", "exclude", "open_mode",
 )
 RECORD_FIELDS = (
     "job_id", "state", "reason", "submit_time", "start_time", "end_time", "node", "gpu_indices", "exit_code",
@@ -96,6 +96,14 @@ class JobDesc:
     kill_on_invalid_dep = property(lambda self: bool(self.data.get("kill_on_invalid_dependency")))
     nodelist = property(lambda self: ",".join(map(str, self.data.get("required_nodes") or ())))
     exclude = property(lambda self: ",".join(map(str, self.data.get("excluded_nodes") or ())))
+
+    @property
+    def open_mode(self) -> str:
+        """``append``, ``truncate`` or "" (not asked: truncate, JobFileAppend=0); pslurm's own key."""
+        mode = self.own.get("open_mode") or ""
+        if mode not in ("", "append", "truncate"):
+            raise SpecError(f"Invalid job request: open_mode {mode!r}")
+        return str(mode)
 
     @property
     def environment(self) -> dict[str, str]:

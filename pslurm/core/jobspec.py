@@ -41,6 +41,7 @@ class JobSpec:
     kill_on_invalid_dep: bool = False  # --kill-on-invalid-dep=yes: cancel when a dependency can never be met
     nodelist: str = ""  # -w/--nodelist: the node(s) the job must run on, a hostlist (Slurm's ReqNodeList)
     exclude: str = ""  # -x/--exclude: nodes it must not run on, a hostlist (ExcNodeList)
+    open_mode: str = ""  # --open-mode: "append" or "truncate"; "": not given (truncate, as JobFileAppend=0)
 
     @property
     def cpus(self) -> int:

@@ -43,6 +43,7 @@ class JobOptions:
     kill_on_invalid_dep: str | None = None
     nodelist: str | None = None
     exclude: str | None = None
+    open_mode: str | None = None
 
     def over(self, base: JobOptions) -> JobOptions:
         """These options where given, ``base`` (e.g. the script's directives) elsewhere."""

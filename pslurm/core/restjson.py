@@ -85,6 +85,8 @@ def desc_to_json(spec: Mapping[str, Any]) -> Json:
         "pslurm": {"user_name": spec["user"], "interactive": spec["interactive"], "gres": _gres_json(gres),
                    "time_limit": spec["time_limit"]},
     }
+    if spec.get("open_mode"):
+        data["pslurm"]["open_mode"] = spec["open_mode"]
     for key, name in (("script", "script"), ("partition", "partition"), ("standard_output", "stdout"),
                       ("standard_error", "stderr"), ("requeue", "requeue")):
         if spec[name] is not None:
@@ -100,11 +102,12 @@ def spec_from_json(data: Any) -> JobSpec:
         raise SpecError("Invalid job request: 'job' must be an object")
     desc = JobDesc(data)
     try:
-        return JobSpec(**{name: getattr(desc, name) for name in SPEC_FIELDS})
+        spec = JobSpec(**{name: getattr(desc, name) for name in SPEC_FIELDS})
     except SpecError:
         raise
     except (TypeError, ValueError, AttributeError) as exc:
         raise SpecError(f"Invalid job request: {exc}") from None
+    return spec
 
 
 # -- a job -----------------------------------------------------------------------------------
@@ -183,6 +186,8 @@ def brief_spec_json(spec: JobSpec, partition: str) -> Json:
         data["excluded_nodes"] = [spec.exclude]
     if spec.interactive:
         own["interactive"] = True
+    if spec.open_mode:
+        own["open_mode"] = spec.open_mode
     return data
 
 

@@ -29,6 +29,7 @@ def job_environment(job: JobRecord, node: str, cluster: str, visible: list[int])
         "SLURMD_NODENAME": node,
         "SLURM_NTASKS": str(spec.ntasks),
         "SLURM_NPROCS": str(spec.ntasks),
+        "SLURM_TASKS_PER_NODE": str(spec.ntasks),  # one node: its task count (Slurm's N(xK) is for several)
         "SLURM_PROCID": "0",
         "SLURM_LOCALID": "0",
         "SLURM_NODEID": "0",
@@ -59,6 +60,14 @@ def job_environment(job: JobRecord, node: str, cluster: str, visible: list[int])
         for name in ("SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT", "SLURM_ARRAY_TASK_MIN",
                      "SLURM_ARRAY_TASK_MAX", "SLURM_ARRAY_TASK_STEP"):
             env.pop(name, None)
+    # not the submitter's (sbatch inside a job): set where this job has one, else unset
+    for name in ("SLURM_JOB_ACCOUNT", "SLURM_NTASKS_PER_NODE", "SLURM_OPEN_MODE"):
+        env.pop(name, None)
+    if spec.account:
+        env["SLURM_JOB_ACCOUNT"] = spec.account
+    if spec.open_mode:  # as slurmctld passes it on to the job's steps
+        env["SLURM_OPEN_MODE"] = "a" if spec.open_mode == "append" else "t"
+    # SLURM_NTASKS_PER_NODE: only for --ntasks-per-node, which has no effect here yet
     if spec.mem_mb:
         env["SLURM_MEM_PER_NODE"] = str(spec.mem_mb)
     if job.time_limit is not None:

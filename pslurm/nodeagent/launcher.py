@@ -207,7 +207,8 @@ class Launcher:
             streams: dict[str, Any] = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
         else:  # stdout and stderr: the child's own files, dup2'd onto 1 and 2 before exec
             streams = {"stdin": subprocess.DEVNULL}
-        with ChildSetup(cgroup, cpus) as setup, UserStart(spec.workdir, out_path, err_path, env, setup) as child:
+        with ChildSetup(cgroup, cpus) as setup, UserStart(spec.workdir, out_path, err_path, env, setup,
+                                                         append=spec.open_mode == "append") as child:
             try:
                 with _exec_errors():
                     proc: subprocess.Popen[bytes] = subprocess.Popen(  # type: ignore[call-overload]

@@ -132,8 +132,9 @@ class UserStart:
     """
 
     def __init__(self, workdir: str, stdout: str | None, stderr: str | None, env: Mapping[str, str],
-                 then: Callable[[], object] | None = None) -> None:
+                 then: Callable[[], object] | None = None, append: bool = False) -> None:
         self.workdir = workdir
+        self.append = append  # --open-mode=append: keep what the files hold; else truncate them
         self.stdout = stdout
         self.stderr = stderr if stdout is not None else None
         self.job_umask = job_umask(env)  # None: the job keeps the umask it inherits
@@ -167,9 +168,9 @@ class UserStart:
             if self.stdout is not None and self.stderr is not None:
                 inherited = os.umask(self.file_umask)
                 step = STDOUT
-                out = _open_output(self.stdout)
+                out = _open_output(self.stdout, self.append)
                 step = STDERR
-                err = out if self.stderr == self.stdout else _open_output(self.stderr)
+                err = out if self.stderr == self.stdout else _open_output(self.stderr, self.append)
                 os.umask(inherited if self.job_umask is None else self.job_umask)
                 try:  # the agent's own open file (its own offset, O_APPEND) for slurmstepd's lines
                     note = os.open(self.stderr, os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -237,11 +238,18 @@ def _recv_fds(sock: socket.socket) -> tuple[bytes, list[int]]:
     return data, list(fds)
 
 
-def _open_output(path: str) -> int:
-    """Open (create, truncate) an output file, in the child, as the user; an fd above 2, so the
-    dup2s onto 1 and 2 cannot clobber it, close-on-exec (only the dup2'd copies reach the job)."""
+def _open_output(path: str, append: bool = False) -> int:
+    """Open (create; truncate unless ``append``) an output file, in the child, as the user; an fd
+    above 2, so the dup2s onto 1 and 2 cannot clobber it, close-on-exec (only the dup2'd copies
+    reach the job).
+
+    Always O_APPEND, as slurmstepd opens them (``io_get_file_flags``: truncate is
+    ``O_APPEND|O_TRUNC``): every write of the job lands at the file's end, so slurmstepd's lines,
+    written through another open file, are never overwritten by the job's later output, nor
+    written over it."""
     # O_NONBLOCK: a FIFO nobody reads fails at once (ENXIO) instead of hanging the launch
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NONBLOCK | os.O_CLOEXEC, OUTPUT_MODE)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NONBLOCK | os.O_CLOEXEC | (0 if append else os.O_TRUNC)
+    fd = os.open(path, flags, OUTPUT_MODE)
     fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
     if fd > 2:
         return fd

@@ -100,11 +100,12 @@ def launcher(place: Place) -> tuple[Launcher, Ends]:
 
 def job(job_id: int, place: Place, *, script: str | None = "#!/bin/sh\necho hi\n", argv: tuple[str, ...] = (),
         stdout: str | Path | None = None, stderr: str | Path | None = None, workdir: Path | None = None,
-        env: dict[str, str] | None = None, interactive: bool = False, time_limit: int | None = None) -> JobRecord:
+        env: dict[str, str] | None = None, interactive: bool = False, time_limit: int | None = None,
+        open_mode: str = "") -> JobRecord:
     spec = JobSpec(name="t", user="nobody", uid=NOBODY, gid=NOGROUP, workdir=str(workdir or place.home),
                    script=None if argv else script, argv=argv, environment={**ENV, **(env or {})},
                    stdout=None if stdout is None else str(stdout), stderr=None if stderr is None else str(stderr),
-                   interactive=interactive)
+                   interactive=interactive, open_mode=open_mode)
     return JobRecord(job_id=job_id, spec=spec, state=JobState.RUNNING, node="c000", time_limit=time_limit)
 
 
@@ -251,6 +252,47 @@ def test_the_cgroup_setup_still_runs_in_the_child_and_says_why_it_failed(
 
 
 # -- an agent that is not root already is the user -------------------------------------------------
+
+
+def test_the_time_limit_line_and_the_jobs_later_output_both_survive(place: Place,
+                                                                     launcher: tuple[Launcher, Ends]) -> None:
+    """The job's own writes go to the end of the file (O_APPEND, as slurmstepd opens it): what it
+    prints after slurmstepd's line (its SIGTERM trap) comes after the line, never over it."""
+    run, ends = launcher
+    out = place.home / "slurm-14.out"
+    script = "#!/bin/sh\ntrap 'echo after-term; exit 3' TERM\necho before\nsleep 30 &\nwait\n"
+    running = run.start(job(14, place, script=script, time_limit=1), dict(ENV), None, None)
+    end = ends.wait(14)
+    assert running is end and end.end is not None and end.end.state == JobState.TIMEOUT
+    lines = out.read_text().splitlines()
+    assert lines[0] == "before"
+    assert lines[1].startswith("slurmstepd: error: *** JOB 14 ON c000 CANCELLED AT ")
+    assert lines[1].endswith(" DUE TO TIME LIMIT ***")
+    assert lines[2:] == ["after-term"]
+
+
+@pytest.mark.parametrize("mode", ["", "truncate", "append"])
+def test_open_mode_appends_or_truncates_as_the_user(place: Place, launcher: tuple[Launcher, Ends], mode: str) -> None:
+    run, ends = launcher
+    out, err = place.home / "o", place.home / "e"
+    for path in (out, err):
+        path.write_text("old\n")
+        os.chown(path, NOBODY, NOGROUP)
+    script = "#!/bin/sh\necho new\necho new-err >&2\n"
+    run.start(job(15, place, script=script, stdout=out, stderr=err, open_mode=mode), dict(ENV), None, None)
+    assert ends.wait(15).launch_failure == ""
+    kept = ["old"] if mode == "append" else []
+    assert out.read_text().splitlines() == [*kept, "new"]
+    assert err.read_text().splitlines() == [*kept, "new-err"]
+    assert fcntl is not None and owner_mode(out)[0] == NOBODY
+
+
+def test_append_still_refuses_a_symlink_to_a_root_file(place: Place, launcher: tuple[Launcher, Ends]) -> None:
+    run, ends = launcher
+    link = place.user_symlink("out-append", place.victim)
+    run.start(job(16, place, stdout=link, open_mode="append"), dict(ENV), None, None)
+    assert ends.wait(16).launch_failure == f"Could not open stdout file {link}: Permission denied"
+    assert place.victim_untouched()
 
 
 def test_an_unprivileged_agent_takes_the_same_path(place: Place) -> None:

@@ -113,3 +113,22 @@ def test_psacct_rendering() -> None:
                         spec=JobSpec(name="p", user="ana", uid=0, gid=0, workdir="/"))
     assert fields["alloctres"](pending) == "" and fields["alloccpus"](pending) == "0"
     assert fields["gpuseconds"](pending) == "" and fields["nodelist"](pending) == "None assigned"
+
+
+def test_job_environment_has_slurms_task_and_account_variables() -> None:
+    from pslurm.core.jobspec import JobRecord, JobSpec
+    from pslurm.core.states import JobState
+    from pslurm.nodeagent.environment import job_environment
+
+    stale = {"SLURM_JOB_ACCOUNT": "theirs", "SLURM_NTASKS_PER_NODE": "8", "SLURM_OPEN_MODE": "a"}
+    spec = JobSpec(name="j", user="u", uid=1, gid=1, workdir="/w", script="#!/bin/sh\n", ntasks=2, account="lab",
+                   environment=dict(stale), open_mode="truncate")
+    env = job_environment(JobRecord(job_id=14, spec=spec, state=JobState.RUNNING), "c000", "cl", [])
+    assert env["SLURM_JOB_ACCOUNT"] == "lab" and env["SLURM_OPEN_MODE"] == "t"
+    assert env["SLURM_NTASKS"] == env["SLURM_NPROCS"] == env["SLURM_TASKS_PER_NODE"] == "2"
+    assert env["SLURM_JOB_NUM_NODES"] == env["SLURM_NNODES"] == "1"
+    assert "SLURM_NTASKS_PER_NODE" not in env  # --ntasks-per-node has no effect here yet
+    bare = JobSpec(name="j", user="u", uid=1, gid=1, workdir="/w", script="#!/bin/sh\n", environment=dict(stale))
+    env = job_environment(JobRecord(job_id=15, spec=bare, state=JobState.RUNNING), "c000", "cl", [])
+    assert not {"SLURM_JOB_ACCOUNT", "SLURM_NTASKS_PER_NODE", "SLURM_OPEN_MODE"} & set(env)
+    assert env["SLURM_TASKS_PER_NODE"] == "1"

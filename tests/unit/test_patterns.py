@@ -39,3 +39,16 @@ def test_percent_percent_is_not_a_pattern() -> None:
 def test_defaults() -> None:
     assert default_output_pattern(False) == "slurm-%j.out"
     assert default_output_pattern(True) == "slurm-%A_%a.out"
+
+
+def test_batch_step_letters() -> None:
+    # slurmd's _batch_path_check (22.05): %J is the job id alone for the batch step, %s "batch"
+    assert expand("%J-%s-%t-%n") == "42-batch-0-0"
+    assert expand("%4J_%3s_%2t_%3n") == "0042_batch_00_000"
+    assert expand("a%%J%%s") == "a%J%s"
+
+
+def test_numbered_step_letters() -> None:
+    out = expand_output_pattern("%J_%s_%t_%n_%3s", job_id=42, job_name="x", user="u", node="c001",
+                                step_id=1, task_id=3, node_id=2)
+    assert out == "42.1_1_3_2_001"

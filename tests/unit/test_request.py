@@ -64,3 +64,19 @@ def test_the_submitters_umask_travels_as_slurm_umask():
     spec = build_spec(JobOptions(), umask=0o027, **IDENT)
     assert spec.environment["SLURM_UMASK"] == "0027"
     assert "SLURM_UMASK" not in build_spec(JobOptions(), **IDENT).environment
+
+
+@pytest.mark.parametrize("given,mode", [(None, ""), ("append", "append"), ("A", "append"), ("truncate", "truncate"),
+                                        ("t", "truncate")])
+def test_open_mode_by_its_first_letter_and_stored_with_the_spec(given, mode):
+    spec = build_spec(JobOptions(open_mode=given), **IDENT)
+    assert spec.open_mode == mode
+    assert spec_from_dict(spec_to_dict(spec)) == spec
+
+
+def test_a_bad_open_mode_is_refused_and_an_old_stored_spec_reads():
+    with pytest.raises(SpecError, match="Invalid --open-mode specification"):
+        build_spec(JobOptions(open_mode="sideways"), **IDENT)
+    old = spec_to_dict(build_spec(JobOptions(), **IDENT))
+    del old["open_mode"]
+    assert spec_from_dict(old).open_mode == ""

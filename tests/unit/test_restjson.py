@@ -195,3 +195,24 @@ def test_the_node_and_partition_views_read_every_field() -> None:
     pview = PartitionInfo(through_json(restjson.partition_to_json(part)))
     assert (pview.name, pview.default, pview.max_time, pview.nodes, pview.max_nodes) == ("gpu", True, 3600,
                                                                                         ("c000",), 1)
+
+
+def test_open_mode_is_carried_under_pslurm() -> None:
+    import dataclasses
+
+    import pytest
+
+    from pslurm.core.errors import SpecError
+
+    spec = dataclasses.replace(SPEC, open_mode="append")
+    data = through_json(restjson.spec_to_json(spec))
+    assert data["pslurm"]["open_mode"] == "append"  # type: ignore[index]
+    assert restjson.spec_from_json(data) == spec
+    assert "open_mode" not in restjson.spec_to_json(SPEC)["pslurm"]
+    record = JobRecord(job_id=5, spec=spec, state=JobState.PENDING)
+    assert restjson.job_from_json(through_json(restjson.job_to_json(record))).spec.open_mode == "append"
+    brief = through_json(restjson.job_to_brief_json(record, {}))
+    assert restjson.job_from_json(brief).spec.open_mode == "append"
+    data["pslurm"]["open_mode"] = "sideways"  # type: ignore[index]
+    with pytest.raises(SpecError):
+        restjson.spec_from_json(data)
