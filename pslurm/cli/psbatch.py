@@ -30,8 +30,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     text, default_name = _script_text(script, wrap if isinstance(wrap, str) else None, cli.positional[1:])
     directives = _directives(text)
     warn_inert(PROG, directives, cli)
-    submit(cli.job_values(directives), text, default_name,
-           bool(cli.values.get("parsable") or directives.values.get("parsable")))
+    job_id = submit(cli.job_values(directives), text, default_name,
+                    bool(cli.values.get("parsable") or directives.values.get("parsable")))
+    if cli.values.get("wait") or directives.values.get("wait"):
+        raise SystemExit(wait_for(job_id))
 
 
 def _script_text(script: str | None, wrap: str | None, script_args: Sequence[str]) -> tuple[str, str]:
@@ -83,8 +85,8 @@ def _directives(text: str) -> Parsed:
         fail(PROG, str(exc))
 
 
-def submit(opts: Mapping[str, object], text: str, default_name: str, parsable: bool) -> None:
-    """Check the options (JobOptions' fields by name), send the job, print its id."""
+def submit(opts: Mapping[str, object], text: str, default_name: str, parsable: bool) -> int:
+    """Check the options (JobOptions' fields by name), send the job, print its id; the id."""
     from pslurm.core.errors import SpecError
     from pslurm.core.jobdesc import spec_values
     from pslurm.core.restjson import desc_to_json
@@ -98,4 +100,39 @@ def submit(opts: Mapping[str, object], text: str, default_name: str, parsable: b
     api = connect_api(PROG)
     with reporting(PROG, "Batch job submission failed: "):
         job_id = api.submit(job)
-    print(job_id if parsable else f"Submitted batch job {job_id}")
+    print(job_id if parsable else f"Submitted batch job {job_id}", flush=True)
+    return job_id
+
+
+def job_exit_status(exit_code: int, signal: int) -> int:
+    """sbatch --wait's status for one ended job (Slurm's _job_wait): the job's exit code, or 1 when a
+    signal ended it (a cancelled job, ExitCode=0:15)."""
+    return 1 if signal else exit_code
+
+
+def wait_for(job_id: int) -> int:
+    """-W/--wait: follow the job (every task of an array) on the controller's wait stream until it
+    ends; the highest of the tasks' exit statuses, as sbatch."""
+    import time
+
+    from pslurm.core.jobinfo import JobInfo
+    from pslurm.core.states import FINAL_STATES, JobState
+
+    api = connect_api(PROG)
+    with reporting(PROG):
+        tasks = sorted({int(j["job_id"]) for j in api.jobs(job_ids=[job_id], include_finished=True, light=True)}
+                       | {job_id})
+    status = 0
+    for task in tasks:
+        ended = None
+        while ended is None:  # the stream may end before the job does (a busy controller): ask again
+            with reporting(PROG):
+                for data in api.wait(task):
+                    if JobState(data["job_state"][0]) in FINAL_STATES:
+                        ended = data
+                        break
+            if ended is None:
+                time.sleep(0.5)
+        info = JobInfo(ended)
+        status = max(status, job_exit_status(info.exit_code, info.exit_signal))
+    return status

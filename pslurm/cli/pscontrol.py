@@ -32,7 +32,6 @@ def show_job(job: JobRecord | JobInfo) -> str:
     gres = gres_text(spec)
     tres = f"cpu={spec.cpus},mem={spec.mem_mb}M,node=1" + (f",gres/gpu={sum(g.count for g in spec.gres)}"
                                                           if gres else "")
-    stdout = spec.stdout if spec.stdout is not None else "slurm-%j.out"
     dependency = dependency_text(job)
     array = (f" ArrayJobId={job.array_job_id} ArrayTaskId={job.array_task_id}"
              if job.array_job_id is not None else "")
@@ -59,9 +58,37 @@ def show_job(job: JobRecord | JobInfo) -> str:
     if job.system_comment:
         lines.append(f"SystemComment={job.system_comment}")
     if not spec.interactive:
+        stdout, stderr, stdin = std_paths(job)
+        lines.append(f"StdErr={stderr}")
+        lines.append(f"StdIn={stdin}")
         lines.append(f"StdOut={stdout}")
-        lines.append(f"StdErr={spec.stderr if spec.stderr is not None else stdout}")
     return lines[0] + "\n" + "".join(f"   {line}\n" for line in lines[1:])
+
+
+def std_paths(job: JobRecord | JobInfo) -> tuple[str, str, str]:
+    """StdOut, StdErr and StdIn as scontrol shows them: the pattern expanded (``%j %x %u %A %a``; ``%N``
+    once the job has a node) and made absolute against the working directory. A batch job's stdin is
+    /dev/null; stderr defaults to stdout."""
+    import os
+
+    from pslurm.core.patterns import default_output_pattern, expand_output_pattern
+
+    spec = job.spec
+    node = job.node or ""
+    if node and ("[" in node or "," in node):
+        from pslurm.core.hostlists import expand
+
+        node = expand(node)[0]
+
+    def path(pattern: str) -> str:
+        text = expand_output_pattern(pattern, job_id=job.job_id, job_name=spec.name, user=spec.user,
+                                     node=node or "%N", array_job_id=job.array_job_id,
+                                     array_task_id=job.array_task_id)
+        return os.path.join(spec.workdir, text) if spec.workdir else text
+
+    out = path(spec.stdout if spec.stdout is not None else default_output_pattern(job.array_job_id is not None))
+    err = path(spec.stderr) if spec.stderr is not None else out
+    return out, err, "/dev/null"
 
 
 def show_node(node: NodeStatus) -> str:
@@ -104,7 +131,8 @@ USAGE = "pscontrol [OPTIONS] words..."
 DESCRIPTION = ("show job ID | show node [NAME] | show partition | update NodeName=X State=DRAIN|RESUME Reason=.. |\n"
                "  update JobId=N Priority=P Nice=N | hold ID.. | uhold ID.. | release ID.. | requeue ID.. |\n"
                "  show hostnames [HOSTLIST] (default $SLURM_NODELIST) | show hostlist NAME,NAME.. (neither asks the\n"
-               "  controller) | show config (read from the local pslurm.conf, not from the controller)")
+               "  controller) | show config (read from the local pslurm.conf, not from the controller) |\n"
+               "  write batch_script ID [FILE|-] (default slurm-ID.sh; - for stdout; the owner or an operator)")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -122,6 +150,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         return
     if verb == "show" and len(words) >= 2 and words[1].lower() in ("hostnames", "hostname", "hostlist", "config"):
         _show_local(words[1].lower(), words[2:])  # no controller: the argument, the environment, the file
+        return
+    if verb == "write":
+        _write(words[1:])
         return
     client = connect(PROG)
     if verb == "show" and len(words) >= 2:
@@ -275,6 +306,75 @@ def _show_jobs(names: list[str], as_json: bool) -> None:
                          indent=2))
     else:
         print("\n".join(show_job(j) for j in jobs) if jobs else "No jobs in the system")
+
+
+# What slurmctld answers REQUEST_BATCH_SCRIPT with (Slurm 22.05, _slurm_rpc_dump_batch_script), as
+# slurm_strerror words them.
+NO_SUCH_JOB = "Invalid job id specified"  # ESLURM_INVALID_JOB_ID
+NOT_ALLOWED = "Invalid user id"  # ESLURM_USER_ID_MISSING: neither the owner nor an operator
+NO_SCRIPT = "Job script not specified"  # ESLURM_JOB_SCRIPT_MISSING: a psrun job
+
+
+def _write(args: list[str]) -> None:
+    """``write batch_script JOBID [FILE|-]``, as scontrol: the script to ``slurm-JOBID.sh`` (or FILE, or
+    stdout for ``-``). A script that cannot be had is ``job script retrieval failed: <why>`` on stderr,
+    and, as scontrol, status 0."""
+    import sys
+
+    if not args:
+        fail(PROG, "too few arguments for keyword:write")
+    if not "batch_script".startswith(args[0].lower()) or len(args[0]) < 5:
+        fail(PROG, f"invalid write argument:{args[0]}")
+    if len(args) > 3:
+        fail(PROG, "too many arguments for keyword:write")
+    if len(args) < 2:
+        fail(PROG, "too few arguments for keyword:write")  # scontrol says nothing here (and exits 0)
+    digits = ""
+    for ch in args[1]:  # atoll: the leading digits (14_3 is job 14)
+        if not ch.isdigit():
+            break
+        digits += ch
+    job_id = int(digits or "0")
+    filename = args[2] if len(args) > 2 else f"slurm-{job_id}.sh"
+    script, why = batch_script(job_id)
+    if script is None:
+        print(f"job script retrieval failed: {why}", file=sys.stderr)
+        return
+    if filename == "-":
+        sys.stdout.write(script)
+        return
+    try:
+        with open(filename, "w") as f:
+            f.write(script)
+    except OSError as exc:
+        print(f"failed to open file `{filename}`: {exc.strerror}", file=sys.stderr)
+        raise SystemExit(0) from None  # scontrol ignores it too
+    print(f"batch script for job {job_id} written to {filename}")
+
+
+def batch_script(job_id: int) -> tuple[str | None, str]:
+    """The job's batch script as the caller may have it, or None and slurmctld's reason."""
+    import os
+
+    from pslurm.core.jobinfo import JobInfo
+
+    if job_id <= 0:
+        return None, NO_SUCH_JOB
+    api = connect_api(PROG)
+    with reporting(PROG):
+        found = [JobInfo(d) for d in api.jobs(job_ids=[job_id], include_finished=True)]
+    job = next((j for j in found if j.job_id == job_id), None)
+    if job is None:
+        return None, NO_SUCH_JOB
+    spec = job.spec
+    if spec.script is not None:
+        return spec.script, ""
+    # The controller leaves out another user's script (and environment) unless the caller is an
+    # operator; a psrun job has none: tell the two apart as slurmctld does (access first).
+    mine = spec.uid == os.getuid()
+    if not mine and not (spec.interactive and spec.environment):
+        return None, NOT_ALLOWED
+    return None, NO_SCRIPT
 
 
 def _update(client: Client, pairs: list[str]) -> None:

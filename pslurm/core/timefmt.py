@@ -24,8 +24,9 @@ def _fields(text: str, sep: str) -> list[int]:
 def parse_time_limit(text: str) -> int | None:
     """Parse a Slurm time limit into seconds; ``INFINITE``/``UNLIMITED``/``-1`` give None.
 
-    Formats: ``M``, ``M:S``, ``H:M:S``, ``D-H``, ``D-H:M``, ``D-H:M:S``. A zero limit is
-    rejected (it would end the job at once). Raises TimeFormatError otherwise.
+    Formats: ``M``, ``M:S``, ``H:M:S``, ``D-H``, ``D-H:M``, ``D-H:M:S``. A zero limit (``0``,
+    ``0:00``, ``0-0``) is None too: sbatch's "A time limit of zero requests that no time limit be
+    imposed". Raises TimeFormatError otherwise.
     """
     s = text.strip()
     if s.upper() in _INFINITE:
@@ -53,9 +54,7 @@ def parse_time_limit(text: str) -> int | None:
     except ValueError:
         raise TimeFormatError(f"Invalid time limit specification: {text}") from None
     total = ((days * 24 + h) * 60 + m) * 60 + sec
-    if total <= 0:
-        raise TimeFormatError(f"Invalid time limit specification: {text} (must be positive)")
-    return total
+    return total or None  # zero: no time limit, as Slurm
 
 
 def format_duration(seconds: float | None) -> str:

@@ -50,6 +50,8 @@ def test_every_row_is_well_formed_and_names_are_unique_per_command() -> None:
     (["-J", "-x"], "job_name", "-x"),  # a required value is the next word, whatever it looks like
     (["--nice"], "nice", "100"),  # --nice alone: Slurm's 100
     (["--nice=-5"], "nice", "-5"),
+    (["--open-mode=append"], "open_mode", "append"),
+    (["--open", "t"], "open_mode", "t"),
 ])
 def test_sbatch_command_line(argv: list[str], dest: str, value: object) -> None:
     parsed = parse_command_line([*argv, "job.sh"], "sbatch")

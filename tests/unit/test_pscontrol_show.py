@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -22,27 +23,18 @@ def test_hostlist_compresses_names() -> None:
     assert pscontrol.encode_hostlist("c001,c[002-003]") == "c[001-003]"
 
 
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = 0
-    try:
-        pscontrol.main(list(argv))
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
-
 
 def test_show_hostnames_reads_slurm_nodelist(monkeypatch: pytest.MonkeyPatch,
-                                             capsys: pytest.CaptureFixture[str]) -> None:
+                                             run_pscontrol: Callable[..., tuple[int, str, str]]) -> None:
     monkeypatch.setenv("PSLURM_CONF", "/nonexistent/pslurm.conf")  # no controller, no file needed
     monkeypatch.setenv("SLURM_NODELIST", "c[001-002]")
-    assert run(capsys, "show", "hostnames") == (0, "c001\nc002\n", "")
-    assert run(capsys, "show", "hostnames", "x[1-3]") == (0, "x1\nx2\nx3\n", "")
+    assert run_pscontrol("show", "hostnames") == (0, "c001\nc002\n", "")
+    assert run_pscontrol("show", "hostnames", "x[1-3]") == (0, "x1\nx2\nx3\n", "")
     monkeypatch.delenv("SLURM_NODELIST")
     monkeypatch.delenv("SLURM_JOB_NODELIST", raising=False)
-    assert run(capsys, "show", "hostnames") == (0, "", "pscontrol: error: host list is empty\n")
-    assert run(capsys, "show", "hostlist", "a1,a2,a3") == (0, "a[1-3]\n", "")
-    code, out, err = run(capsys, "show", "hostlist")
+    assert run_pscontrol("show", "hostnames") == (0, "", "pscontrol: error: host list is empty\n")
+    assert run_pscontrol("show", "hostlist", "a1,a2,a3") == (0, "a[1-3]\n", "")
+    code, out, err = run_pscontrol("show", "hostlist")
     assert code == 1 and "invalid encode argument" in err
 
 
