@@ -11,6 +11,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+# run_as() forks this process, which holds gRPC channels to the daemons: gRPC's fork handlers can
+# deadlock the parent in fork() (seen in CI). Set before anything imports grpc.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")  # as psd does (nodeagent/app.py)
+
 import pytest
 
 BIN = Path(sys.executable).parent  # the console scripts of the environment running the tests
