@@ -106,7 +106,42 @@ def _word(text: str) -> bool:
     return bool(text) and not any(c in "()" or c.isspace() for c in text)
 
 
-class ClientConf:
+class ClientAddresses:
+    """Where a client finds the cluster, from the keys both configurations have (a mixin of
+    :class:`ClientConf` and of :class:`pslurm.core.config.ClusterConfig`)."""
+
+    __slots__ = ()
+    path: str
+    controller_addr: str
+    controller_port: int
+    rest_port: int
+    auth_key: str
+    auth_socket: str
+
+    @property
+    def auth_key_path(self) -> str:
+        """The cluster key (Slurm's slurm.key): AuthKey=, else pslurm.key beside the file; every daemon
+        needs it, users may not read it."""
+        return self.auth_key or os.path.join(os.path.dirname(os.path.abspath(self.path)), "pslurm.key")
+
+    @property
+    def auth_socket_path(self) -> str:
+        """The controller's credential socket, for users who cannot read the key: AuthSocket=, else
+        pslurm.sock beside the file."""
+        return self.auth_socket or os.path.join(os.path.dirname(os.path.abspath(self.path)), "pslurm.sock")
+
+    @property
+    def controller_target(self) -> str:
+        """host:port of the controller's gRPC (what an unreachable controller is named by)."""
+        return f"{self.controller_addr}:{self.controller_port}"
+
+    @property
+    def rest_target(self) -> str:
+        """host:port of the controller's HTTP/JSON user API (slurmrestd's customary port by default)."""
+        return f"{self.controller_addr}:{self.rest_port}"
+
+
+class ClientConf(ClientAddresses):
     """The client's part of a pslurm.conf (the attributes :class:`pslurm.core.config.ClusterConfig`
     has by the same names, so either serves a client)."""
 
@@ -117,20 +152,6 @@ class ClientConf:
         self.path, self.controller_addr, self.controller_port = path, controller_addr, controller_port
         self.rest_port, self.auth_key, self.auth_socket = rest_port, auth_key, auth_socket
 
-    @property
-    def auth_key_path(self) -> str:
-        """The cluster key: AuthKey=, else pslurm.key beside the file."""
-        return self.auth_key or os.path.join(os.path.dirname(os.path.abspath(self.path)), "pslurm.key")
-
-    @property
-    def auth_socket_path(self) -> str:
-        """The credential socket: AuthSocket=, else pslurm.sock beside the file."""
-        return self.auth_socket or os.path.join(os.path.dirname(os.path.abspath(self.path)), "pslurm.sock")
-
-    @property
-    def controller_target(self) -> str:
-        """host:port of the controller (what an unreachable controller is named by)."""
-        return f"{self.controller_addr}:{self.controller_port}"
 
 
 def read_client_conf(path: str) -> ClientConf:

@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass, field, replace
 
 # ConfigError and where the file is are the client's too (pslurm.core.clientconf: no dataclasses)
-from pslurm.core.clientconf import ConfigError, default_state_dir, find_config_path
+from pslurm.core.clientconf import ClientAddresses, ConfigError, default_state_dir, find_config_path
 from pslurm.core.gres import GresRequest
 
 
@@ -66,7 +66,7 @@ class CgroupConfig:
 
 
 @dataclass(frozen=True)
-class ClusterConfig:
+class ClusterConfig(ClientAddresses):
     """Everything the controller, the agents and the CLIs read from pslurm.conf."""
 
     path: str  # the file this came from
@@ -98,26 +98,6 @@ class ClusterConfig:
             if part.default:
                 return part
         return next(iter(self.partitions.values()), None)
-
-    @property
-    def auth_key_path(self) -> str:
-        """The cluster key (Slurm's slurm.key): every daemon needs it; users may not read it."""
-        return self.auth_key or os.path.join(os.path.dirname(os.path.abspath(self.path)), "pslurm.key")
-
-    @property
-    def auth_socket_path(self) -> str:
-        """The controller's credential socket, for users who cannot read the key."""
-        return self.auth_socket or os.path.join(os.path.dirname(os.path.abspath(self.path)), "pslurm.sock")
-
-    @property
-    def controller_target(self) -> str:
-        """host:port for a gRPC channel."""
-        return f"{self.controller_addr}:{self.controller_port}"
-
-    @property
-    def rest_target(self) -> str:
-        """host:port of the controller's HTTP/JSON user API (slurmrestd's customary port by default)."""
-        return f"{self.controller_addr}:{self.rest_port}"
 
 
 @dataclass(frozen=True)
