@@ -65,6 +65,23 @@ def wait_for(predicate: Any, timeout: float = 30.0, interval: float = 0.1) -> An
     raise AssertionError("condition not met in time")
 
 
+def first_error(reply: dict[str, Any]) -> str:
+    """The first error line of an HTTP API reply (slurmrestd's ``errors`` list)."""
+    return str(reply["errors"][0]["error"])
+
+
+def wait_until_one_node_idle(call: Callable[[str, str], tuple[int, Any]], timeout: float = 60) -> None:
+    """Poll the HTTP API (``call(method, path)``) until the cluster's one node is IDLE."""
+    def idle() -> bool:
+        try:
+            status, reply = call("GET", "/slurm/v0.0.40/nodes")
+        except OSError:
+            return False
+        return status == 200 and [n["state"] for n in reply["nodes"]] == [["IDLE"]]
+
+    wait_for(idle, timeout=timeout)
+
+
 def run_as(uid: int, gid: int, fn: Callable[[], object]) -> str:
     """``str(fn())`` from a forked child that has become ``uid``:``gid`` (forked, not exec'd: the venv's
     interpreter may sit where that user cannot run it). An exception's message comes back instead of

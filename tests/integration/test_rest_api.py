@@ -24,7 +24,7 @@ from pslurm.cluster.local import free_ports
 from pslurm.controller.rest.routes import ROUTES
 from pslurm.core import restjson
 from pslurm.core.jobspec import JobSpec
-from tests.conftest import wait_for
+from tests.conftest import first_error, wait_until_one_node_idle
 
 NOBODY = 65534
 WAITERS = 200
@@ -104,21 +104,10 @@ PartitionName=debug Nodes=c000 Default=YES
 def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
     found = Api(tmp_path_factory.mktemp("rest"))
     try:
-        def idle() -> bool:
-            try:
-                status, reply = found.call("GET", "/slurm/v0.0.40/nodes")
-            except OSError:
-                return False
-            return status == 200 and [n["state"] for n in reply["nodes"]] == [["IDLE"]]
-
-        wait_for(idle, timeout=60)
+        wait_until_one_node_idle(found.call)
         yield found
     finally:
         found.close()
-
-
-def first_error(reply: dict[str, Any]) -> str:
-    return str(reply["errors"][0]["error"])
 
 
 def test_submit_list_get_and_cancel_in_slurmrestds_shapes(api: Api) -> None:

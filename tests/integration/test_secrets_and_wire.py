@@ -38,7 +38,7 @@ from pslurm.core.request import JobOptions, build_spec
 from pslurm.core.states import JobState
 from pslurm.proto import pslurm_pb2 as pb
 from pslurm.proto import pslurm_pb2_grpc as pb_grpc
-from tests.conftest import ask_credential_as, cli, run_as, wait_for
+from tests.conftest import ask_credential_as, cli, first_error, run_as, wait_for, wait_until_one_node_idle
 
 NOBODY = 65534
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="acting as another user (nobody) needs root")
@@ -180,14 +180,7 @@ def cluster() -> Iterator[Cluster]:
     where.chmod(0o755)
     found = Cluster(where)
     try:
-        def idle() -> bool:
-            try:
-                status, reply = found.call("GET", "/slurm/v0.0.40/nodes")
-            except OSError:
-                return False
-            return status == 200 and [n["state"] for n in reply["nodes"]] == [["IDLE"]]
-
-        wait_for(idle, timeout=60)
+        wait_until_one_node_idle(found.call)
         yield found
     finally:
         found.close()
@@ -208,10 +201,6 @@ def code_of(call: Callable[[], object]) -> grpc.StatusCode:
     except grpc.RpcError as exc:
         return exc.code()  # type: ignore[no-any-return]
     return grpc.StatusCode.OK
-
-
-def first_error(reply: dict[str, Any]) -> str:
-    return str(reply["errors"][0]["error"])
 
 
 # -- the state directory -----------------------------------------------------------------------------
