@@ -291,6 +291,7 @@ class Launcher:
             self._terminate(running)
         rc = proc.returncode
         self._reap(running)  # what the job left running in the background goes too, before the end is told
+        self._drain_output(running)
         oom_kills = self._oom_kills(running)
         if running.timed_out:
             state = JobState.TIMEOUT
@@ -302,6 +303,14 @@ class Launcher:
             state = JobState.COMPLETED if rc == 0 else JobState.FAILED
         running.end = JobEnd(state, rc if rc > 0 else 0, -rc if rc < 0 else 0, time.time())
         self._finish(running)
+
+    @staticmethod
+    def _drain_output(running: RunningJob) -> None:
+        """Wait until psrun's streams have read what the job's processes wrote last (a shell's
+        "Killed" line), so that slurmstepd's notes come after it, as in Slurm. Bounded: a process
+        that left the session and the cgroup may still hold a pipe open."""
+        with running.changed:
+            running.changed.wait_for(lambda: all(b.closed for b in running.outputs.values()), timeout=2.0)
 
     def _reap(self, running: RunningJob) -> None:
         """SIGKILL the job's cgroup (every process, even those that left its session), session and

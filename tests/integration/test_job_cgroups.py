@@ -163,14 +163,17 @@ def test_memory_limit_ends_the_job_out_of_memory(make_agent: MakeAgent, tmp_path
     controller_name = "" if layout.memory == layout.v2 else "memory"
     show_limit = (f"cat {layout.memory}$(grep '^[0-9]*:{controller_name}:' /proc/self/cgroup | cut -d: -f3)"
                   f"/{limit_file}\n")
-    agent.launch(job(tmp_path, 9, show_limit + "head -c 200M /dev/zero | tail\necho survived\n", mem_mb=20))
+    # The pipe's processes ask to be the kernel's first choice (raising one's own oom_score_adj needs no
+    # privilege), so that the batch shell is never the one killed when a second OOM event follows under load.
+    greedy_pipe = "sh -c 'echo 1000 > /proc/self/oom_score_adj; head -c 200M /dev/zero | tail'\n"
+    agent.launch(job(tmp_path, 9, show_limit + greedy_pipe + "echo survived\n", mem_mb=20))
     agent.launch(job(tmp_path, 10, show_limit + "head -c 5M /dev/zero | tail | wc -c\n", mem_mb=20))
     assert state(ended(controller, 9, timeout=30)) == JobState.OUT_OF_MEMORY
     assert state(ended(controller, 10, timeout=30)) == JobState.COMPLETED
     out = (tmp_path / "slurm-9.out").read_text().splitlines()
     assert out[0] == str(20 * 2**20)
     assert oom_note("9.batch").fullmatch(out[-1]), out[-1]
-    assert "survived" in out  # only tail was killed; the job's end state says so all the same
+    assert "survived" in out  # only the pipe was killed; the job's end state says so all the same
     assert (tmp_path / "slurm-10.out").read_text().splitlines() == [str(20 * 2**20), str(5 * 2**20)]
     psrun = record(tmp_path, 14, argv=("sh", "-c", "head -c 200M /dev/zero | tail"), interactive=True)
     agent.launch(replace(psrun, spec=replace(psrun.spec, mem_mb=20)))
