@@ -49,7 +49,7 @@ def spec_json(spec: JobSpec | JobDesc, partition: str, full: bool) -> dict[str, 
                 account=spec.account, nice=spec.nice, dependency=spec.dependency)
     _present(data, requeue=spec.requeue)
     data.update(hold=spec.hold, array=spec.array, kill_on_invalid_dep=spec.kill_on_invalid_dep,
-                nodelist=spec.nodelist, exclude=spec.exclude)
+                nodelist=spec.nodelist, exclude=spec.exclude, open_mode=spec.open_mode, gpu_mem=spec.gpu_mem)
     return data
 
 

@@ -67,6 +67,7 @@ TABLE: tuple[JobOpt, ...] = (
     _real("gres", "", _R, "bra", "generic resources per node, e.g. gpu:a100:2"),
     _real("gpus", "G", _R, "bra", "GPUs for the job: N or TYPE:N"),
     _real("gpus-per-node", "", _R, "bra", "GPUs per node: N or TYPE:N"),
+    _real("gpu-mem", "", _R, "bra", "a slice of one shared GPU's memory (pslurm's own): SIZE[K|M|G|T] or auto"),
     _real("chdir", "D", _R, "bra", "working directory of the job"),
     _real("export", "", _R, "br", "ALL (default), NONE, or NAME[=value],..."),
     _real("account", "A", _R, "bra", "account to charge (fair share)"),
@@ -210,7 +211,7 @@ TABLE: tuple[JobOpt, ...] = (
 JOB_FIELDS = frozenset({
     "job_name", "partition", "time", "output", "error", "nodes", "ntasks", "cpus_per_task", "mem", "gres", "gpus",
     "gpus_per_node", "chdir", "export", "account", "nice", "dependency", "array", "requeue", "hold",
-    "kill_on_invalid_dep", "nodelist", "exclude", "open_mode",
+    "kill_on_invalid_dep", "nodelist", "exclude", "open_mode", "gpu_mem",
 })
 NICE_DEFAULT = "100"  # --nice without a value, as Slurm
 

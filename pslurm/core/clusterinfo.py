@@ -33,7 +33,8 @@ def _gpu(data: dict[str, Any]) -> GpuInfo:
 
     return GpuInfo(index=int(data["index"]), name=data.get("name") or "gpu", type=data.get("type"),
                    file=data.get("file"), minor=data.get("minor"), uuid=data.get("uuid"),
-                   memory_mb=data.get("memory_mb"), cores=tuple(data.get("cores") or ()))
+                   memory_mb=data.get("memory_mb"), cores=tuple(data.get("cores") or ()),
+                   shards=int(data.get("shards") or 0), mps=int(data.get("mps") or 0))
 
 
 class NodeInfo:

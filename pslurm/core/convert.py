@@ -53,7 +53,7 @@ def spec_to_pb(spec: JobSpec) -> pb.JobSpec:
         num_nodes=spec.num_nodes, ntasks=spec.ntasks, cpus_per_task=spec.cpus_per_task, mem_mb=spec.mem_mb,
         gres=gres_to_pb(spec.gres), interactive=spec.interactive, account=spec.account, nice=spec.nice,
         dependency=spec.dependency, hold=spec.hold, array=spec.array, kill_on_invalid_dep=spec.kill_on_invalid_dep,
-        nodelist=spec.nodelist, exclude=spec.exclude,
+        nodelist=spec.nodelist, exclude=spec.exclude, open_mode=spec.open_mode, gpu_mem=spec.gpu_mem,
     )
     _set_present(msg, spec, _SPEC_OPTIONAL)
     return msg
@@ -71,7 +71,7 @@ def spec_from_pb(msg: pb.JobSpec) -> JobSpec:
         mem_mb=msg.mem_mb, gres=gres_from_pb(msg.gres), interactive=msg.interactive, account=msg.account,
         nice=msg.nice, dependency=msg.dependency, requeue=msg.requeue if msg.HasField("requeue") else None,
         hold=msg.hold, array=msg.array, kill_on_invalid_dep=msg.kill_on_invalid_dep, nodelist=msg.nodelist,
-        exclude=msg.exclude,
+        exclude=msg.exclude, open_mode=msg.open_mode, gpu_mem=msg.gpu_mem,
     )
 
 
@@ -142,5 +142,5 @@ def job_from_pb(msg: pb.Job, specs: dict[bytes, JobSpec] | None = None) -> JobRe
 def gpu_from_pb(msg: pb.GpuInfo) -> GpuInfo:
     return GpuInfo(index=msg.index, name=msg.name, type=msg.type or None, file=msg.file or None,
                    minor=None if msg.minor < 0 else msg.minor, uuid=msg.uuid or None,
-                   memory_mb=msg.memory_mb or None, cores=tuple(msg.cores))
+                   memory_mb=msg.memory_mb or None, cores=tuple(msg.cores), shards=msg.shards, mps=msg.mps)
 

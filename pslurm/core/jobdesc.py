@@ -100,6 +100,18 @@ def open_mode_option(text: str | None) -> str:
     raise SpecError("Invalid --open-mode specification")
 
 
+def gpu_mem_option(text: str | None) -> str:
+    """``--gpu-mem``: ``auto``, or a size as ``--mem`` takes it, normalised to MB ("" when not given)."""
+    if text is None:
+        return ""
+    if text.strip().lower() == "auto":
+        return "auto"
+    match = _MEM.match(text.strip())
+    if not match or not int(match.group(1)):
+        raise SpecError(f"Invalid --gpu-mem specification: {text} (a size such as 8G, or auto)")
+    return str(parse_mem(text))
+
+
 def _gres(opts: Mapping[str, Any]) -> tuple[GresRequest, ...]:
     if not (opts.get("gres") or opts.get("gpus") or opts.get("gpus_per_node")):
         return ()
@@ -171,4 +183,5 @@ def spec_values(opts: Mapping[str, Any], *, user: str, uid: int, gid: int, cwd: 
         account=o("account") or "", nice=nice, dependency=o("dependency") or "", requeue=o("requeue"),
         hold=bool(o("hold")), array=o("array") or "", kill_on_invalid_dep=kill == "yes",
         nodelist=o("nodelist") or "", exclude=o("exclude") or "", open_mode=open_mode,
+        gpu_mem=gpu_mem_option(o("gpu_mem")),
     )

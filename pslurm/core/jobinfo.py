@@ -24,6 +24,7 @@ SPEC_FIELDS = (
     "name", "user", "uid", "gid", "workdir", "script", "argv", "environment", "partition", "stdout", "stderr",
     "time_limit", "num_nodes", "ntasks", "cpus_per_task", "mem_mb", "gres", "interactive", "account", "nice",
     "dependency", "requeue", "hold", "array", "kill_on_invalid_dep", "nodelist", "exclude", "open_mode",
+    "gpu_mem",
 )
 RECORD_FIELDS = (
     "job_id", "state", "reason", "submit_time", "start_time", "end_time", "node", "gpu_indices", "exit_code",
@@ -104,6 +105,8 @@ class JobDesc:
         if mode not in ("", "append", "truncate"):
             raise SpecError(f"Invalid job request: open_mode {mode!r}")
         return str(mode)
+
+    gpu_mem = property(lambda self: str(self.own.get("gpu_mem") or ""))  # --gpu-mem as given; pslurm's own key
 
     @property
     def environment(self) -> dict[str, str]:

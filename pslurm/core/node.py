@@ -20,6 +20,8 @@ class GpuInfo:
     uuid: str | None = None
     memory_mb: int | None = None
     cores: tuple[int, ...] = ()
+    shards: int = 0  # gres.conf Name=shard: this GPU's share of the node's shards (0: not shared by shards)
+    mps: int = 0  # gres.conf Name=mps: this GPU's MPS count (0: no MPS)
 
 
 @dataclass

@@ -44,6 +44,7 @@ class JobOptions:
     nodelist: str | None = None
     exclude: str | None = None
     open_mode: str | None = None
+    gpu_mem: str | None = None
 
     def over(self, base: JobOptions) -> JobOptions:
         """These options where given, ``base`` (e.g. the script's directives) elsewhere."""

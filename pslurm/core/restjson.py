@@ -85,8 +85,9 @@ def desc_to_json(spec: Mapping[str, Any]) -> Json:
         "pslurm": {"user_name": spec["user"], "interactive": spec["interactive"], "gres": _gres_json(gres),
                    "time_limit": spec["time_limit"]},
     }
-    if spec.get("open_mode"):
-        data["pslurm"]["open_mode"] = spec["open_mode"]
+    for own_key in ("open_mode", "gpu_mem"):
+        if spec.get(own_key):
+            data["pslurm"][own_key] = spec[own_key]
     for key, name in (("script", "script"), ("partition", "partition"), ("standard_output", "stdout"),
                       ("standard_error", "stderr"), ("requeue", "requeue")):
         if spec[name] is not None:
@@ -188,6 +189,8 @@ def brief_spec_json(spec: JobSpec, partition: str) -> Json:
         own["interactive"] = True
     if spec.open_mode:
         own["open_mode"] = spec.open_mode
+    if spec.gpu_mem:
+        own["gpu_mem"] = spec.gpu_mem
     return data
 
 
@@ -277,7 +280,8 @@ _NODE_FLAGS = {"idle": ["IDLE"], "mix": ["MIXED"], "alloc": ["ALLOCATED"], "drai
 
 def _gpu_json(gpu: GpuInfo) -> Json:
     return {"index": gpu.index, "name": gpu.name, "type": gpu.type, "file": gpu.file, "minor": gpu.minor,
-            "uuid": gpu.uuid, "memory_mb": gpu.memory_mb, "cores": list(gpu.cores)}
+            "uuid": gpu.uuid, "memory_mb": gpu.memory_mb, "cores": list(gpu.cores),
+            "shards": gpu.shards, "mps": gpu.mps}
 
 
 def node_to_json(node: NodeStatus) -> Json:

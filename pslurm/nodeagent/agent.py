@@ -504,4 +504,4 @@ def _usage_pb(usage: JobGpuUsage | None) -> pb.JobUsage | None:
 def _gpu_pb(d: GpuDevice) -> pb.GpuInfo:
     return pb.GpuInfo(index=d.index, name=d.name, type=d.type or "", file=d.file or "",
                       minor=-1 if d.minor is None else d.minor, uuid=d.uuid or "", memory_mb=d.memory_mb or 0,
-                      cores=list(d.cores or ()))
+                      cores=list(d.cores or ()), shards=d.shards, mps=d.mps)

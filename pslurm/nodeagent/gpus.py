@@ -30,6 +30,8 @@ class GpuDevice:
     pci_bus_id: str | None = None
     cores: tuple[int, ...] | None = None
     links: tuple[int, ...] = ()  # indices of NVLink peers
+    shards: int = 0  # gres.conf Name=shard: this GPU's shards (0: not shared by shards)
+    mps: int = 0  # gres.conf Name=mps: this GPU's MPS count (0: no MPS)
 
 
 class GpuDiscoveryError(Exception):

@@ -98,7 +98,7 @@ class Gres(_message.Message):
     def __init__(self, name: _Optional[str] = ..., type: _Optional[str] = ..., count: _Optional[int] = ...) -> None: ...
 
 class JobSpec(_message.Message):
-    __slots__ = ("name", "user", "uid", "gid", "workdir", "script", "argv", "environment", "partition", "stdout", "stderr", "time_limit", "num_nodes", "ntasks", "cpus_per_task", "mem_mb", "gres", "interactive", "account", "nice", "dependency", "requeue", "hold", "array", "kill_on_invalid_dep", "nodelist", "exclude")
+    __slots__ = ("name", "user", "uid", "gid", "workdir", "script", "argv", "environment", "partition", "stdout", "stderr", "time_limit", "num_nodes", "ntasks", "cpus_per_task", "mem_mb", "gres", "interactive", "account", "nice", "dependency", "requeue", "hold", "array", "kill_on_invalid_dep", "nodelist", "exclude", "open_mode", "gpu_mem")
     class EnvironmentEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -133,6 +133,8 @@ class JobSpec(_message.Message):
     KILL_ON_INVALID_DEP_FIELD_NUMBER: _ClassVar[int]
     NODELIST_FIELD_NUMBER: _ClassVar[int]
     EXCLUDE_FIELD_NUMBER: _ClassVar[int]
+    OPEN_MODE_FIELD_NUMBER: _ClassVar[int]
+    GPU_MEM_FIELD_NUMBER: _ClassVar[int]
     name: str
     user: str
     uid: int
@@ -160,7 +162,9 @@ class JobSpec(_message.Message):
     kill_on_invalid_dep: bool
     nodelist: str
     exclude: str
-    def __init__(self, name: _Optional[str] = ..., user: _Optional[str] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., workdir: _Optional[str] = ..., script: _Optional[str] = ..., argv: _Optional[_Iterable[str]] = ..., environment: _Optional[_Mapping[str, str]] = ..., partition: _Optional[str] = ..., stdout: _Optional[str] = ..., stderr: _Optional[str] = ..., time_limit: _Optional[int] = ..., num_nodes: _Optional[int] = ..., ntasks: _Optional[int] = ..., cpus_per_task: _Optional[int] = ..., mem_mb: _Optional[int] = ..., gres: _Optional[_Iterable[_Union[Gres, _Mapping]]] = ..., interactive: _Optional[bool] = ..., account: _Optional[str] = ..., nice: _Optional[int] = ..., dependency: _Optional[str] = ..., requeue: _Optional[bool] = ..., hold: _Optional[bool] = ..., array: _Optional[str] = ..., kill_on_invalid_dep: _Optional[bool] = ..., nodelist: _Optional[str] = ..., exclude: _Optional[str] = ...) -> None: ...
+    open_mode: str
+    gpu_mem: str
+    def __init__(self, name: _Optional[str] = ..., user: _Optional[str] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., workdir: _Optional[str] = ..., script: _Optional[str] = ..., argv: _Optional[_Iterable[str]] = ..., environment: _Optional[_Mapping[str, str]] = ..., partition: _Optional[str] = ..., stdout: _Optional[str] = ..., stderr: _Optional[str] = ..., time_limit: _Optional[int] = ..., num_nodes: _Optional[int] = ..., ntasks: _Optional[int] = ..., cpus_per_task: _Optional[int] = ..., mem_mb: _Optional[int] = ..., gres: _Optional[_Iterable[_Union[Gres, _Mapping]]] = ..., interactive: _Optional[bool] = ..., account: _Optional[str] = ..., nice: _Optional[int] = ..., dependency: _Optional[str] = ..., requeue: _Optional[bool] = ..., hold: _Optional[bool] = ..., array: _Optional[str] = ..., kill_on_invalid_dep: _Optional[bool] = ..., nodelist: _Optional[str] = ..., exclude: _Optional[str] = ..., open_mode: _Optional[str] = ..., gpu_mem: _Optional[str] = ...) -> None: ...
 
 class Job(_message.Message):
     __slots__ = ("job_id", "spec", "state", "reason", "submit_time", "start_time", "end_time", "node", "gpu_indices", "exit_code", "exit_signal", "node_target", "time_limit", "gpu_seconds", "peak_gpu_memory_mb", "mean_gpu_util", "array_job_id", "array_task_id", "priority", "hold", "restarts", "start_estimate", "eligible_time", "collapsed_tasks", "system_comment", "requeue")
@@ -219,7 +223,7 @@ class Job(_message.Message):
     def __init__(self, job_id: _Optional[int] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., state: _Optional[_Union[JobState, str]] = ..., reason: _Optional[_Union[JobReason, str]] = ..., submit_time: _Optional[float] = ..., start_time: _Optional[float] = ..., end_time: _Optional[float] = ..., node: _Optional[str] = ..., gpu_indices: _Optional[_Iterable[int]] = ..., exit_code: _Optional[int] = ..., exit_signal: _Optional[int] = ..., node_target: _Optional[str] = ..., time_limit: _Optional[int] = ..., gpu_seconds: _Optional[float] = ..., peak_gpu_memory_mb: _Optional[int] = ..., mean_gpu_util: _Optional[float] = ..., array_job_id: _Optional[int] = ..., array_task_id: _Optional[int] = ..., priority: _Optional[int] = ..., hold: _Optional[str] = ..., restarts: _Optional[int] = ..., start_estimate: _Optional[float] = ..., eligible_time: _Optional[float] = ..., collapsed_tasks: _Optional[str] = ..., system_comment: _Optional[str] = ..., requeue: _Optional[bool] = ...) -> None: ...
 
 class GpuInfo(_message.Message):
-    __slots__ = ("index", "name", "type", "file", "minor", "uuid", "memory_mb", "cores")
+    __slots__ = ("index", "name", "type", "file", "minor", "uuid", "memory_mb", "cores", "shards", "mps")
     INDEX_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
@@ -228,6 +232,8 @@ class GpuInfo(_message.Message):
     UUID_FIELD_NUMBER: _ClassVar[int]
     MEMORY_MB_FIELD_NUMBER: _ClassVar[int]
     CORES_FIELD_NUMBER: _ClassVar[int]
+    SHARDS_FIELD_NUMBER: _ClassVar[int]
+    MPS_FIELD_NUMBER: _ClassVar[int]
     index: int
     name: str
     type: str
@@ -236,7 +242,9 @@ class GpuInfo(_message.Message):
     uuid: str
     memory_mb: int
     cores: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, index: _Optional[int] = ..., name: _Optional[str] = ..., type: _Optional[str] = ..., file: _Optional[str] = ..., minor: _Optional[int] = ..., uuid: _Optional[str] = ..., memory_mb: _Optional[int] = ..., cores: _Optional[_Iterable[int]] = ...) -> None: ...
+    shards: int
+    mps: int
+    def __init__(self, index: _Optional[int] = ..., name: _Optional[str] = ..., type: _Optional[str] = ..., file: _Optional[str] = ..., minor: _Optional[int] = ..., uuid: _Optional[str] = ..., memory_mb: _Optional[int] = ..., cores: _Optional[_Iterable[int]] = ..., shards: _Optional[int] = ..., mps: _Optional[int] = ...) -> None: ...
 
 class RegisterRequest(_message.Message):
     __slots__ = ("name", "addr", "port", "cpus", "real_memory", "gpus", "runs", "drain_reason", "isolation")
@@ -269,14 +277,26 @@ class RegisterReply(_message.Message):
     def __init__(self, heartbeat_interval: _Optional[float] = ..., kill: _Optional[_Iterable[_Union[JobRun, _Mapping]]] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
-    __slots__ = ("name", "runs", "health_reason")
+    __slots__ = ("name", "runs", "health_reason", "gpu_use")
     NAME_FIELD_NUMBER: _ClassVar[int]
     RUNS_FIELD_NUMBER: _ClassVar[int]
     HEALTH_REASON_FIELD_NUMBER: _ClassVar[int]
+    GPU_USE_FIELD_NUMBER: _ClassVar[int]
     name: str
     runs: _containers.RepeatedCompositeFieldContainer[JobRun]
     health_reason: str
-    def __init__(self, name: _Optional[str] = ..., runs: _Optional[_Iterable[_Union[JobRun, _Mapping]]] = ..., health_reason: _Optional[str] = ...) -> None: ...
+    gpu_use: _containers.RepeatedCompositeFieldContainer[GpuUse]
+    def __init__(self, name: _Optional[str] = ..., runs: _Optional[_Iterable[_Union[JobRun, _Mapping]]] = ..., health_reason: _Optional[str] = ..., gpu_use: _Optional[_Iterable[_Union[GpuUse, _Mapping]]] = ...) -> None: ...
+
+class GpuUse(_message.Message):
+    __slots__ = ("index", "memory_used_mb", "util")
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_USED_MB_FIELD_NUMBER: _ClassVar[int]
+    UTIL_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    memory_used_mb: int
+    util: float
+    def __init__(self, index: _Optional[int] = ..., memory_used_mb: _Optional[int] = ..., util: _Optional[float] = ...) -> None: ...
 
 class HeartbeatReply(_message.Message):
     __slots__ = ("reregister", "kill")
@@ -299,7 +319,7 @@ class JobUsage(_message.Message):
     def __init__(self, gpu_count: _Optional[int] = ..., gpu_seconds: _Optional[float] = ..., peak_gpu_memory_mb: _Optional[int] = ..., mean_gpu_util: _Optional[float] = ...) -> None: ...
 
 class JobEndedRequest(_message.Message):
-    __slots__ = ("job_id", "node", "state", "exit_code", "exit_signal", "end_time", "usage", "restarts", "launch_failure")
+    __slots__ = ("job_id", "node", "state", "exit_code", "exit_signal", "end_time", "usage", "restarts", "launch_failure", "comment")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     NODE_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -309,6 +329,7 @@ class JobEndedRequest(_message.Message):
     USAGE_FIELD_NUMBER: _ClassVar[int]
     RESTARTS_FIELD_NUMBER: _ClassVar[int]
     LAUNCH_FAILURE_FIELD_NUMBER: _ClassVar[int]
+    COMMENT_FIELD_NUMBER: _ClassVar[int]
     job_id: int
     node: str
     state: JobState
@@ -318,7 +339,8 @@ class JobEndedRequest(_message.Message):
     usage: JobUsage
     restarts: int
     launch_failure: str
-    def __init__(self, job_id: _Optional[int] = ..., node: _Optional[str] = ..., state: _Optional[_Union[JobState, str]] = ..., exit_code: _Optional[int] = ..., exit_signal: _Optional[int] = ..., end_time: _Optional[float] = ..., usage: _Optional[_Union[JobUsage, _Mapping]] = ..., restarts: _Optional[int] = ..., launch_failure: _Optional[str] = ...) -> None: ...
+    comment: str
+    def __init__(self, job_id: _Optional[int] = ..., node: _Optional[str] = ..., state: _Optional[_Union[JobState, str]] = ..., exit_code: _Optional[int] = ..., exit_signal: _Optional[int] = ..., end_time: _Optional[float] = ..., usage: _Optional[_Union[JobUsage, _Mapping]] = ..., restarts: _Optional[int] = ..., launch_failure: _Optional[str] = ..., comment: _Optional[str] = ...) -> None: ...
 
 class JobsEndedRequest(_message.Message):
     __slots__ = ("node", "ends")

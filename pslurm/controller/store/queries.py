@@ -421,11 +421,11 @@ class Store:
         free-resource figure."""
         c = jobs.c
         query = select(c.job_id, c.node, c.cpus, c.mem_mb, c.gpu_indices, c.user_name, c.account, c.start_time,
-                       c.time_limit, c.array_job_id).where(c.state.in_(_ACTIVE))
+                       c.time_limit, c.array_job_id, c.gres).where(c.state.in_(_ACTIVE))
         queries = [query] if job_ids is None else [query.where(c.job_id.in_(part)) for part in _chunks(job_ids)]
         with self.engine.connect() as conn:
             return [Allocation(r.job_id, r.node, r.cpus, r.mem_mb, indices_from_column(r.gpu_indices), r.user_name,
-                               r.account, r.start_time, r.time_limit, r.array_job_id)
+                               r.account, r.start_time, r.time_limit, r.array_job_id, gres_from_column(r.gres))
                     for q in queries for r in conn.execute(q)]
 
     def runs_on(self, node: str) -> list[ActiveRun]:

@@ -35,6 +35,7 @@ class Allocation:
     start_time: float | None = None
     time_limit: int | None = None
     array_job_id: int | None = None
+    gres: tuple[GresRequest, ...] = ()  # what it asked per node: a shared GPU's share is here (shard:2, gpumem:8192)
 
 
 @dataclass(frozen=True)
