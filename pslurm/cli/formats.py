@@ -56,3 +56,28 @@ def render(fmt: str, rows: Sequence[Any], fields: Mapping[str, tuple[str, Callab
     lines = [line([fields[c.letter][0] for c in columns])] if header else []
     lines.extend(line([fields[c.letter][1](row) for c in columns]) for row in rows)
     return lines
+
+
+LONG_WIDTH = 20  # squeue and sinfo -O: a field without ":size" is 20 characters, left-justified
+
+
+def long_format(spec: str, names: Mapping[str, str], what: str) -> str:
+    """An -O list (``JobID,Name:30,State:.10 ,TimeLeft``) as the -o format it prints the same as, by
+    ``names`` (lower-case field name -> the -o letter whose field it prints): ``type[:[.][size][suffix]]``;
+    no size: 20 wide, left-justified; ``.``: right-justified; size 0: as wide as the value; the suffix
+    is printed after the field; no separator between fields, as in squeue and sinfo. Raises ValueError
+    naming a field not in ``names`` (``what``: job or node, for Slurm's message)."""
+    out = []
+    for token in (t for t in spec.split(",") if t):
+        name, colon, rest = token.partition(":")
+        letter = names.get(name.lower())
+        if letter is None:
+            raise ValueError(f"Invalid {what} format specification: {name}")
+        right, width, suffix = False, LONG_WIDTH, ""
+        if colon:
+            right = rest.startswith(".")
+            digits = rest[1:] if right else rest
+            size = len(digits) - len(digits.lstrip("0123456789"))
+            width, suffix = int(digits[:size] or 0), digits[size:]
+        out.append(f"%{'.' if right else ''}{width or ''}{letter}{suffix.replace('%', '%%')}")
+    return "".join(out)

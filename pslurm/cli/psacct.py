@@ -21,16 +21,16 @@ if TYPE_CHECKING:
 PROG = "psacct"
 DEFAULT_FIELDS = "JobID,JobName,Partition,Account,AllocCPUS,State,ExitCode"
 # sacct 22.05's header names and default widths (src/sacct/sacct.c's fields[]); a negative width is
-# left-aligned (the ids), everything else right-aligned. GPUSeconds, GPUMemPeak, GPUUtil, GPUIndices
-# are pslurm's own. The getters are in account_fields(), by the same lower-case keys.
+# left-aligned (the ids), everything else right-aligned. GPUSeconds, GPUMem (the --gpu-mem slice),
+# GPUMemPeak, GPUUtil, GPUIndices are pslurm's own. The getters are in account_fields(), by the same lower-case keys.
 FIELDS: dict[str, tuple[str, int]] = {name.lower(): (name, width) for name, width in (
     ("Account", 10), ("AllocCPUS", 10), ("AllocGRES", 12), ("AllocTRES", 10), ("CPUTime", 10),
     ("CPUTimeRAW", 10), ("Elapsed", 10), ("ElapsedRaw", 10), ("End", 19), ("ExitCode", 8), ("GID", 6),
     ("Group", 9), ("JobID", -12), ("JobIDRaw", -12), ("JobName", 10), ("MaxRSS", 10), ("NCPUS", 10),
     ("NNodes", 8), ("NodeList", 15), ("NTasks", 8), ("Partition", 10), ("Reason", 22), ("ReqCPUS", 8),
     ("ReqMem", 10), ("ReqTRES", 10), ("Start", 19), ("State", 10), ("Submit", 19), ("Timelimit", 10),
-    ("UID", 6), ("User", 9), ("WorkDir", 20),
-    ("GPUSeconds", 10), ("GPUMemPeak", 10), ("GPUUtil", 10), ("GPUIndices", 10),
+    ("SystemComment", 15), ("UID", 6), ("User", 9), ("WorkDir", 20),
+    ("GPUSeconds", 10), ("GPUMem", 10), ("GPUMemPeak", 10), ("GPUUtil", 10), ("GPUIndices", 10),
 )}
 
 
@@ -72,6 +72,8 @@ def tres(job: Job) -> str:
     if gpus:
         parts.append(f"gres/gpu={gpus}")
         parts += [f"gres/gpu:{g.type}={g.count}" for g in job.spec.gres if g.name == "gpu" and g.type]
+    parts += [f"gres/{g.name}={g.count}{'M' if g.name == 'gpumem' else ''}" for g in job.spec.gres
+              if g.name in ("shard", "mps", "gpumem")]  # a share of one GPU
     if job.spec.mem_mb:
         parts.append(f"mem={job.spec.mem_mb}M")
     parts.append("node=1")
@@ -139,10 +141,13 @@ def account_fields(now: float) -> dict[str, Callable[[Job], str]]:
         "maxrss": lambda j: "",  # not measured (sacct shows it on steps' lines, which pslurm has not)
         "alloctres": alloc_tres,
         "reqtres": tres,
-        "allocgres": lambda j: f"gpu:{_gpus(j)}" if _gpus(j) and _allocated(j) else "",
+        "allocgres": lambda j: ",".join([f"gpu:{_gpus(j)}"] if _gpus(j) else [
+            str(g) for g in j.spec.gres if g.name in ("shard", "mps", "gpumem")]) if _allocated(j) else "",
         "gpuindices": lambda j: ",".join(map(str, j.gpu_indices)),
         "workdir": lambda j: j.spec.workdir,
         "gpuseconds": gpu_secs,
+        "gpumem": lambda j: "".join(f"{g.count}M" for g in j.spec.gres if g.name == "gpumem"),
+        "systemcomment": lambda j: j.system_comment,
         "gpumempeak": lambda j: f"{j.peak_gpu_memory_mb}M" if j.peak_gpu_memory_mb is not None else "",
         "gpuutil": lambda j: f"{j.mean_gpu_util:.1f}%" if j.mean_gpu_util is not None else "",
     }

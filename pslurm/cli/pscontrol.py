@@ -92,6 +92,7 @@ def std_paths(job: JobRecord | JobInfo) -> tuple[str, str, str]:
 
 
 def show_node(node: NodeStatus) -> str:
+    from pslurm.cli.gpushow import gpu_mem, gres_used
     from pslurm.core.gres import format_gres
     from pslurm.core.timefmt import format_timestamp
 
@@ -102,9 +103,9 @@ def show_node(node: NodeStatus) -> str:
         f"NodeName={node.name} NodeAddr={node.addr} Port={node.port}",
         f"CPUAlloc={node.alloc_cpus} CPUTot={node.cpus}",
         f"RealMemory={node.real_memory} AllocMem={node.alloc_mem}",
-        f"Gres={format_gres(node.gres) or '(null)'} GresUsed=gpu:{len(node.alloc_gpus)}"
-        f"(IDX:{','.join(map(str, node.alloc_gpus)) or 'N/A'})",
+        f"Gres={format_gres(node.gres) or '(null)'} GresUsed={gres_used(node.alloc_gpus, node.gpu_usage)}",
         f"Gpus={gpus}",
+        f"GpuMem={gpu_mem(node.gpu_usage)}" if node.gpu_usage else "",
         f"State={state} Partitions={','.join(node.partitions)}",
         f"LastHeartbeat={format_timestamp(node.last_heartbeat)}",
         f"DeviceIsolation={node.isolation or 'unknown'}",

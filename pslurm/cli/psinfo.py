@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pslurm.cli import argv as a
-from pslurm.cli.common import connect_api, print_listing, reporting
+from pslurm.cli.common import connect_api, fail, print_listing, reporting
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -132,7 +132,17 @@ def reason_time(n: Node) -> str:
     return format_timestamp(when if isinstance(when, (int, float)) else None)
 
 
+# sinfo -O/--Format names (case-insensitive, as Slurm 22.05's src/sinfo/opts.c) -> the -o letter whose
+# field they print; GresUsed has no -o letter in sinfo (k here), GpuMem is pslurm's own (j).
+LONG_FIELDS = {
+    "available": "a", "cpus": "c", "cpusstate": "C", "gres": "G", "gresused": "k", "gpumem": "j", "memory": "m",
+    "nodeai": "A", "nodeaiot": "F", "nodelist": "N", "nodes": "D", "partition": "P", "partitionname": "R",
+    "reason": "E", "statecompact": "t", "statelong": "T", "time": "l", "timestamp": "H", "user": "u",
+}
+
+
 def _fields() -> dict[str, tuple[str, Any]]:
+    from pslurm.cli.gpushow import gpu_mem, gres_used
     from pslurm.core.timefmt import format_duration
 
     def gres(n: Node) -> str:
@@ -159,6 +169,8 @@ def _fields() -> dict[str, tuple[str, Any]]:
         "C": ("CPUS(A/I/O/T)", lambda r: cpus_aiot(r[1])),
         "m": ("MEMORY", lambda r: str(r[1].real_memory)),
         "G": ("GRES", lambda r: gres(r[1])),
+        "k": ("GRES_USED", lambda r: gres_used(r[1].alloc_gpus, r[1].gpu_usage)),  # sinfo -O GresUsed
+        "j": ("GPU_MEM", lambda r: gpu_mem(r[1].gpu_usage)),  # -O GpuMem, pslurm's own
         "E": ("REASON", lambda r: r[1].reason or "none"),
         "u": ("USER", lambda r: reason_user(r[1])),
         "H": ("TIMESTAMP", lambda r: reason_time(r[1])),
@@ -209,6 +221,7 @@ OPTIONS = (
     a.Opt("Node", "N", a.NONE, dest="node_oriented", help="one line per node"),
     a.NOHEADER,
     a.Opt("format", "o", dest="fmt", help="output format (%P %N %G %t ...)"),
+    a.Opt("Format", "O", dest="long_fmt", help="output fields by name (NodeList,Gres,GresUsed,GpuMem:40 ...)"),
     a.Opt("partition", "p", help="partitions"),
     a.Opt("list-reasons", "R", a.NONE, dest="list_reasons", help="why nodes are down or drained"),
     a.Opt("summarize", "s", a.NONE, help="one line per partition, node counts as allocated/idle/other/total"),
@@ -236,6 +249,16 @@ def main(argv: Sequence[str] | None = None) -> None:
             print(f'{PROG}: error: Bad state string: "{exc}"', file=sys.stderr)
             print(f"{PROG}: error: valid states: {VALID_STATES}", file=sys.stderr)
             raise SystemExit(1) from None
+    long_fmt = v.get("long_fmt")
+    if isinstance(long_fmt, str):
+        from pslurm.cli.formats import long_format
+
+        if fmt:
+            fail(PROG, "-O (--Format) is incompatible with -o (--format)")
+        try:
+            fmt = long_format(long_fmt, LONG_FIELDS, "node")
+        except ValueError as exc:
+            fail(PROG, str(exc))
     if not fmt:
         fmt = (SUMMARIZE_FORMAT if v.get("summarize") else NODE_FORMAT if node_oriented
                else REASONS_FORMAT if reasons else PARTITION_FORMAT)

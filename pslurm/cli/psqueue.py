@@ -93,28 +93,14 @@ LONG_FIELDS = {
     "timeleft": "L", "timelimit": "l", "timeused": "M", "tres-per-node": "b", "userid": "U", "username": "u",
     "workdir": "Z",
 }
-LONG_WIDTH = 20  # squeue -O: a field without ":size" is 20 characters, left-justified
 
 
 def long_format(spec: str) -> str:
-    """An -O list (``JobID,Name:30,State:.10 ,TimeLeft``) as the -o format it prints the same as:
-    ``type[:[.][size][suffix]]``; no size: 20 wide, left-justified; ``.``: right-justified; size 0:
-    as wide as the value; the suffix is printed after the field; no separator between fields, as in
-    squeue. Raises ValueError naming a field squeue does not know."""
-    out = []
-    for token in (t for t in spec.split(",") if t):
-        name, colon, rest = token.partition(":")
-        letter = LONG_FIELDS.get(name.lower())
-        if letter is None:
-            raise ValueError(f"Invalid job format specification: {name}")
-        right, width, suffix = False, LONG_WIDTH, ""
-        if colon:
-            right = rest.startswith(".")
-            digits = rest[1:] if right else rest
-            size = len(digits) - len(digits.lstrip("0123456789"))
-            width, suffix = int(digits[:size] or 0), digits[size:]
-        out.append(f"%{'.' if right else ''}{width or ''}{letter}{suffix.replace('%', '%%')}")
-    return "".join(out)
+    """An -O list (``JobID,Name:30,State:.10 ,TimeLeft``) as the -o format it prints the same as
+    (see :func:`pslurm.cli.formats.long_format`). Raises ValueError naming a field squeue does not know."""
+    from pslurm.cli.formats import long_format as by_names
+
+    return by_names(spec, LONG_FIELDS, "job")
 
 
 def sort_jobs(found: Sequence[Job], spec: str) -> list[Job]:

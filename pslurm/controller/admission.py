@@ -6,7 +6,8 @@ Messages follow Slurm's wording where Slurm has one.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+import math
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from pslurm.core.config import ClusterConfig, NodeConfig, PartitionConfig
@@ -14,6 +15,7 @@ from pslurm.core.directives import script_problem
 from pslurm.core.gres import format_gres
 from pslurm.core.jobspec import JobSpec, SpecError
 from pslurm.core.request import hostlist_option
+from pslurm.core.sharing import sharing_error
 
 UNAVAILABLE = "Requested node configuration is not available"
 TIME_LIMIT_INVALID = "Requested time limit is invalid (missing or exceeds some limit)"
@@ -49,26 +51,39 @@ class Admitted:
     time_limit: int | None  # seconds in force; None is unlimited
 
 
-def could_ever_run(spec: JobSpec, node: NodeConfig) -> bool:
-    """True when the node, empty, has what the job asks for."""
+def could_ever_run(spec: JobSpec, node: NodeConfig, gpu_memory_mb: int | None = None) -> bool:
+    """True when the node, empty, has what the job asks for. ``gpu_memory_mb``: the memory of the
+    node's largest GPU as its agent reported it (None: not known yet, so a memory slice may fit)."""
     if node.cpus < spec.cpus or node.real_memory < spec.mem_mb:
         return False
     for req in spec.gres:
-        if req.name != "gpu":
-            return False  # only GPUs are known generic resources for now
-        if node.gpus(req.type) < req.count:
-            return False
+        if req.name == "gpu":
+            if node.gpus(req.type) < req.count:
+                return False
+        elif req.name in ("shard", "mps"):  # one GPU's share: the node's count split over its GPUs
+            total = sum(g.count for g in node.gres if g.name == req.name)
+            if node.gpus(req.type) < 1 or math.ceil(total / max(1, node.gpus())) < req.count:
+                return False
+        elif req.name == "gpumem":
+            if node.gpus(req.type) < 1 or (gpu_memory_mb is not None and gpu_memory_mb < req.count):
+                return False
+        else:
+            return False  # no other generic resource is known
     return node.gpus() >= spec.gpus()
 
 
 def admit(spec: JobSpec, config: ClusterConfig, *, enforce_part_limits: bool = True,
-          groups: Collection[str] | None = None) -> Admitted:
+          groups: Collection[str] | None = None, gpu_memory: Mapping[str, int] | None = None) -> Admitted:
     """The partition and time limit a job is accepted with, or SpecError saying why not.
 
     ``groups``: the submitting user's group names, checked against the partition's AllowGroups
     (None: not checked). Without ``enforce_part_limits`` (EnforcePartLimits=NO) a time limit over the
-    partition's MaxTime is accepted and the job pends with reason PartitionTimeLimit."""
+    partition's MaxTime is accepted and the job pends with reason PartitionTimeLimit. ``gpu_memory``:
+    the memory of each registered node's largest GPU, against which a memory slice is checked."""
     _check_request(spec)
+    problem = sharing_error(spec.gres)
+    if problem is not None:
+        raise SpecError(problem)
     partition = _partition_for(spec, config)
     if partition.state in ("DRAIN", "INACTIVE"):
         raise SpecError(f"Partition {partition.name} is {partition.state}: it accepts no new jobs")
@@ -88,7 +103,13 @@ def admit(spec: JobSpec, config: ClusterConfig, *, enforce_part_limits: bool = T
     candidates = [name for name in partition.nodes if name in config.nodes]
     if spec.nodelist or spec.exclude:
         candidates = _requested_nodes(spec, config, candidates)
-    if not any(could_ever_run(spec, config.nodes[name]) for name in candidates):
+    known = gpu_memory or {}
+    if not any(could_ever_run(spec, config.nodes[name], known.get(name)) for name in candidates):
+        slices = [g.count for g in spec.gres if g.name == "gpumem"]
+        if slices and any(could_ever_run(spec, config.nodes[name]) for name in candidates):
+            largest = max(known.get(name, 0) for name in candidates)
+            raise SpecError(f"{UNAVAILABLE}: --gpu-mem asks {slices[0]} MB of one GPU, and the largest GPU of "
+                            f"the partition has {largest} MB")
         raise SpecError(UNAVAILABLE)
     return Admitted(partition.name, time_limit)
 

@@ -16,7 +16,7 @@ import stat
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -84,6 +84,9 @@ class _Late:
 
     def unreachable(self, node: str, why: str) -> None:
         self._get().unreachable(node, why)
+
+    def gpu_measured(self, node: str) -> Mapping[int, tuple[int, float]]:
+        return self._get().gpu_measured(node)
 
 
 def _crash(started: list[int]) -> None:

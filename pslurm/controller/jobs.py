@@ -10,8 +10,10 @@ scheduler's doorbell.
 from __future__ import annotations
 
 import logging
+import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 
 from pslurm.auth.credential import Identity
 from pslurm.controller.admission import admit
@@ -22,6 +24,8 @@ from pslurm.controller.store import Store
 from pslurm.core.arrays import parse_array, parse_task_selector
 from pslurm.core.config import ClusterConfig, scheduler_config
 from pslurm.core.dependency import parse_dependency
+from pslurm.core.gres import GresRequest
+from pslurm.core.jobdesc import parse_mem
 from pslurm.core.jobspec import JobRecord, JobSpec, SpecError
 from pslurm.core.lifecycle import Change, NotPermitted
 from pslurm.core.states import InvalidTransition, JobState
@@ -49,8 +53,12 @@ class JobService:
         if requester.uid not in self.operators:
             _check_own(spec, requester)
         sched = self.sched
+        gpu_memory = None
+        if spec.gpu_mem or any(g.name == "gpumem" for g in spec.gres):
+            gpu_memory = self._gpu_memory()
+            spec = self._with_gpu_slice(spec, gpu_memory)
         admitted = admit(spec, self.config, enforce_part_limits=sched.enforce_part_limits,
-                         groups=_group_names(spec.user, spec.gid))
+                         groups=_group_names(spec.user, spec.gid), gpu_memory=gpu_memory)
         if spec.nice < 0 and requester.uid not in self.operators:
             raise SpecError("Invalid --nice value: only privileged users can set a negative nice")
         if abs(spec.nice) > 2147483645:
@@ -81,6 +89,43 @@ class JobService:
                                    array_ids=array_ids, throttle=throttle)
         self.reschedule()
         return job_id
+
+    def _gpu_memory(self) -> dict[str, int]:
+        """The memory of each registered node's largest GPU (nodes whose agents reported none are left out)."""
+        found = {}
+        for node in self.store.get_nodes():
+            sizes = [g.memory_mb for g in node.gpus if g.memory_mb]
+            if sizes:
+                found[node.name] = max(sizes)
+        return found
+
+    def _with_gpu_slice(self, spec: JobSpec, gpu_memory: Mapping[str, int]) -> JobSpec:
+        """``--gpu-mem`` as the job's ``gpumem:MB`` GRES item. ``auto``: the largest peak of the last
+        runs of the same job name by the same user, plus GpuMemAutoMargin percent; without history,
+        GpuMemAutoDefault, else a whole GPU's memory (the smallest GPU of the job's partition), so that
+        a first run is measured before it is packed."""
+        if not spec.gpu_mem:
+            return spec
+        if any(g.name == "gpumem" for g in spec.gres):
+            raise SpecError("Invalid GRES specification: --gpu-mem and --gres=gpumem both given")
+        if spec.gpu_mem != "auto":
+            mb = parse_mem(spec.gpu_mem)  # the commands send MB; an API client may send 8G
+        else:
+            peak = self.store.gpu_memory_peak(spec.user, spec.name)
+            if peak is not None:
+                mb = max(1, math.ceil(peak * (100 + self.sched.gpu_mem_auto_margin) / 100))
+            elif self.sched.gpu_mem_auto_default:
+                mb = self.sched.gpu_mem_auto_default
+            else:
+                part = self.config.partitions.get(spec.partition or "") or self.config.default_partition
+                sizes = [gpu_memory[n] for n in (part.nodes if part else ()) if n in gpu_memory]
+                if not sizes:
+                    raise SpecError(f"--gpu-mem=auto: job {spec.name} has no earlier run to size it by, and no GPU "
+                                    "memory is known in its partition: give --gpu-mem=SIZE")
+                mb = min(sizes)
+        if mb < 1:
+            raise SpecError(f"Invalid --gpu-mem specification: {spec.gpu_mem}")
+        return replace(spec, gres=(*spec.gres, GresRequest("gpumem", None, mb)))
 
     def resolve(self, text: str) -> list[int]:
         """The job ids ``14``, ``14_3`` or ``14_[5-9]`` names (an array's id: every task). SpecError

@@ -22,11 +22,12 @@ from dataclasses import dataclass
 
 from pslurm.controller.allocations import NodeUsage, usage_by_node
 from pslurm.controller.errors import NotFound
+from pslurm.controller.gpuuse import Measured, gpu_usage
 from pslurm.controller.ports import Reschedule
-from pslurm.controller.store import RunEnd, Store, StoreError
+from pslurm.controller.store import Allocation, RunEnd, Store, StoreError
 from pslurm.core.config import ClusterConfig
 from pslurm.core.jobspec import SpecError
-from pslurm.core.node import GpuInfo, NodeRecord
+from pslurm.core.node import GpuInfo, GpuUsage, NodeRecord
 from pslurm.core.states import InvalidTransition, NodeState, node_display_state
 
 log = logging.getLogger("psctld")
@@ -50,6 +51,7 @@ class NodeStatus:
     node: NodeRecord
     used: NodeUsage
     word: str
+    gpus: tuple[GpuUsage, ...] = ()
 
 
 class NodeMonitor:
@@ -64,6 +66,7 @@ class NodeMonitor:
         self.launch_grace = float(config.batch_start_timeout)
         self._started = clock()  # after a restart every node gets a full SlurmdTimeout to be heard again
         self._lock = threading.Lock()  # one reconciliation of a node at a time
+        self.measured: dict[str, Measured] = {}  # per node, per GPU: (memory used MB, util %) at its last heartbeat
         partitions: dict[str, frozenset[str]] = defaultdict(frozenset)
         for part in config.partitions.values():
             for name in part.nodes:
@@ -98,11 +101,15 @@ class NodeMonitor:
         self.reschedule()
         return kill
 
-    def heartbeat(self, name: str, runs: Sequence[Run], health_reason: str) -> tuple[bool, list[Run]]:
+    def heartbeat(self, name: str, runs: Sequence[Run], health_reason: str,
+                  measured: Measured | None = None) -> tuple[bool, list[Run]]:
         """Returns (register again?, runs to kill). A node the controller does not hold UP is asked to
-        register again; its runs are reconciled all the same."""
+        register again; its runs are reconciled all the same. ``measured``: what the agent measured on
+        each GPU (kept in memory, for psinfo and the packing policy's tie-break)."""
         node = self._known(name)
         now = self.clock()
+        if measured is not None:
+            self.measured[name] = measured
         values: dict[str, object] = {"last_heartbeat": now}
         if health_reason and not node.drain and node.state is NodeState.UP:
             values.update(drain=True, reason=health_reason)
@@ -110,6 +117,10 @@ class NodeMonitor:
         self.store.update_node(name, **values)
         kill = self.reconcile(name, runs, now)
         return node.state is not NodeState.UP and not _down_by_operator(node), kill
+
+    def gpu_measured(self, node: str) -> Measured:
+        """What the node's agent measured on each GPU at its last heartbeat ({} when nothing)."""
+        return self.measured.get(node, {})
 
     def reconcile(self, name: str, runs: Sequence[Run], now: float) -> list[Run]:
         """Compare what the agent runs with what the controller holds on the node (see the module's
@@ -215,14 +226,19 @@ class NodeMonitor:
 
     def nodes(self) -> list[NodeStatus]:
         """Each node with what is allocated on it and its sinfo state word."""
-        usage = usage_by_node(self.store.allocations())
+        allocations = self.store.allocations()
+        usage = usage_by_node(allocations)
+        on_node: dict[str, list[Allocation]] = defaultdict(list)
+        for alloc in allocations:
+            on_node[alloc.node].append(alloc)
         out = []
         for node in self.store.get_nodes():
             used = usage.get(node.name, NodeUsage())
             total_gpus = len(node.gpus) or sum(g.count for g in node.gres if g.name == "gpu")
-            word = node_display_state(node.state, node.drain, len(used.gpus), total_gpus, used.cpus,
+            word = node_display_state(node.state, node.drain, len(set(used.gpus)), total_gpus, used.cpus,
                                       node.cpus, used.jobs)
-            out.append(NodeStatus(node, used, word))
+            gpus = gpu_usage(node, on_node[node.name], self.measured.get(node.name, {}))
+            out.append(NodeStatus(node, used, word, gpus))
         return out
 
     # -- jobs of lost nodes ----------------------------------------------------------------

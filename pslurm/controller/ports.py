@@ -8,7 +8,7 @@ reach through :class:`NodeHealth`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from pslurm.core.jobspec import JobRecord
@@ -31,3 +31,6 @@ class Agents(Protocol):
 class NodeHealth(Protocol):
     def unreachable(self, node: str, why: str) -> None:
         """The node's agent did not answer: set it DOWN and take its jobs as lost."""
+
+    def gpu_measured(self, node: str) -> Mapping[int, tuple[int, float]]:
+        """What the node's agent last measured on each GPU: (memory used MB, utilisation %)."""

@@ -70,7 +70,8 @@ class ControllerServicer(pb_grpc.ControllerServicer):
     def Heartbeat(self, request: pb.HeartbeatRequest, context: grpc.ServicerContext) -> pb.HeartbeatReply:
         self._operator(context, NODE_MESSAGES_ONLY_FROM_AGENTS)
         again, kill = _guard(context, lambda: self.monitor.heartbeat(request.name, _runs(request.runs),
-                                                                     request.health_reason))
+                                                                     request.health_reason,
+                                                                     _measured(request.gpu_use)))
         return pb.HeartbeatReply(reregister=again, kill=_runs_pb(kill))
 
     def JobEnded(self, request: pb.JobEndedRequest, context: grpc.ServicerContext) -> pb.Empty:
@@ -97,7 +98,11 @@ def _run_end(e: pb.JobEndedRequest, node: str) -> RunEnd:
                  "peak_gpu_memory_mb": u.peak_gpu_memory_mb if u.HasField("peak_gpu_memory_mb") else None,
                  "mean_gpu_util": u.mean_gpu_util if u.HasField("mean_gpu_util") else None}
     return RunEnd(e.job_id, e.node or node, e.restarts, convert.job_state_from_pb(e.state), e.exit_code,
-                  e.exit_signal, e.end_time, usage, e.launch_failure)
+                  e.exit_signal, e.end_time, usage, e.launch_failure, e.comment)
+
+
+def _measured(gpu_use: Iterable[pb.GpuUse]) -> dict[int, tuple[int, float]]:
+    return {u.index: (u.memory_used_mb, u.util) for u in gpu_use}
 
 
 def _runs(runs: Iterable[pb.JobRun]) -> list[Run]:

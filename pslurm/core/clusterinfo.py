@@ -15,12 +15,13 @@ TYPE_CHECKING = False  # typing costs a command milliseconds; mypy takes this na
 if TYPE_CHECKING:
     from typing import Any
 
-    from pslurm.core.node import GpuInfo
+    from pslurm.core.node import GpuInfo, GpuUsage
 
 # The NodeStatus and PartitionConfig fields the views read; tests/unit/test_restjson.py checks them.
 NODE_FIELDS = (
     "name", "addr", "port", "cpus", "real_memory", "gres", "state", "drain", "reason", "partitions", "alloc_cpus",
     "alloc_mem", "alloc_gpus", "display_state", "running_jobs", "last_heartbeat", "gpus", "isolation",
+    "gpu_usage",
 )
 PARTITION_FIELDS = (
     "name", "nodes", "default", "max_time", "default_time", "state", "max_nodes", "priority_job_factor",
@@ -35,6 +36,12 @@ def _gpu(data: dict[str, Any]) -> GpuInfo:
                    file=data.get("file"), minor=data.get("minor"), uuid=data.get("uuid"),
                    memory_mb=data.get("memory_mb"), cores=tuple(data.get("cores") or ()),
                    shards=int(data.get("shards") or 0), mps=int(data.get("mps") or 0))
+
+
+def _gpu_usage(data: dict[str, Any]) -> GpuUsage:
+    from pslurm.core.node import GpuUsage
+
+    return GpuUsage(**data)
 
 
 class NodeInfo:
@@ -64,6 +71,7 @@ class NodeInfo:
     last_heartbeat = property(lambda self: float(self.own.get("last_heartbeat") or 0.0))
     gpus = property(lambda self: tuple(_gpu(g) for g in self.own.get("gpus") or ()))
     isolation = property(lambda self: self.own.get("isolation") or "")
+    gpu_usage = property(lambda self: tuple(_gpu_usage(u) for u in self.own.get("gpu_usage") or ()))
 
 
 class PartitionInfo:

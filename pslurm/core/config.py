@@ -43,15 +43,18 @@ class PartitionConfig:
 @dataclass(frozen=True)
 class GresConfLine:
     """One gres.conf line: ``[NodeName=c[000-001]] Name=gpu [Type=a100] File=/dev/nvidia[0-1] [Cores=0-7]``
-    or ``Count=N`` instead of ``File=``, or ``AutoDetect=nvml``."""
+    or ``Count=N`` instead of ``File=``, or ``AutoDetect=nvml``; ``Name=shard|mps Count=N [File=...]``
+    shares the GPUs (of its File=, else all of the node's); ``Memory=SIZE`` on a ``Name=gpu`` line
+    (pslurm's own) is the memory of each of its GPUs, for GPUs NVML does not measure."""
 
     name: str | None  # None on a bare AutoDetect= line
     node_names: tuple[str, ...] | None = None  # None: applies to every node
     type: str | None = None
     files: tuple[str, ...] = ()  # expanded, one per device
-    count: int = 0  # len(files) when File= is given
+    count: int = 0  # len(files) when File= is given on a gpu line; shard/mps: the line's shards or MPS units
     cores: tuple[int, ...] | None = None
     autodetect: str | None = None  # "nvml" or "off"
+    memory_mb: int | None = None  # Memory= (gpu lines): each GPU's memory, MB
 
 
 @dataclass(frozen=True)
@@ -124,6 +127,8 @@ class SchedulerConfig:
     enforce_part_limits: bool = True  # EnforcePartLimits= (NO: a job over MaxTime pends PartitionTimeLimit)
     bf_max_job_test: int = 500  # SchedulerParameters=bf_max_job_test=N: reservations per pass
     bf_interval: int = 1  # SchedulerParameters=bf_interval=N: seconds between backfill passes (-1: none)
+    gpu_mem_auto_default: int = 0  # GpuMemAutoDefault= (MB): --gpu-mem=auto without history; 0: a whole GPU's memory
+    gpu_mem_auto_margin: int = 20  # GpuMemAutoMargin= (percent): added to the measured peak for --gpu-mem=auto
 
 
 def _time_or_minutes(path: str, key: str, value: str) -> int:
@@ -194,6 +199,15 @@ def scheduler_config(cfg: ClusterConfig) -> SchedulerConfig:
             if not (num.isdigit() and 1 <= int(num) <= 10800) and num != "-1":
                 raise ConfigError(f"{path}: SchedulerParameters: bf_interval={num}: expected 1 to 10800, or -1")
             values["bf_interval"] = int(num)
+    if "gpumemautodefault" in kv:
+        from pslurm.core.jobdesc import parse_mem
+
+        try:
+            values["gpu_mem_auto_default"] = parse_mem(kv["gpumemautodefault"])
+        except ValueError:
+            raise ConfigError(f"{path}: GpuMemAutoDefault={kv['gpumemautodefault']}: expected a size (8G)") from None
+    if "gpumemautomargin" in kv:
+        values["gpu_mem_auto_margin"] = whole("gpumemautomargin")
     return SchedulerConfig(**values)  # type: ignore[arg-type]
 
 

@@ -154,9 +154,10 @@ def launch_failed(job: JobFlags, node: str, restarts: int, why: str, now: float)
 
 
 def finish(job: JobFlags, node: str, restarts: int, reported: JobState, exit_code: int, exit_signal: int,
-           now: float, usage: Mapping[str, Any] | None = None) -> Change:
+           now: float, usage: Mapping[str, Any] | None = None, comment: str = "") -> Change:
     """The agent saw this run's processes end. A requeue asked meanwhile sends it back to PENDING;
-    a cancel asked meanwhile ends it CANCELLED (unless its time ran out first)."""
+    a cancel asked meanwhile ends it CANCELLED (unless its time ran out first). ``comment``: why the
+    agent ended it (a GPU memory slice overrun), kept as the job's SystemComment."""
     if reported not in _AGENT_ENDS:
         raise InvalidTransition(f"job {job.job_id}: an agent cannot end a job {reported}")
     _require("finish", job)
@@ -166,7 +167,8 @@ def finish(job: JobFlags, node: str, restarts: int, reported: JobState, exit_cod
     if job.cancel_requested and reported not in (JobState.TIMEOUT, JobState.OUT_OF_MEMORY):
         reported = JobState.CANCELLED
     return _change("finish", job, reported, f"ended on {node}", end_time=now, exit_code=exit_code,
-                   exit_signal=exit_signal, reason=end_reason(reported), **(usage or {}))
+                   exit_signal=exit_signal, reason=end_reason(reported), **(usage or {}),
+                   **({"system_comment": comment[:1024]} if comment else {}))
 
 
 def cancel(job: JobFlags, now: float, detail: str = "cancelled", reason: JobReason = JobReason.NONE) -> Change:

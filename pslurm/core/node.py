@@ -24,6 +24,21 @@ class GpuInfo:
     mps: int = 0  # gres.conf Name=mps: this GPU's MPS count (0: no MPS)
 
 
+@dataclass(frozen=True)
+class GpuUsage:
+    """One GPU of a node as psinfo and pscontrol show it: how it is held now, and what was measured."""
+
+    index: int
+    mode: str = ""  # "": free; "gpu": held whole; "shard", "mps", "gpumem": shared that way
+    allocated: int = 0  # shards, MPS units or MB held in that mode (whole: 1)
+    capacity: int = 0  # the GPU's shards, MPS units or MB in that mode (0: unknown)
+    jobs: int = 0
+    memory_mb: int = 0  # the GPU's memory (0: unknown)
+    memory_alloc_mb: int = 0  # memory promised to its jobs: their slices, or all of it when held whole
+    memory_used_mb: int | None = None  # measured at the last heartbeat (None: not measured)
+    util: float | None = None  # percent, measured
+
+
 @dataclass
 class NodeRecord:
     """A configured node with the state the store keeps for it."""
@@ -75,6 +90,7 @@ class NodeStatus:
     last_heartbeat: float = 0.0
     gpus: tuple[GpuInfo, ...] = ()  # what the agent reported
     isolation: str = ""  # "devices", or why there is none
+    gpu_usage: tuple[GpuUsage, ...] = ()  # per GPU: how it is held and what its memory is used for
 
     @property
     def target(self) -> str:

@@ -295,7 +295,8 @@ def node_to_json(node: NodeStatus) -> Json:
         "pslurm": {"state": node.state.value, "drain": node.drain, "gres": _gres_json(node.gres),
                    "alloc_gpus": list(node.alloc_gpus), "display_state": node.display_state,
                    "running_jobs": node.running_jobs, "last_heartbeat": node.last_heartbeat,
-                   "gpus": [_gpu_json(g) for g in node.gpus], "isolation": node.isolation},
+                   "gpus": [_gpu_json(g) for g in node.gpus], "isolation": node.isolation,
+                   "gpu_usage": [dict(vars(u)) for u in node.gpu_usage]},
     }
 
 

@@ -60,9 +60,13 @@ class FakeAgents:
 class FakeNodeHealth:
     def __init__(self) -> None:
         self.unreachable_nodes: list[str] = []
+        self.measured: dict[str, dict[int, tuple[int, float]]] = {}
 
     def unreachable(self, node: str, why: str) -> None:
         self.unreachable_nodes.append(node)
+
+    def gpu_measured(self, node: str) -> dict[int, tuple[int, float]]:
+        return self.measured.get(node, {})
 
 
 @pytest.fixture

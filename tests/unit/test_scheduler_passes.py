@@ -30,6 +30,9 @@ class Health:
     def unreachable(self, node: str, why: str) -> None:
         pass
 
+    def gpu_measured(self, node: str) -> dict[int, tuple[int, float]]:
+        return {}
+
 
 @pytest.fixture
 def parts(tmp_path: Path):  # type: ignore[no-untyped-def]

@@ -64,9 +64,9 @@ def node_status(monitor: NodeMonitor, status: MonitorNodeStatus) -> NodeStatus:
     return NodeStatus(
         name=n.name, addr=n.addr, port=n.port, cpus=n.cpus, real_memory=n.real_memory, gres=n.gres, state=n.state,
         drain=n.drain, reason=n.reason, partitions=tuple(sorted(monitor.partitions_of(n.name))),
-        alloc_cpus=used.cpus, alloc_mem=used.mem_mb, alloc_gpus=tuple(sorted(used.gpus)),
+        alloc_cpus=used.cpus, alloc_mem=used.mem_mb, alloc_gpus=tuple(sorted(set(used.gpus))),
         display_state=status.word, running_jobs=used.jobs, last_heartbeat=n.last_heartbeat, gpus=tuple(n.gpus),
-        isolation=n.isolation,
+        isolation=n.isolation, gpu_usage=status.gpus,
     )
 
 

@@ -250,6 +250,18 @@ class Store:
         with self.engine.connect() as conn:
             return int(conn.execute(query).scalar() or 0)
 
+    def gpu_memory_peak(self, user: str, name: str, runs: int = 10) -> int | None:
+        """The largest GPU memory peak (MB) of the last ``runs`` ended jobs named ``name`` of ``user``
+        that had one measured: the profile ``--gpu-mem=auto`` packs by. None without history."""
+        c = jobs.c
+        recent = (select(c.peak_gpu_memory_mb.label("peak"))
+                  .where(c.user_name == user, c.name == name, c.peak_gpu_memory_mb.is_not(None),
+                         c.end_time.is_not(None))
+                  .order_by(c.end_time.desc()).limit(runs).subquery())
+        with self.engine.connect() as conn:
+            found = conn.execute(select(func.max(recent.c.peak))).scalar()
+        return None if found is None else int(found)
+
     def refs(self, job_ids: Iterable[int]) -> list[RefRow]:
         """The jobs with these ids and every task of arrays with these ids, for dependencies."""
         ids = list(set(job_ids))
@@ -536,7 +548,7 @@ def _end_decision(e: RunEnd) -> Callable[[JobFlags], Change]:
     if e.launch_failure:
         return lambda job: lifecycle.launch_failed(job, e.node, e.restarts, e.launch_failure, e.end_time)
     return lambda job: lifecycle.finish(job, e.node, e.restarts, e.state, e.exit_code, e.exit_signal, e.end_time,
-                                        e.usage)
+                                        e.usage, e.comment)
 
 
 _FLAG_COLUMNS = (jobs.c.state, jobs.c.hold, jobs.c.cancel_requested, jobs.c.requeue_requested, jobs.c.requeue,

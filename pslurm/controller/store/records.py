@@ -61,6 +61,7 @@ class RunEnd:
     end_time: float
     usage: dict[str, float | None] | None = None
     launch_failure: str = ""
+    comment: str = ""  # why the agent ended it (a GPU memory slice overrun): the job's SystemComment
 
 
 @dataclass(frozen=True)
