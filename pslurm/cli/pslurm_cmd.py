@@ -27,22 +27,30 @@ def make_app() -> typer.Typer:
         db: Annotated[Optional[str], typer.Option("--db", help="database URL (default: SQLite in state dir)")] = None,
         conf: Annotated[Optional[Path], typer.Option(
             "--conf", help="run the nodes this pslurm.conf names (gres.conf, cgroup.conf beside it)")] = None,
+        gpu_memory: Annotated[Optional[int], typer.Option(
+            "--gpu-memory", help="memory of each simulated GPU, MB (jobs may then use --gpu-mem)")] = None,
+        shards: Annotated[int, typer.Option("--shards", help="shards per GPU (--gres=shard:K)")] = 0,
     ) -> None:
         """Start a controller and NODES agents on loopback; returns once every node is idle."""
         from pslurm.cluster.local import ClusterError, LocalCluster
 
         if nodes < 1 or nodes > 1000 or gpus_per_node < 0 or cpus < 1:
             fail(PROG, "--nodes must be 1..1000, --gpus-per-node >= 0, --cpus >= 1")
+        if (gpu_memory is not None and gpu_memory < 1) or shards < 0:
+            fail(PROG, "--gpu-memory must be >= 1 (MB), --shards >= 0")
+        if conf is not None and (gpu_memory is not None or shards):
+            fail(PROG, "--gpu-memory and --shards shape simulated GPUs: with --conf, gres.conf says it")
         directory, default = _state_dir(state_dir)
         cluster = LocalCluster(directory)
         if cluster.running():
-            if conf is None and _same_shape(cluster.conf_path, nodes, gpus_per_node, cpus):
+            if conf is None and _same_shape(cluster.conf_path, nodes, gpus_per_node, cpus, shards):
                 print(f"pslurm: the cluster in {directory} is already up with {nodes} nodes of {gpus_per_node} GPUs")
                 return  # up is idempotent: running the quickstart twice is fine
             fail(PROG, f"a different cluster is already running in {directory} ('pslurm down' stops it)")
         try:
             config = (cluster.write_config_from(conf.resolve(), db) if conf is not None
-                      else cluster.write_config(nodes, gpus_per_node, cpus, memory, db))
+                      else cluster.write_config(nodes, gpus_per_node, cpus, memory, db, gpu_memory_mb=gpu_memory,
+                                                shards=shards))
         except ClusterError as exc:
             fail(PROG, str(exc))
         try:
@@ -59,8 +67,11 @@ def make_app() -> typer.Typer:
                   f"{collect(config.nodes)} from {conf} with {gpus} GPUs in all, controller on "
                   f"{config.controller_target}")
         else:
+            each = ", ".join(x for x in (f"{gpu_memory} MB" if gpu_memory else "",
+                                          f"{shards} shards" if shards else "") if x)
             print(f"pslurm: cluster '{config.cluster_name}' is up: {nodes} nodes {collect(config.nodes)} "
-                  f"with {gpus_per_node} GPUs and {cpus} CPUs each, controller on {config.controller_target}")
+                  f"with {gpus_per_node} GPUs{f' ({each} each)' if each and gpus_per_node else ''} and {cpus} CPUs "
+                  f"each, controller on {config.controller_target}")
         if not default:
             print(f"pslurm: use it with: export PSLURM_CONF={cluster.conf_path}")
         print("pslurm: try: psrun --gres=gpu:1 sh -c 'echo $SLURMD_NODENAME GPU $CUDA_VISIBLE_DEVICES'")
@@ -83,16 +94,18 @@ def make_app() -> typer.Typer:
     return app
 
 
-def _same_shape(conf_path: Path, nodes: int, gpus_per_node: int, cpus: int) -> bool:
-    """The running cluster's configuration has the node count, GPUs and CPUs asked for."""
+def _same_shape(conf_path: Path, nodes: int, gpus_per_node: int, cpus: int, shards: int = 0) -> bool:
+    """The running cluster's configuration has the node count, GPUs, CPUs and shards asked for."""
     from pslurm.core.config import ConfigError, load_cluster_config
 
     try:
         config = load_cluster_config(str(conf_path))
     except ConfigError:
         return False
-    return len(config.nodes) == nodes and all(n.gpus() == gpus_per_node and n.cpus == cpus
-                                              for n in config.nodes.values())
+    return len(config.nodes) == nodes and all(
+        n.gpus() == gpus_per_node and n.cpus == cpus
+        and sum(g.count for g in n.gres if g.name == "shard") == shards * gpus_per_node
+        for n in config.nodes.values())
 
 
 def _state_dir(given: Path | None) -> tuple[Path, bool]:

@@ -92,17 +92,23 @@ class LocalCluster:
     # -- up --------------------------------------------------------------------------------
 
     def write_config(self, nodes: int, gpus_per_node: int, cpus: int, memory_mb: int, db_url: str | None,
-                     cluster_name: str | None = None) -> ClusterConfig:
+                     cluster_name: str | None = None, gpu_memory_mb: int | None = None,
+                     shards: int = 0) -> ClusterConfig:
         """pslurm.conf with free ports and gres.conf with simulated GPUs (Count=). The cluster is
         named ``pslurm`` in the default state dir, else ``pslurm-`` and a digest of the state dir:
         clusters on one machine need names of their own, since their agents' job cgroups live
-        under ``pslurm_<ClusterName>/<node>`` and each agent clears what it finds there at start."""
+        under ``pslurm_<ClusterName>/<node>`` and each agent clears what it finds there at start.
+        ``gpu_memory_mb``: each simulated GPU's memory (gres.conf ``Memory=``: jobs may then ask
+        ``--gpu-mem`` and declare their use, see :mod:`pslurm.nodeagent.simgpu`); ``shards``: shards
+        per GPU (``Name=shard`` in gres.conf, ``shard:N`` in the nodes' Gres=)."""
         if cluster_name is None:
             cluster_name = self.default_cluster_name()
         ports = free_ports(nodes + 2)
         rest_port = ports.pop()
         names = [f"c{i:03d}" for i in range(nodes)]
-        gres = (GresRequest("gpu", None, gpus_per_node),) if gpus_per_node else ()
+        gres: tuple[GresRequest, ...] = (GresRequest("gpu", None, gpus_per_node),) if gpus_per_node else ()
+        if gpus_per_node and shards:
+            gres += (GresRequest("shard", None, shards * gpus_per_node),)
         config = ClusterConfig(
             path=str(self.conf_path), cluster_name=cluster_name, controller_host="localhost",
             controller_addr="127.0.0.1", controller_port=ports[0], rest_port=rest_port,
@@ -116,7 +122,10 @@ class LocalCluster:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         config = self._private_database(config)
         self.conf_path.write_text(render_slurm_conf(config))
-        gres_lines = [f"NodeName={n} Name=gpu Count={gpus_per_node}" for n in names if gpus_per_node]
+        memory = f" Memory={gpu_memory_mb}" if gpu_memory_mb else ""
+        shard_line = f"Name=shard Count={shards * gpus_per_node}" if shards else ""
+        gres_lines = [f"NodeName={n} {line}" for n in names if gpus_per_node
+                      for line in (f"Name=gpu Count={gpus_per_node}{memory}", shard_line) if line]
         (self.state_dir / "gres.conf").write_text("# simulated GPUs written by pslurm up\n"
                                                   + "".join(line + "\n" for line in gres_lines))
         (self.state_dir / "cgroup.conf").unlink(missing_ok=True)  # left by an earlier 'up --conf'

@@ -170,6 +170,7 @@ def parse_slurm_conf(text: str, path: str = "<string>") -> ClusterConfig:
 
 
 _AUTODETECT = ("nvml", "off", "rsmi", "nrt", "oneapi")
+SHARED_GRES = ("shard", "mps")  # gres.conf names that share the GPUs out (Slurm's gres/shard, gres/mps)
 _COUNT_SUFFIX = {"k": 1024, "m": 1024**2, "g": 1024**3}
 
 
@@ -186,11 +187,29 @@ def _cpu_list(path: str, lineno: int, value: str) -> tuple[int, ...]:
     return tuple(cores)
 
 
+def _memory(path: str, lineno: int, name: str, value: str) -> int:
+    """Memory= (pslurm's own, gpu lines only): MB, or with K/M/G/T as ``--mem`` takes it."""
+    from pslurm.core.errors import SpecError
+    from pslurm.core.jobdesc import parse_mem
+
+    if name != "gpu":
+        raise _err(path, lineno, f"Memory={value}: only a Name=gpu line has Memory=")
+    try:
+        mb = parse_mem(value)
+    except (SpecError, OverflowError):
+        mb = 0
+    if not 0 < mb < 2**31:  # 2 PiB: more is a typo
+        raise _err(path, lineno, f"Memory={value}: expected a size such as 16G or 16384 (MB)")
+    return mb
+
+
 def parse_gres_conf(text: str, path: str = "<string>") -> list[GresConfLine]:
-    """Parse gres.conf: ``[NodeName=hostlist] Name=gpu [Type=a100] File=/dev/nvidia[0-3] [Cores=0-15]``,
-    or ``Count=N`` instead of File=, or ``[NodeName=..] AutoDetect=nvml``. File= is expanded and
-    the count is the number of files; with neither File= nor Count= the count is 1, as in Slurm.
-    Raises ConfigError(``path:line: what``).
+    """Parse gres.conf: ``[NodeName=hostlist] Name=gpu [Type=a100] File=/dev/nvidia[0-3] [Cores=0-15]
+    [Memory=80G]``, or ``Count=N`` instead of File=, or ``[NodeName=..] AutoDetect=nvml``. File= is
+    expanded and the count is the number of files; with neither File= nor Count= the count is 1, as
+    in Slurm. ``Name=shard|mps Count=N [File=...]``: Count= is required and is the shards or MPS
+    units the line shares out over its File= GPUs (over all the node's GPUs without File=); the
+    node's agent splits it (:mod:`pslurm.nodeagent.gpus`). Raises ConfigError(``path:line: what``).
     """
     out: list[GresConfLine] = []
     for lineno, pairs in _logical_lines(text, path):
@@ -205,13 +224,19 @@ def parse_gres_conf(text: str, path: str = "<string>") -> list[GresConfLine]:
             out.append(GresConfLine(None, node_names, autodetect=auto.lower()))
             continue
         files = tuple(_hosts(path, lineno, "File", kv["file"])) if "file" in kv else ()
+        shared = kv["name"] in SHARED_GRES
         count = len(files) if files else 1
+        if shared and "count" not in kv:
+            units = "shards" if kv["name"] == "shard" else "MPS units"
+            raise _err(path, lineno, f"Name={kv['name']} needs Count= (the {units} its GPUs offer)")
         if "count" in kv:
             raw = kv["count"]
             mult = _COUNT_SUFFIX.get(raw[-1:].lower(), 1)
             given = _int(path, lineno, "Count", raw[:-1] if mult > 1 else raw) * mult
-            if files and given != len(files):
+            if files and given != len(files) and not shared:  # a shared line's Count is its units, not devices
                 raise _err(path, lineno, f"Count={raw} does not match the {len(files)} devices of File=")
+            if shared and given > 2**31 - 1:  # each GPU's part travels as a 32-bit count
+                raise _err(path, lineno, f"Count={raw}: expected a whole number from 0 to {2**31 - 1}")
             count = given
         out.append(GresConfLine(
             name=kv["name"],
@@ -221,6 +246,7 @@ def parse_gres_conf(text: str, path: str = "<string>") -> list[GresConfLine]:
             count=count,
             cores=_cpu_list(path, lineno, kv["cores"]) if "cores" in kv else None,
             autodetect=auto.lower() if auto else None,
+            memory_mb=_memory(path, lineno, kv["name"], kv["memory"]) if "memory" in kv else None,
         ))  # fmt: skip
     return out
 

@@ -19,10 +19,11 @@ from pslurm.nodeagent.cgroupnode import NodeCgroups
 from pslurm.nodeagent.cgroups import CgroupError, JobCgroup
 from pslurm.nodeagent.cpus import affinity_for, pick_cpus
 from pslurm.nodeagent.environment import job_environment
-from pslurm.nodeagent.gpumon import GpuMonitor, JobGpuUsage, UsageTracker
+from pslurm.nodeagent.gpumon import GpuMeter, JobGpuUsage, SliceOverrun, UsageTracker
 from pslurm.nodeagent.gpus import GpuDevice
-from pslurm.nodeagent.launcher import JobEnd, Launcher, RunningJob, close_input, describe
+from pslurm.nodeagent.launcher import JobEnd, Launcher, RunningJob, close_input, describe, step_name
 from pslurm.nodeagent.runs import RunRecords, kill_leftovers
+from pslurm.nodeagent.shares import GpuSharing, SetupError, memory_slice, overrun_comment, overrun_note
 from pslurm.proto import pslurm_pb2 as pb
 from pslurm.proto import pslurm_pb2_grpc as pb_grpc
 
@@ -37,7 +38,7 @@ LAUNCH_WAITS = 16  # streams of users (not operators) that may wait for a launch
 LAUNCH_WAITS_PER_USER = 4  # ... and of one user
 FIRST_INPUT_WAIT = 10.0  # seconds SendInput may take to send the chunk that names its job
 INPUT_LINGER = 5.0  # seconds an input stream may stay open after its job ended (psrun closes it sooner)
-USAGE_INTERVAL = 1.0  # seconds between NVML usage samples of running jobs
+USAGE_INTERVAL = 1.0  # seconds between GPU usage samples of running jobs (and checks of their memory slices)
 MAX_ENDS_PER_CALL = 1000  # ends in one JobsEnded call (after an outage many may wait)
 
 RunKey = tuple[int, int]  # (job_id, restarts): one run of a job; a requeued job runs again with restarts + 1
@@ -55,18 +56,22 @@ class Agent:
     """One node's agent.
 
     ``monitor`` is given when the inventory came from NVML: the agent then reports GPU health
-    with every heartbeat and samples its jobs' GPU usage; without it only GPU-seconds are known.
+    with every heartbeat and samples its jobs' GPU usage. Without it, GPUs with a gres.conf
+    ``Memory=`` are simulated (:mod:`pslurm.nodeagent.simgpu`) and their meter is the monitor;
+    with neither only GPU-seconds are known.
     """
 
     def __init__(self, config: ClusterConfig, node: NodeConfig, devices: list[GpuDevice],
                  cgroup_conf: CgroupConfig, drain_reason: str | None = None,
-                 monitor: GpuMonitor | None = None, credentials: Callable[[], Metadata] = lambda: ()) -> None:
+                 monitor: GpuMeter | None = None, credentials: Callable[[], Metadata] = lambda: ()) -> None:
         self.config = config
         self.node = node
         self.devices = devices
         self.drain_reason = drain_reason or ""
-        self.monitor = monitor
-        self.usage = UsageTracker(monitor)
+        spool = os.path.join(config.spool_dir, node.name)
+        self.sharing = GpuSharing(devices, spool, monitor)  # MPS daemons, simulated GPUs
+        self.monitor: GpuMeter | None = monitor if monitor is not None else self.sharing.simulated
+        self.usage = UsageTracker(self.monitor)
         self.cgroup_conf = cgroup_conf
         # every job gets a cgroup when the agent can make one; cgroup.conf decides its limits
         self.cgroups = NodeCgroups.setup(cgroup_conf, config.cluster_name, node.name)
@@ -80,7 +85,6 @@ class Agent:
         if cgroup_conf.constrain_devices and self.isolation.startswith("none"):
             log.warning("ConstrainDevices=yes but jobs will not be isolated: %s", self.isolation[len("none: "):])
         self._run_cpus: dict[RunKey, frozenset[int]] = {}  # ConstrainCores: the CPUs each run was given
-        spool = os.path.join(config.spool_dir, node.name)
         self.records = RunRecords(os.path.join(spool, "runs"))  # the runs started and not acknowledged ended
         self.launcher = Launcher(node.name, config.cluster_name, spool, config.kill_wait, self._ended,
                                  records=self.records)
@@ -100,9 +104,11 @@ class Agent:
     def recover(self) -> None:
         """Kill what runs a previous agent on this node left behind (its run records), then forget
         them: call before serving, so that the controller, finding this agent without those runs,
-        may run their jobs again with nothing of the old run alive."""
+        may run their jobs again with nothing of the old run alive. Their MPS daemons and simulated
+        GPU directories go too."""
         for record, _, _ in kill_leftovers(self.records, self.launcher.reap_timeout):
             self.launcher.remove_script(record.job_id)
+        self.sharing.recover()
         if self.cgroups is None:
             return
         # job cgroups under this node's path that no live run owns: a previous agent's, even those
@@ -154,7 +160,7 @@ class Agent:
         health = self.check_health()
         try:
             reply = self.controller.Heartbeat(pb.HeartbeatRequest(
-                name=self.node.name, runs=self.runs(), health_reason=health or ""),
+                name=self.node.name, runs=self.runs(), health_reason=health or "", gpu_use=self.gpu_use()),
                 timeout=5, metadata=self._credentials())
         except grpc.RpcError:
             return
@@ -178,13 +184,39 @@ class Agent:
             log.warning("GPU health: %s", reason)
         return reason
 
+    def gpu_use(self) -> list[pb.GpuUse]:
+        """What each GPU of the node has in use now, from the monitor (none without one, or when
+        it cannot be read: the health check reports that)."""
+        if self.monitor is None:
+            return []
+        try:
+            samples = self.monitor.sample([d.index for d in self.devices])
+        except Exception as exc:
+            log.debug("GPU use for the heartbeat: %s", exc)
+            return []
+        return [pb.GpuUse(index=i, memory_used_mb=mb, util=util) for i, (util, mb) in sorted(samples.items())]
+
     def usage_loop(self, interval: float = USAGE_INTERVAL) -> None:
-        """Sample running jobs' GPUs until stopped (only started with an NVML monitor)."""
+        """Sample running jobs' GPUs every ``interval`` seconds until stopped (only started with a
+        monitor), and end the jobs that use more than their slice of GPU memory."""
         while not self._stop.wait(interval):
             try:
-                self.usage.sample_all()
+                overruns = self.usage.sample_all()
             except Exception as exc:  # a failing sample must not end sampling; health reports NVML
                 log.debug("GPU usage sample failed: %s", exc)
+                continue
+            for over in overruns:
+                self._end_overrun(over)
+
+    def _end_overrun(self, over: SliceOverrun) -> None:
+        """End the job that used more than its GPU memory slice: OUT_OF_MEMORY, with the reason."""
+        with self._lock:
+            running = self.jobs.get(over.job_id)
+        if running is None or running.end is not None:
+            return
+        if self.launcher.end_overrun(running, overrun_note(running.job, over, step_name(running.job)),
+                                     overrun_comment(over)):
+            log.warning("job %d: %s", over.job_id, overrun_comment(over))
 
     def runs(self) -> list[pb.JobRun]:
         """What this agent runs (or is about to start), or ran and has not had the end of
@@ -196,6 +228,10 @@ class Agent:
     def _ended(self, running: RunningJob) -> None:
         end = running.end
         assert end is not None
+        try:  # its MPS daemon may quit, its simulated GPU's directory goes
+            self.sharing.teardown(running.job, _key(running))
+        except Exception:  # the end is reported all the same
+            log.exception("job %d: GPU sharing teardown failed", running.job.job_id)
         try:
             running.usage = self.usage.end(running.job.job_id, len(running.job.gpu_indices),
                                            end.end_time - running.started)
@@ -264,7 +300,7 @@ class Agent:
         return pb.JobEndedRequest(
             job_id=job_id, node=self.node.name, state=convert.job_state_to_pb(end.state), restarts=restarts,
             exit_code=end.exit_code, exit_signal=end.exit_signal, end_time=end.end_time,
-            usage=_usage_pb(running.usage), launch_failure=running.launch_failure,
+            usage=_usage_pb(running.usage), launch_failure=running.launch_failure, comment=running.overrun,
         )
 
     def _forget_old(self) -> None:
@@ -335,17 +371,23 @@ class Agent:
             if running.cancelled:  # killed, or the job cancelled, before it could start
                 self.launcher.never_started(running)
                 return
-            self.usage.begin(job.job_id, job.gpu_indices)
+            self.usage.begin(job.job_id, job.gpu_indices, memory_slice(job))
             try:
                 cgroup, cpus = self._cgroup_for(job)
             except CgroupError as exc:  # no isolation promised is better than none given: fail the job
                 self.launcher.fail(job, str(exc), running)
                 return
             running.cgroup = cgroup  # removed when the run ends, however it ends
+            try:  # undone by _ended, however the run ends
+                gpu_setup = self.sharing.setup(job, _key(running), (job.spec.uid, job.spec.gid)
+                                               if self.launcher.as_root else None)
+            except SetupError as exc:
+                self.launcher.fail(job, str(exc), running)
+                return
             # behind a device cgroup CUDA enumerates only the job's GPUs, so its ordinals start at 0
             isolated = cgroup is not None and cgroup.devices
             visible = list(range(len(job.gpu_indices))) if isolated else list(job.gpu_indices)
-            env = job_environment(job, self.node.name, self.config.cluster_name, visible)
+            env = job_environment(job, self.node.name, self.config.cluster_name, visible, gpu_setup)
             self.launcher.start(job, env, cgroup, cpus, running)
             if running.proc is not None:
                 self.usage.set_session(job.job_id, running.proc.pid)  # start_new_session: pid == sid

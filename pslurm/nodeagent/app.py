@@ -24,9 +24,11 @@ from pslurm.core.config import (
     load_gres_conf,
 )
 from pslurm.nodeagent.gpus import (
+    SHARED,
     GpuDevice,
     GpuDiscoveryError,
     check_inventory,
+    default_shares,
     format_gres_conf,
     inventory_from_gres_conf,
 )
@@ -38,7 +40,7 @@ from pslurm.nodeagent.gpus import (
 os.environ["GRPC_ENABLE_FORK_SUPPORT"] = "false"
 
 if TYPE_CHECKING:
-    from pslurm.nodeagent.gpumon import GpuMonitor
+    from pslurm.nodeagent.gpumon import GpuMeter
 
 RPC_WORKERS_KEPT_FREE = 16  # the agent's RPC threads psrun's streams may never take
 
@@ -66,7 +68,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(f"psd: error: node {name} is not in {conf_path}")
     try:
         devices, autodetect = inventory_from_gres_conf(gres_lines, name)
-    except GpuDiscoveryError as exc:  # e.g. AutoDetect=nvml without the NVML library: one line, no traceback
+    except (GpuDiscoveryError, ConfigError) as exc:  # e.g. AutoDetect=nvml without the NVML library: one line
         sys.exit(f"psd: error: {exc}")
     if args.print_gres:
         sys.stdout.write(format_gres_conf(devices))
@@ -74,15 +76,17 @@ def main(argv: list[str] | None = None) -> None:
     assert node is not None
     if not devices and node.gpus():  # Gres= in pslurm.conf and no gres.conf lines: simulated GPUs
         devices = simulated_devices(node)
+    devices = default_shares(devices, node.gres)
     typed = {g.type: g.count for g in node.gres if g.name == "gpu" and g.type}
-    drain = check_inventory(devices, node.gpus(), typed or None)
+    shares = {name: total for name in SHARED if (total := sum(g.count for g in node.gres if g.name == name))}
+    drain = check_inventory(devices, node.gpus(), typed or None, shares or None)
     if drain:
         logging.getLogger("psd").warning("node will register drained: %s", drain)
     monitor = None
     if autodetect:
         from pslurm.nodeagent.gpumon import GpuMonitor
 
-        monitor = GpuMonitor(devices)
+        monitor = GpuMonitor(devices)  # without it, GPUs with gres.conf Memory= get a simulated one (Agent)
     try:
         key = load_key(config.auth_key_path)
         check_private(config.auth_key_path, "the cluster key")  # whoever reads it can sign as root
@@ -99,7 +103,7 @@ def simulated_devices(node: NodeConfig) -> list[GpuDevice]:
 
 def serve(config: ClusterConfig, node: NodeConfig, devices: list[GpuDevice], cgroup_conf: CgroupConfig,
           drain: str | None, key: bytes, stop: threading.Event | None = None,
-          monitor: GpuMonitor | None = None) -> None:
+          monitor: GpuMeter | None = None) -> None:
     """Run the agent's gRPC server, registration, heartbeats (and usage sampling) until stopped."""
     import grpc
 
@@ -133,7 +137,7 @@ def serve(config: ClusterConfig, node: NodeConfig, devices: list[GpuDevice], cgr
             signal.signal(sig, lambda *_: stop.set())
     agent.register()
     threading.Thread(target=agent.heartbeat_loop, name="heartbeat", daemon=True).start()
-    if monitor is not None:
+    if agent.monitor is not None:  # NVML's, or the agent's own for simulated GPUs with memory
         threading.Thread(target=agent.usage_loop, name="gpu-usage", daemon=True).start()
     stop.wait()
     agent.stop()

@@ -3,13 +3,60 @@
 from __future__ import annotations
 
 import socket
+from dataclasses import dataclass
 
 from pslurm.core.jobspec import JobRecord
+from pslurm.core.sharing import GpuShare
+
+# set only for a job on a shared (or simulated) GPU that has them: never the submitter's
+SHARING_VARS = ("SLURM_SHARDS_ON_NODE", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "CUDA_MPS_PIPE_DIRECTORY",
+                "CUDA_MPS_LOG_DIRECTORY", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "PSLURM_GPU_MEM_MB",
+                "PSLURM_SIMULATED_GPU_DIR")
 
 
-def job_environment(job: JobRecord, node: str, cluster: str, visible: list[int]) -> dict[str, str]:
+@dataclass(frozen=True)
+class GpuSetup:
+    """What the agent set up for a job's GPU beyond the GPU itself: its share, the MPS daemon it is a
+    client of, its simulated GPU's directory."""
+
+    share: GpuShare | None = None
+    mps_count: int = 0  # the GPU's MPS count (gres.conf Name=mps): an mps:N job's thread percentage
+    mps_pipe: str = ""  # the job runs as a client of the GPU's MPS daemon, which listens here ...
+    mps_log: str = ""  # ... and logs here
+    simulated_dir: str = ""  # PSLURM_SIMULATED_GPU_DIR (simulated GPUs with memory)
+
+
+def sharing_environment(setup: GpuSetup) -> dict[str, str]:
+    """The variables of a job's share of its GPU, as Slurm's gres/shard and gres/mps set them
+    (SLURM_SHARDS_ON_NODE; CUDA_MPS_ACTIVE_THREAD_PERCENTAGE = N * 100 // the GPU's MPS count, at
+    least 1), plus pslurm's own for a memory slice (PSLURM_GPU_MEM_MB, and under MPS the driver's
+    limit CUDA_MPS_PINNED_DEVICE_MEM_LIMIT on device 0, the job's first visible device)."""
+    env: dict[str, str] = {}
+    share = setup.share
+    if share is not None and share.kind == "shard":
+        env["SLURM_SHARDS_ON_NODE"] = str(share.amount)
+    if share is not None and share.kind == "mps":
+        percentage = max(share.amount * 100 // setup.mps_count, 1) if setup.mps_count > 0 else share.amount
+        env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = str(percentage)
+    if share is not None and share.kind == "gpumem":
+        env["PSLURM_GPU_MEM_MB"] = str(share.amount)
+        if setup.mps_pipe:
+            env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] = f"0={share.amount}M"
+    if setup.mps_pipe:
+        env["CUDA_MPS_PIPE_DIRECTORY"] = setup.mps_pipe
+        env["CUDA_MPS_LOG_DIRECTORY"] = setup.mps_log
+    if setup.simulated_dir:
+        env["PSLURM_SIMULATED_GPU_DIR"] = setup.simulated_dir
+    return env
+
+
+def job_environment(job: JobRecord, node: str, cluster: str, visible: list[int],
+                    gpu_setup: GpuSetup | None = None) -> dict[str, str]:
     """Slurm's job variables for a single-node job. ``visible`` is what CUDA_VISIBLE_DEVICES lists:
-    the node's GPU indices, or 0..n-1 when a device cgroup hides the other GPUs."""
+    the node's GPU indices, or 0..n-1 when a device cgroup hides the other GPUs; an MPS client
+    sees its GPU as device 0 whatever its index (NVIDIA: the daemon, which sees only that GPU,
+    renumbers it for its clients). ``gpu_setup``: the job's share of its GPU
+    (:func:`sharing_environment`)."""
     spec = job.spec
     gpus = ",".join(str(i) for i in job.gpu_indices)
     env = dict(spec.environment)
@@ -79,10 +126,14 @@ def job_environment(job: JobRecord, node: str, cluster: str, visible: list[int])
             env["SLURM_STEP_GPUS"] = gpus
     else:
         env["ENVIRONMENT"] = "BATCH"
+    for name in SHARING_VARS:
+        env.pop(name, None)
+    setup = gpu_setup or GpuSetup()
+    env.update(sharing_environment(setup))
     if job.gpu_indices:
         visible_text = ",".join(str(i) for i in visible)
         env["SLURM_JOB_GPUS"] = gpus
-        env["CUDA_VISIBLE_DEVICES"] = visible_text
+        env["CUDA_VISIBLE_DEVICES"] = "0" if setup.mps_pipe else visible_text
         env["NVIDIA_VISIBLE_DEVICES"] = visible_text
         env["GPU_DEVICE_ORDINAL"] = visible_text
     else:

@@ -1,4 +1,5 @@
-"""GPU health and per-job usage through NVML, for an inventory that came from NVML.
+"""GPU health and per-job usage through NVML, for an inventory that came from NVML (simulated GPUs
+have a meter of their own with the same face: :mod:`pslurm.nodeagent.simgpu`).
 
 pynvml itself is imported only by :mod:`pslurm.nodeagent.gpus` (``_load_nvml``); this module works
 on the module object it returns, so the one-import-site rule holds.
@@ -10,13 +11,38 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from pslurm.nodeagent.gpus import GpuDevice, GpuDiscoveryError, _load_nvml
 
 # Xids that an application causes (bad kernel, OOB access, ...) and that leave the GPU usable;
 # the same set the NVIDIA k8s device plugin ignores.
 APPLICATION_XIDS = frozenset({13, 31, 43, 45, 68, 109})
+
+
+class GpuMeter(Protocol):
+    """What the agent reads of its GPUs: :class:`GpuMonitor` (NVML) or the simulated GPUs' meter."""
+
+    def sample(self, indices: Iterable[int]) -> dict[int, tuple[float, int]]:
+        """Utilisation % and used memory MB per GPU; GPUs that cannot be read are left out."""
+        ...
+
+    def process_memory(self, indices: Iterable[int]) -> dict[int, int]:
+        """GPU memory MB per pid over the given GPUs."""
+        ...
+
+    def health(self) -> str | None:
+        """A one-line drain reason, or None when healthy."""
+        ...
+
+    def forget_events(self) -> None:
+        """Drop the events behind the last health reason (the controller has the drain)."""
+        ...
+
+    def close(self) -> None:
+        """Release what the meter holds (idempotent)."""
+        ...
+
 
 class GpuMonitor:
     """Health and usage of this node's GPUs through NVML.
@@ -164,12 +190,23 @@ class GpuMonitor:
 
 @dataclass(frozen=True)
 class JobGpuUsage:
-    """What a job's record keeps: GPU count, GPU-seconds, and (NVML only) peak memory and mean util."""
+    """What a job's record keeps: GPU count, GPU-seconds, and (measured GPUs only: NVML, or simulated
+    GPUs with memory) peak memory and mean util."""
 
     gpu_count: int
     gpu_seconds: float
-    peak_gpu_memory_mb: int | None = None  # None: not measured (static or simulated GPUs)
+    peak_gpu_memory_mb: int | None = None  # None: not measured (GPUs without a meter)
     mean_gpu_util: float | None = None
+
+
+@dataclass(frozen=True)
+class SliceOverrun:
+    """A job whose own processes use more of its GPU's memory than its slice (``gpumem:MB``)."""
+
+    job_id: int
+    used_mb: int
+    slice_mb: int
+    gpus: tuple[int, ...]  # the node's indices of the job's GPUs
 
 
 class UsageAccumulator:
@@ -241,7 +278,7 @@ def session_of(pid: int) -> int | None:
         return None
 
 
-def sample_job(monitor: GpuMonitor, indices: Iterable[int], session: int | None
+def sample_job(monitor: GpuMeter, indices: Iterable[int], session: int | None
                ) -> tuple[dict[int, tuple[float, int]], int | None]:
     """Per-GPU (util, used MB) for a job's GPUs, and the memory its own processes hold.
 
@@ -257,50 +294,70 @@ def sample_job(monitor: GpuMonitor, indices: Iterable[int], session: int | None
     return samples, (sum(mine) if mine else None)
 
 
+@dataclass
+class _Tracked:
+    usage: UsageAccumulator
+    gpus: tuple[int, ...]
+    session: int | None = None
+    slice_mb: int | None = None  # gpumem:MB: the memory its own processes may use on its GPU
+
+
 class UsageTracker:
     """GPU usage of the jobs running on this node.
 
-    With a monitor (NVML inventory) a sampler calls :meth:`sample_all` every few seconds; without
-    one only GPU-seconds are known. Thread-safe: the launcher's watcher threads end jobs.
+    With a monitor (NVML, or simulated GPUs with memory) a sampler calls :meth:`sample_all` every
+    few seconds; without one only GPU-seconds are known. Thread-safe: the launcher's watcher
+    threads end jobs.
     """
 
-    def __init__(self, monitor: GpuMonitor | None, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, monitor: GpuMeter | None, clock: Callable[[], float] = time.monotonic) -> None:
         self.monitor = monitor
         self.clock = clock
-        self._jobs: dict[int, tuple[UsageAccumulator, tuple[int, ...], int | None]] = {}
+        self._jobs: dict[int, _Tracked] = {}
         self._lock = threading.Lock()
 
-    def begin(self, job_id: int, gpu_indices: Iterable[int]) -> None:
-        """Start tracking a job (before its processes start, so a quick end finds it)."""
+    def begin(self, job_id: int, gpu_indices: Iterable[int], slice_mb: int | None = None) -> None:
+        """Start tracking a job (before its processes start, so a quick end finds it); ``slice_mb``:
+        its share of its GPU's memory (``gpumem:MB``), watched by :meth:`sample_all`."""
         indices = tuple(gpu_indices)
         if indices:
             with self._lock:
-                self._jobs[job_id] = (UsageAccumulator(len(indices), self.clock()), indices, None)
+                self._jobs[job_id] = _Tracked(UsageAccumulator(len(indices), self.clock()), indices,
+                                              slice_mb=slice_mb)
 
     def set_session(self, job_id: int, session: int) -> None:
         """The job's session id (its leader's pid), to tell its processes among NVML's."""
         with self._lock:
             if job_id in self._jobs:
-                acc, indices, _ = self._jobs[job_id]
-                self._jobs[job_id] = (acc, indices, session)
+                self._jobs[job_id].session = session
 
-    def _sample(self, job_id: int) -> None:
+    def peak_memory(self, job_id: int) -> int | None:
+        """The job's peak GPU memory so far (None: not tracked, or nothing measured yet)."""
         with self._lock:
-            entry = self._jobs.get(job_id)
-        if entry is None or self.monitor is None:
-            return
-        acc, indices, session = entry
-        samples, job_mem = sample_job(self.monitor, indices, session)
-        acc.add(self.clock(), samples, job_mem)
+            tracked = self._jobs.get(job_id)
+        return None if tracked is None else tracked.usage.peak_memory_mb
 
-    def sample_all(self) -> None:
-        """One sample of every tracked job's GPUs (nothing without a monitor)."""
+    def _sample(self, job_id: int) -> SliceOverrun | None:
+        with self._lock:
+            tracked = self._jobs.get(job_id)
+        if tracked is None or self.monitor is None:
+            return None
+        samples, job_mem = sample_job(self.monitor, tracked.gpus, tracked.session)
+        tracked.usage.add(self.clock(), samples, job_mem)
+        # only the job's own processes count against its slice: the GPU's used memory is its
+        # neighbours' too (NVML that hides pids, in containers, leaves the slice unwatched)
+        if tracked.slice_mb is not None and job_mem is not None and job_mem > tracked.slice_mb:
+            return SliceOverrun(job_id, job_mem, tracked.slice_mb, tracked.gpus)
+        return None
+
+    def sample_all(self) -> list[SliceOverrun]:
+        """One sample of every tracked job's GPUs (nothing without a monitor); the jobs that use
+        more than their slice of GPU memory."""
         if self.monitor is None:
-            return
+            return []
         with self._lock:
             ids = list(self._jobs)
-        for job_id in ids:
-            self._sample(job_id)
+        return [over for job_id in ids if (over := self._sample(job_id)) is not None]
 
     def end(self, job_id: int, gpu_count: int, elapsed: float) -> JobGpuUsage | None:
         """The job's usage (after a last sample); None for a job without GPUs."""
@@ -310,7 +367,7 @@ class UsageTracker:
             except GpuDiscoveryError:
                 pass  # NVML went away: keep what was measured; health() reports it
         with self._lock:
-            entry = self._jobs.pop(job_id, None)
-        if entry is not None:
-            return entry[0].result(elapsed)
+            tracked = self._jobs.pop(job_id, None)
+        if tracked is not None:
+            return tracked.usage.result(elapsed)
         return JobGpuUsage(gpu_count, gpu_count * max(0.0, elapsed)) if gpu_count else None

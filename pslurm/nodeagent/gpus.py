@@ -13,7 +13,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from pslurm.core.config import GresConfLine
+from pslurm.core.config import ConfigError, GresConfLine
+from pslurm.core.confparse import SHARED_GRES as SHARED  # gres.conf names that share the node's GPUs out
+from pslurm.core.gres import GresRequest
 
 
 @dataclass(frozen=True)
@@ -186,10 +188,12 @@ def inventory_from_gres_conf(
 
     Lines for other nodes (NodeName=) are skipped when ``node_name`` is given. Without
     autodetection: ``File=`` gives one device per file (minor from the trailing digits of
-    /dev/nvidiaN), ``Count=`` gives file-less devices; indices 0..n-1 in file order. With
-    ``AutoDetect=nvml`` (the last applicable AutoDetect= wins): the NVML devices, where a line's
-    ``Type=``/``Cores=`` override the detected ones for its ``File=`` devices, or for all devices
-    when the line names no file. GpuDiscoveryError propagates from NVML.
+    /dev/nvidiaN), ``Count=`` gives file-less devices; indices 0..n-1 in file order; ``Memory=``
+    is their memory. With ``AutoDetect=nvml`` (the last applicable AutoDetect= wins): the NVML
+    devices (with the memory NVML reports), where a line's ``Type=``/``Cores=`` override the
+    detected ones for its ``File=`` devices, or for all devices when the line names no file.
+    ``Name=shard`` and ``Name=mps`` lines share the devices out (:func:`share_out`).
+    GpuDiscoveryError propagates from NVML; ConfigError for shard/mps lines that do not fit the GPUs.
     """
     mine = [ln for ln in lines if _applies(ln, node_name)]
     autodetect = False
@@ -198,17 +202,74 @@ def inventory_from_gres_conf(
             autodetect = ln.autodetect.lower() == "nvml"
     gpu_lines = [ln for ln in mine if ln.name == "gpu"]
     if autodetect:
-        return _override(discover_nvml(), gpu_lines), True
+        return share_out(_override(discover_nvml(), gpu_lines), mine), True
     devices: list[GpuDevice] = []
     for ln in gpu_lines:
         for path in ln.files:
-            devices.append(
-                GpuDevice(len(devices), ln.type or "gpu", ln.type, path, _minor_of(path), cores=ln.cores)
-            )
+            devices.append(GpuDevice(len(devices), ln.type or "gpu", ln.type, path, _minor_of(path),
+                                     memory_mb=ln.memory_mb, cores=ln.cores))
         if not ln.files:
             for _ in range(ln.count):
-                devices.append(GpuDevice(len(devices), ln.type or "gpu", ln.type, None, None, cores=ln.cores))
-    return devices, False
+                devices.append(GpuDevice(len(devices), ln.type or "gpu", ln.type, None, None,
+                                         memory_mb=ln.memory_mb, cores=ln.cores))
+    return share_out(devices, mine), False
+
+
+def split_evenly(count: int, parts: int) -> list[int]:
+    """``count`` over ``parts`` as Slurm splits a shard or MPS Count= without File= over a node's
+    GPUs (gres_c_s.c, _distribute_count): each takes what is left divided by those left, so the
+    remainder goes to the last ones (10 over 4: 2, 2, 3, 3)."""
+    out = []
+    for left in range(parts, 0, -1):
+        out.append(count // left)
+        count -= out[-1]
+    return out
+
+
+def share_out(devices: list[GpuDevice], lines: Iterable[GresConfLine]) -> list[GpuDevice]:
+    """The devices with their ``shards`` and ``mps`` from the node's ``Name=shard|mps`` lines, as
+    Slurm reads them (gres_c_s.c): a line with File= gives each of its GPUs an equal part of its
+    Count (Count // files: Slurm drops the rest); one line without File= is split over all the
+    GPUs (:func:`split_evenly`). ConfigError (one line) for a File= that is none of the node's GPUs,
+    two lines without File=, or lines with and without File= for one name (Slurm refuses those too).
+    """
+    out = list(devices)
+    by_file = {d.file: i for i, d in enumerate(out) if d.file}
+    for name in SHARED:
+        mine = [ln for ln in lines if ln.name == name]
+        bare = [ln for ln in mine if not ln.files]
+        if bare and (len(bare) > 1 or len(mine) > 1):
+            raise ConfigError(f"gres.conf: Name={name}: a line without File= must be the node's only {name} line")
+        counts = [0] * len(out)
+        if bare and out:
+            counts = split_evenly(bare[0].count, len(out))
+        for ln in mine:
+            for path in ln.files:
+                if path not in by_file:
+                    raise ConfigError(f"gres.conf: Name={name} File={path}: no GPU of this node has that File")
+                counts[by_file[path]] += ln.count // len(ln.files)
+        out = [_with_share(d, name, c) for d, c in zip(out, counts, strict=True)] if mine else out
+    return out
+
+
+def share_count(device: GpuDevice, name: str) -> int:
+    """The device's shards (``name`` "shard") or MPS units ("mps")."""
+    return device.shards if name == "shard" else device.mps
+
+
+def _with_share(device: GpuDevice, name: str, count: int) -> GpuDevice:
+    return replace(device, shards=count) if name == "shard" else replace(device, mps=count)
+
+
+def default_shares(devices: list[GpuDevice], node_gres: Iterable[GresRequest]) -> list[GpuDevice]:
+    """Shards and MPS units pslurm.conf's ``Gres=`` gives the node (``Gres=gpu:2,shard:64``) where
+    gres.conf shares none out: split over the GPUs as a Count= without File= (Slurm's first case)."""
+    out = list(devices)
+    for name in SHARED:
+        total = sum(g.count for g in node_gres if g.name == name)
+        if total and out and not any(share_count(d, name) for d in out):
+            out = [_with_share(d, name, c) for d, c in zip(out, split_evenly(total, len(out)), strict=True)]
+    return out
 
 
 def _override(devices: list[GpuDevice], lines: list[GresConfLine]) -> list[GpuDevice]:
@@ -223,11 +284,13 @@ def _override(devices: list[GpuDevice], lines: list[GresConfLine]) -> list[GpuDe
 
 
 def check_inventory(
-    found: list[GpuDevice], configured: int, configured_types: Mapping[str, int] | None = None
+    found: list[GpuDevice], configured: int, configured_types: Mapping[str, int] | None = None,
+    configured_shares: Mapping[str, int] | None = None,
 ) -> str | None:
     """The DRAIN reason when fewer GPUs were found than slurm.conf's ``Gres=`` says, else None.
 
-    ``configured_types`` maps a type to its configured count (``Gres=gpu:a100:2`` -> {"a100": 2}).
+    ``configured_types`` maps a type to its configured count (``Gres=gpu:a100:2`` -> {"a100": 2});
+    ``configured_shares`` the shards and MPS units (``Gres=gpu:2,shard:64`` -> {"shard": 64}).
     """
     if len(found) < configured:
         return f"gres/gpu count reported lower than configured ({len(found)} < {configured})"
@@ -235,6 +298,10 @@ def check_inventory(
         have = sum(1 for d in found if d.type == type_)
         if have < want:
             return f"gres/gpu:{type_} count reported lower than configured ({have} < {want})"
+    for name, want in (configured_shares or {}).items():
+        have = sum(share_count(d, name) for d in found)
+        if have < want:
+            return f"gres/{name} count reported lower than configured ({have} < {want})"
     return None
 
 
@@ -255,10 +322,12 @@ def format_cpu_list(cores: Iterable[int]) -> str:
 
 
 def format_gres_conf(devices: list[GpuDevice]) -> str:
-    """gres.conf lines for ``psd --print-gres`` (like ``slurmd -G``), one per device.
+    """gres.conf lines for ``psd --print-gres`` (like ``slurmd -G``), one per device, then the
+    shard and MPS lines (:func:`_shared_lines`).
 
     ``Links=`` follows Slurm: one entry per device in index order, -1 for itself, 1 for an
-    NVLink peer, 0 otherwise; it is printed only when some device has NVLink peers.
+    NVLink peer, 0 otherwise; it is printed only when some device has NVLink peers. ``Memory=``
+    only for GPUs NVML did not find (those have a UUID, and NVML tells their memory).
     """
     n = len(devices)
     any_links = any(d.links for d in devices)
@@ -274,7 +343,26 @@ def format_gres_conf(devices: list[GpuDevice]) -> str:
             parts.append(
                 "Links=" + ",".join("-1" if j == d.index else str(int(j in d.links)) for j in range(n))
             )
+        if d.memory_mb and not d.uuid:
+            parts.append(f"Memory={d.memory_mb}M")
         if d.uuid:
             parts.append(f"UniqueId={d.uuid}")
         out.append(" ".join(parts))
+    out.extend(_shared_lines(devices))
     return "\n".join(out) + ("\n" if out else "")
+
+
+def _shared_lines(devices: list[GpuDevice]) -> list[str]:
+    """``Name=shard|mps`` lines that give the devices their counts again: one per GPU when those
+    that have any have a File=, else (file-less GPUs) one Count= for all of them, which
+    :func:`split_evenly` splits back as it was split."""
+    out: list[str] = []
+    for name in SHARED:
+        counts = [share_count(d, name) for d in devices]
+        if not any(counts):
+            continue
+        if all(d.file for d, c in zip(devices, counts, strict=True) if c):
+            out.extend(f"Name={name} Count={c} File={d.file}" for d, c in zip(devices, counts, strict=True) if c)
+        else:
+            out.append(f"Name={name} Count={sum(counts)}")
+    return out

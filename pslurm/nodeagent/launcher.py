@@ -66,6 +66,7 @@ class RunningJob:
     launch_failure: str = ""  # why the run never started ("" when it did)
     start_ticks: int | None = None  # the leader's start time (/proc/<pid>/stat field 22)
     settled: threading.Event = field(default_factory=threading.Event)  # set by on_end's receiver once it took the end
+    overrun: str = ""  # the agent ended it for using more than its GPU memory slice: why (its SystemComment)
 
 
 def close_input(running: RunningJob) -> None:
@@ -295,7 +296,7 @@ class Launcher:
         oom_kills = self._oom_kills(running)
         if running.timed_out:
             state = JobState.TIMEOUT
-        elif oom_kills:
+        elif oom_kills or running.overrun:
             state = JobState.OUT_OF_MEMORY
         elif running.cancelled:
             state = JobState.CANCELLED
@@ -372,9 +373,8 @@ class Launcher:
         slurmstepd's line goes to the job's stderr."""
         count = running.cgroup.oom_kills() if running.cgroup is not None else 0
         if count:
-            step = "0" if running.job.spec.interactive else "batch"
             self.note_stderr(running, f"slurmstepd: error: Detected {count} oom_kill event{'s' if count > 1 else ''} "
-                                    f"in StepId={running.job.job_id}.{step}. "
+                                    f"in StepId={running.job.job_id}.{step_name(running.job)}. "
                                     "Some of the step tasks have been OOM Killed.\n")
         return count
 
@@ -389,6 +389,19 @@ class Launcher:
                 return
         self._note(running, "")
         threading.Thread(target=self._terminate, args=(running,), daemon=True).start()
+
+    def end_overrun(self, running: RunningJob, note: str, comment: str) -> bool:
+        """End a run that used more than its GPU memory slice: ``note`` (slurmstepd's lines) to its
+        stderr, then its processes killed as on cancel; it ends OUT_OF_MEMORY with ``comment`` as
+        its SystemComment. False (and nothing done) when it had already been ended or cancelled."""
+        with running.changed:
+            if running.cancelled or running.end is not None or running.proc is None:
+                return False
+            running.cancelled = True
+            running.overrun = comment
+        self.note_stderr(running, note)
+        threading.Thread(target=self._terminate, args=(running,), daemon=True).start()
+        return True
 
     def signal(self, running: RunningJob, signum: int) -> None:
         """pscancel -s: ``signum`` to every process of the job."""
@@ -408,6 +421,11 @@ class LaunchError(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+def step_name(job: JobRecord) -> str:
+    """The step slurmstepd's lines name: a psrun job's step 0, a batch job's batch step."""
+    return "0" if job.spec.interactive else "batch"
 
 
 def describe(exc: BaseException) -> str:

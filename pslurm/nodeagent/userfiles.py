@@ -285,28 +285,47 @@ def append_as(user: JobUser, path: str, text: str, umask: int) -> bool:
             return False
 
 
-def write_private_file(directory: str, name: str, text: str, owner: tuple[int, int] | None) -> str:
-    """Write ``text`` to ``directory/name`` (mode 0700) in a fresh directory of its own (mode 0700),
-    both given to ``owner`` (uid, gid) when set; the file's path.
+def remove_tree(path: str) -> None:
+    """Remove ``path`` (a directory and what is in it, or a file or symlink) if it is there, without
+    following symlinks: for the agent's spool, where a user may have owned the directory."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISDIR(st.st_mode):
+        shutil.rmtree(path)  # fd-based on Linux: does not follow symlinks inside
+    else:
+        os.unlink(path)
+
+
+def private_dir(directory: str, owner: tuple[int, int] | None, fill: Callable[[int], None] | None = None) -> None:
+    """Make ``directory`` (mode 0700) anew and give it to ``owner`` (uid, gid) when set, after
+    ``fill(dir_fd)`` has written what root puts in it.
 
     ``directory`` is in the agent's own (root's) spool, but a user owned it during an earlier run of
     the job: whatever is there now (a leftover directory, a symlink planted anywhere) is removed
-    without following symlinks, and the directory is made anew. The file is written and chowned
-    before the directory is handed over, so the user never owns the directory while root writes."""
-    try:
-        st = os.lstat(directory)
-    except FileNotFoundError:
-        pass
-    else:
-        if stat.S_ISDIR(st.st_mode):
-            shutil.rmtree(directory)  # fd-based on Linux: does not follow symlinks inside
-        else:
-            os.unlink(directory)
+    without following symlinks. The user never owns the directory while root writes in it."""
+    remove_tree(directory)
     os.mkdir(directory, 0o700)
     dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
         if os.fstat(dir_fd).st_uid != os.geteuid():  # someone swapped it between mkdir and open
             raise OSError(errno.EPERM, "not the agent's own directory", directory)
+        if fill is not None:
+            fill(dir_fd)
+        os.fchmod(dir_fd, stat.S_IRWXU)
+        if owner is not None:
+            os.fchown(dir_fd, *owner)
+    finally:
+        os.close(dir_fd)
+
+
+def write_private_file(directory: str, name: str, text: str, owner: tuple[int, int] | None) -> str:
+    """Write ``text`` to ``directory/name`` (mode 0700) in a fresh directory of its own (mode 0700,
+    :func:`private_dir`), both given to ``owner`` (uid, gid) when set; the file's path. The file is
+    written and chowned before the directory is handed over."""
+
+    def fill(dir_fd: int) -> None:
         fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o700,
                      dir_fd=dir_fd)
         try:
@@ -318,9 +337,6 @@ def write_private_file(directory: str, name: str, text: str, owner: tuple[int, i
                 os.fchown(fd, *owner)
         finally:
             os.close(fd)
-        os.fchmod(dir_fd, stat.S_IRWXU)
-        if owner is not None:
-            os.fchown(dir_fd, *owner)
-    finally:
-        os.close(dir_fd)
+
+    private_dir(directory, owner, fill)
     return os.path.join(directory, name)

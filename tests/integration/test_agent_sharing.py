@@ -1,0 +1,215 @@
+"""GPU sharing through the agent with its real launcher and real jobs (a fake controller): a shard
+job's environment; mps jobs share their GPU's MPS control daemon (a fake ``nvidia-cuda-mps-control``
+first on PATH), started for the first and quit after the last; a ``--gpu-mem`` job on a simulated
+GPU that declares more than its slice ends OUT_OF_MEMORY with the reason, one within it completes,
+both with their peak recorded; heartbeats carry the GPUs' use. As root the jobs run as ``nobody``."""
+
+from __future__ import annotations
+
+import getpass
+import os
+import pwd
+import shutil
+import tempfile
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pslurm.core import convert
+from pslurm.core.config import CgroupConfig, ClusterConfig, NodeConfig
+from pslurm.core.gres import GresRequest
+from pslurm.core.jobspec import JobRecord, JobSpec
+from pslurm.core.states import JobState
+from pslurm.nodeagent.agent import Agent
+from pslurm.nodeagent.gpus import GpuDevice
+from pslurm.proto import pslurm_pb2 as pb
+from tests.conftest import wait_for
+from tests.unit.test_agent_runs import FakeController, ended
+from tests.unit.test_sharing_agent import FakeMps, install_fake_mps
+
+USAGE_INTERVAL = 0.05  # seconds: the agent's usage loop, shortened for the tests
+
+
+@dataclass
+class Place:
+    """A tree the jobs' user reaches (pytest's tmp_path sits under a 0700 root directory): the
+    agent's spool, the jobs' submit directory ``home`` (theirs), the fake binary."""
+
+    top: Path
+    home: Path
+    user: str
+    uid: int
+    gid: int
+
+
+@pytest.fixture
+def place() -> Iterator[Place]:
+    top = Path(tempfile.mkdtemp(prefix="pslurm-sharing-"))
+    top.chmod(0o755)
+    home = top / "home"
+    home.mkdir()
+    user, uid, gid = getpass.getuser(), os.getuid(), os.getgid()
+    if os.geteuid() == 0:
+        try:
+            nobody = pwd.getpwnam("nobody")
+            user, uid, gid = "nobody", nobody.pw_uid, nobody.pw_gid
+            os.chown(home, uid, gid)
+        except KeyError:
+            pass  # no such user: the jobs run as root
+    try:
+        yield Place(top, home, user, uid, gid)
+    finally:
+        shutil.rmtree(top)
+
+
+class Controller(FakeController):
+    """The fake controller, keeping each heartbeat."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.beats: list[pb.HeartbeatRequest] = []
+
+    def Heartbeat(self, request: pb.HeartbeatRequest, **kw: Any) -> pb.HeartbeatReply:  # noqa: N802
+        self.beats.append(request)
+        return super().Heartbeat(request, **kw)
+
+
+MakeAgent = Callable[..., tuple[Agent, Controller]]
+
+
+@pytest.fixture
+def make_agent(place: Place) -> Iterator[MakeAgent]:
+    agents: list[Agent] = []
+
+    def make(devices: list[GpuDevice], sample: bool = False) -> tuple[Agent, Controller]:
+        config = ClusterConfig(path=str(place.top / "pslurm.conf"), cluster_name=f"share{os.getpid()}",
+                               controller_port=1, spool_dir=str(place.top / "spool"), kill_wait=1)
+        agent = Agent(config, NodeConfig("c000", port=2, cpus=2), devices, CgroupConfig())
+        agent.controller = controller = Controller()  # type: ignore[assignment]
+        agents.append(agent)
+        agent.recover()  # what psd does before it serves
+        if sample:
+            threading.Thread(target=agent.usage_loop, args=(USAGE_INTERVAL,), daemon=True).start()
+        return agent, controller
+
+    yield make
+    for agent in agents:
+        agent.controller.up = False  # type: ignore[attr-defined]
+        agent.stop(grace=5)
+
+
+def job(place: Place, job_id: int, script: str, share: str, gpu: int = 0,
+        env: dict[str, str] | None = None) -> JobRecord:
+    """A batch job with one GRES share (``shard:2``) placed on GPU ``gpu``, run in ``place.home``."""
+    name, count = share.split(":")
+    spec = JobSpec(name="t", user=place.user, uid=place.uid, gid=place.gid, workdir=str(place.home),
+                   script="#!/bin/sh\n" + script, environment={"PATH": os.environ["PATH"], **(env or {})},
+                   gres=(GresRequest(name, None, int(count)),))
+    return JobRecord(job_id=job_id, spec=spec, state=JobState.RUNNING, node="c000", gpu_indices=(gpu,))
+
+
+def state(end: pb.JobEndedRequest) -> JobState:
+    return convert.job_state_from_pb(end.state)
+
+
+def job_env(place: Place, job_id: int) -> dict[str, str]:
+    path = place.home / f"env.{job_id}"
+    wait_for(path.exists, timeout=15, interval=0.02)
+    return dict(line.split("=", 1) for line in path.read_text().splitlines() if "=" in line)
+
+
+DUMP_ENV = "env > env.$SLURM_JOB_ID.tmp && mv env.$SLURM_JOB_ID.tmp env.$SLURM_JOB_ID\n"  # whole once there
+WAIT_GO = "while [ ! -e go.$SLURM_JOB_ID ]; do sleep 0.02; done\n"
+SHARING_VARS = ("SLURM_SHARDS_ON_NODE", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "CUDA_MPS_PIPE_DIRECTORY",
+                "CUDA_MPS_LOG_DIRECTORY", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "PSLURM_GPU_MEM_MB",
+                "PSLURM_SIMULATED_GPU_DIR")
+
+
+def test_a_shard_jobs_environment_and_no_gpu_use_without_a_meter(make_agent: MakeAgent, place: Place) -> None:
+    agent, controller = make_agent([GpuDevice(i, "gpu", None, None, None, shards=4) for i in range(2)])
+    submitters = dict.fromkeys(SHARING_VARS, "theirs")
+    agent.launch(job(place, 1, DUMP_ENV, "shard:2", gpu=1, env=submitters))
+    assert state(ended(controller, 1, timeout=15)) == JobState.COMPLETED
+    env = job_env(place, 1)
+    assert {k: v for k, v in env.items() if k in SHARING_VARS} == {"SLURM_SHARDS_ON_NODE": "2"}
+    assert (env["CUDA_VISIBLE_DEVICES"], env["SLURM_JOB_GPUS"], env["SLURM_GPUS_ON_NODE"]) == ("1", "1", "1")
+    agent.beat()
+    assert controller.beats[-1].gpu_use == []  # GPUs without NVML or Memory= are not measured
+
+
+def test_mps_jobs_share_their_gpus_daemon_started_first_and_quit_last(make_agent: MakeAgent, place: Place,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    fake: FakeMps = install_fake_mps(place.top, monkeypatch)
+    agent, controller = make_agent([GpuDevice(0, "gpu", None, None, None, uuid="GPU-0000-fake", mps=100),
+                                    GpuDevice(1, "gpu", None, None, None, mps=100)])
+    agent.launch(job(place, 11, DUMP_ENV + WAIT_GO, "mps:25", gpu=0))
+    agent.launch(job(place, 12, DUMP_ENV + WAIT_GO, "mps:50", gpu=0))
+    first, second = job_env(place, 11), job_env(place, 12)
+    pipe, log = (str(place.top / f"spool/c000/mps/gpu0/{d}") for d in ("pipe", "log"))
+    assert fake.starts() == [["-d", "GPU-0000-fake", pipe, log, ""]]  # one daemon for both, seeing GPU 0 only
+    for env, percentage in ((first, "25"), (second, "50")):
+        assert {k: v for k, v in env.items() if k in SHARING_VARS} == {
+            "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": percentage, "CUDA_MPS_PIPE_DIRECTORY": pipe,
+            "CUDA_MPS_LOG_DIRECTORY": log}
+        assert env["CUDA_VISIBLE_DEVICES"] == "0"
+    (place.home / "go.11").touch()
+    assert state(ended(controller, 11, timeout=15)) == JobState.COMPLETED
+    assert fake.quits() == []  # job 12 still uses it
+    (place.home / "go.12").touch()
+    assert state(ended(controller, 12, timeout=15)) == JobState.COMPLETED
+    assert fake.quits() == [["", "GPU-0000-fake", pipe, log, "quit"]]
+
+
+def test_an_mps_job_without_nvidias_mps_fails_to_launch_with_the_reason(make_agent: MakeAgent, place: Place,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    agent, controller = make_agent([GpuDevice(0, "gpu", None, None, None, mps=100)])
+    monkeypatch.setenv("PATH", str(place.top / "nothing-here"))
+    agent.launch(job(place, 21, "echo ran > ran\n", "mps:10"))
+    end = ended(controller, 21, timeout=15)
+    reason = "nvidia-cuda-mps-control: not found; MPS jobs need NVIDIA's MPS"
+    assert (state(end), end.launch_failure) == (JobState.FAILED, reason)
+    assert (place.home / "slurm-21.out").read_text() == f"slurmstepd: error: {reason}\n"
+    assert not (place.home / "ran").exists()
+
+
+SIMULATED = [GpuDevice(0, "gpu", None, None, None, memory_mb=16384), GpuDevice(1, "gpu", None, None, None)]
+
+
+def test_a_gpumem_job_over_its_slice_is_killed_out_of_memory(make_agent: MakeAgent, place: Place) -> None:
+    agent, controller = make_agent(SIMULATED, sample=True)
+    script = ('echo "$PSLURM_SIMULATED_GPU_DIR" > simdir\n'
+              'echo 9000 > "$PSLURM_SIMULATED_GPU_DIR/$$"\n'
+              "sleep 60\n")
+    agent.launch(job(place, 31, script, "gpumem:8192"))
+    end = ended(controller, 31, timeout=20)
+    assert state(end) == JobState.OUT_OF_MEMORY
+    assert end.comment == "GPU memory slice exceeded: used 9000 MiB of 8192 MiB (--gpu-mem)"
+    assert end.usage.peak_gpu_memory_mb == 9000  # its profile for --gpu-mem=auto
+    assert (place.home / "slurm-31.out").read_text() == (
+        "slurmstepd: error: Detected GPU memory use of 9000 MiB on GPU 0 by StepId=31.batch, over the job's "
+        "slice of 8192 MiB (--gpu-mem). The job is killed.\n")
+    simdir = (place.home / "simdir").read_text().strip()
+    assert simdir == str(place.top / "spool/c000/gpusim/job31.0") and not os.path.exists(simdir)
+
+
+def test_a_gpumem_job_within_its_slice_completes_with_its_peak_and_heartbeats_carry_gpu_use(
+        make_agent: MakeAgent, place: Place) -> None:
+    agent, controller = make_agent(SIMULATED, sample=True)
+    script = ('echo 3000 > "$PSLURM_SIMULATED_GPU_DIR/$$"\n'
+              'stat -c %U "$PSLURM_SIMULATED_GPU_DIR" > owner\n'
+              'echo "$PSLURM_GPU_MEM_MB" > slice\n' + WAIT_GO)
+    agent.launch(job(place, 41, script, "gpumem:8192"))
+    wait_for(lambda: agent.usage.peak_memory(41) == 3000, timeout=15, interval=0.02)
+    agent.beat()
+    assert [(u.index, u.memory_used_mb, u.util) for u in controller.beats[-1].gpu_use] == [(0, 3000, 100.0)]
+    assert (place.home / "owner").read_text().strip() == place.user  # the job's own directory
+    assert (place.home / "slice").read_text().strip() == "8192"
+    (place.home / "go.41").touch()
+    end = ended(controller, 41, timeout=15)
+    assert (state(end), end.comment, end.usage.peak_gpu_memory_mb) == (JobState.COMPLETED, "", 3000)
+    agent.beat()
+    assert [(u.index, u.memory_used_mb, u.util) for u in controller.beats[-1].gpu_use] == [(0, 0, 0.0)]
