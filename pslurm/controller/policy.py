@@ -25,6 +25,15 @@ that cannot start claims every node it could use (an available node of its parti
 is as safe (its reservation can only be on one of them) and lets a job of the same partition that
 asks another GPU type start. So a main pass never starts a job that a backfill pass would hold back
 for a higher-priority job's reservation: only the backfill pass starts jobs out of priority order.
+
+GPU sharing (:mod:`pslurm.controller.sharing_policy`, taken only for jobs with a ``share``): a job may
+ask a share of one GPU (``shard:K``, ``mps:N``, ``gpumem:MB``) instead of whole GPUs. A GPU is free,
+held whole, or shared in one mode up to its capacity in that mode (``NodeView.shared_gpus``), by one
+user at a time in mps mode. A share goes best fit to a GPU already shared in its mode, to a free GPU
+only when none takes it. For whole-GPU planning a shared GPU is busy (not in ``free_gpus``) until the
+last job sharing it is expected to end; a shared job counts no whole GPU (limits included), starts on a
+node with a reservation only if it delays none, reserves one whole GPU when it cannot start, and in
+the main pass claims the nodes with a GPU that could ever hold its share.
 """
 
 from __future__ import annotations
@@ -32,14 +41,29 @@ from __future__ import annotations
 import heapq
 import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 
+from pslurm.controller.sharing_policy import Sharing, hold_running
 from pslurm.core.gres import GresRequest
+from pslurm.core.sharing import GpuShare
 
 INF = math.inf
 UNLIMITED = 365 * 86400.0  # how long a job without a time limit is planned to run
 SCAN_LIMIT = 256  # nodes tried for one job's start now (bounds a pass when reservations block many)
+
+
+@dataclass(frozen=True)
+class SharedGpu:
+    """One GPU of a node as sharing sees it: its capacity, and what was measured on it."""
+
+    index: int
+    type: str | None
+    memory_mb: int = 0  # 0: unknown
+    shards: int = 0
+    mps: int = 0
+    memory_used_mb: int = 0  # measured (heartbeat), for display/tie-breaks only
+    util: float = 0.0  # measured percent, the tie-break after best fit
 
 
 @dataclass(frozen=True)
@@ -53,6 +77,7 @@ class NodeView:
     free_gpus: tuple[tuple[int, str | None], ...]  # (node GPU index, type), in index order
     available: bool = True  # UP and not draining
     gpus: tuple[tuple[int, str | None], ...] = ()  # the whole inventory (free and busy); () = free_gpus
+    shared_gpus: tuple[SharedGpu, ...] = ()  # every GPU (free and busy) with its sharing capacity
 
 
 @dataclass(frozen=True)
@@ -72,6 +97,7 @@ class PendingJob:
     dependency: str = "satisfied"  # satisfied, waiting, never (pslurm.core.dependency.DepStatus)
     hold: str = ""  # "", "user", "admin"
     allowed_nodes: frozenset[str] | None = None  # -w / -x: the only nodes it may run on; None: any
+    share: GpuShare | None = None  # a share of one GPU: share_of(gres) (then ``gres`` asks no whole GPU)
 
 
 @dataclass(frozen=True)
@@ -86,6 +112,7 @@ class RunningJob:
     end_time: float | None  # start + time limit; None: unlimited
     user: str = ""
     array_job_id: int | None = None
+    share: GpuShare | None = None  # a share of its one GPU, ``gpu_indices[0]``
 
 
 @dataclass(frozen=True)
@@ -114,7 +141,7 @@ class Snapshot:
 class Placement:
     job_id: int
     node: str
-    gpu_indices: tuple[int, ...]
+    gpu_indices: tuple[int, ...]  # a shared job: its one GPU
 
 
 @dataclass
@@ -277,18 +304,26 @@ def plan(snapshot: Snapshot, backfill: bool = True) -> Plan:
     user_jobs: dict[str, int] = defaultdict(int)
     user_gpus: dict[str, int] = defaultdict(int)
     user_cpus: dict[str, int] = defaultdict(int)
+    shared_runs: list[RunningJob] = []
     for r in snapshot.running:
-        node = by_name.get(r.node)
-        if node is not None:
-            node.unknown += sum(1 for index in r.gpu_indices if index not in node.types)
-        if node is not None and backfill:  # the future of each node matters only to reservations
-            end = now + UNLIMITED if r.end_time is None else r.end_time
-            node.add_event(end, node.vector(r.cpus, r.mem_mb, r.gpu_indices))
+        if r.share is not None:
+            shared_runs.append(r)  # several may share a GPU: accounted together below
+        else:
+            node = by_name.get(r.node)
+            if node is not None:
+                node.unknown += sum(1 for index in r.gpu_indices if index not in node.types)
+            if node is not None and backfill:  # the future of each node matters only to reservations
+                end = now + UNLIMITED if r.end_time is None else r.end_time
+                node.add_event(end, node.vector(r.cpus, r.mem_mb, r.gpu_indices))
+            user_gpus[r.user] += len(r.gpu_indices)
         if r.array_job_id is not None:
             array_running[r.array_job_id] += 1
         user_jobs[r.user] += 1
-        user_gpus[r.user] += len(r.gpu_indices)
         user_cpus[r.user] += r.cpus
+    if shared_runs:
+        hold_running(by_name, shared_runs, now + UNLIMITED, backfill)
+    sharing: Sharing | None = None  # made when the first pending shared job comes
+    taken: list[tuple[int, tuple[int, ...], float]] = []  # whole-GPU starts (node, GPUs, end): for sharing
     # per partition: available nodes bucketed by how many GPUs they have free now
     max_gpus = max((len(n.view.gpus or n.view.free_gpus) for n in nodes), default=0)
     buckets: dict[str, list[dict[int, None]]] = {}
@@ -325,8 +360,8 @@ def plan(snapshot: Snapshot, backfill: bool = True) -> Plan:
     reservations = 0
     # main pass: nodes claimed by a blocked job, and the (partition, -w/-x, GPU ask) whose nodes all are
     claimed: set[int] = set()
-    claimed_for: set[tuple[str, frozenset[str] | None, tuple[int, tuple[tuple[str, int], ...]]]] = set()
-    asks: dict[tuple[GresRequest, ...], tuple[int, tuple[tuple[str, int], ...]]] = {}
+    claimed_for: set[tuple[str, frozenset[str] | None, Hashable]] = set()
+    asks: dict[tuple[GresRequest, ...], Hashable] = {}  # a whole-GPU ask (_gpu_ask) or a share
     for job in sorted(snapshot.pending, key=lambda j: (-j.priority, j.job_id)):
         reason = _static_reason(job, snapshot)
         gpus = sum(g.count for g in job.gres if g.name == "gpu")
@@ -345,14 +380,37 @@ def plan(snapshot: Snapshot, backfill: bool = True) -> Plan:
             reasons[job.job_id] = reason
             continue
         if not backfill:
-            ask = asks.get(job.gres) or asks.setdefault(job.gres, _gpu_ask(job))  # few distinct requests
+            # few distinct requests; a share's nodes are those that could hold it (its gres says which)
+            ask = asks.get(job.gres) or asks.setdefault(job.gres, _gpu_ask(job) if job.share is None else job.share)
             key = (job.partition, job.allowed_nodes, ask)
             if key in claimed_for:  # every node it could use is claimed: Slurm's failed partition, fast
                 reasons[job.job_id] = "Priority"
                 continue
         # without a limit a job is expected to outlast every running one: it needs what it takes for good
         duration = float(job.time_limit) if job.time_limit is not None else INF
-        levels = buckets.get(job.partition, [])
+        share = job.share
+        if share is None:
+            levels = buckets.get(job.partition, [])
+        else:
+            levels = []
+            if sharing is None:
+                sharing = Sharing(nodes, snapshot.running, now, now + UNLIMITED, SCAN_LIMIT, taken)
+            gpu = sharing.find(job, share, duration, claimed)
+            if gpu is not None:
+                node = nodes[gpu.node]
+                old = len(node.free)
+                sharing.start(job, share, gpu, duration, backfill)
+                if len(node.free) != old:  # it took a free GPU
+                    for p in node.parts:
+                        if p in buckets:
+                            del buckets[p][old][gpu.node]
+                            buckets[p][len(node.free)][gpu.node] = None
+                placements.append(Placement(job.job_id, node.name, (gpu.index,)))
+                if job.array_job_id is not None:
+                    array_running[job.array_job_id] += 1
+                user_jobs[job.user] += 1
+                user_cpus[job.user] += job.cpus
+                continue
         placed = None
         tried = 0
         for level in range(gpus, len(levels)):
@@ -392,6 +450,7 @@ def plan(snapshot: Snapshot, backfill: bool = True) -> Plan:
                         del buckets[p][old][i]
                         buckets[p][len(node.free)][i] = None
             placements.append(Placement(job.job_id, node.name, chosen))
+            taken.append((i, chosen, now + duration))
             if job.array_job_id is not None:
                 array_running[job.array_job_id] += 1
             user_jobs[job.user] += 1
@@ -400,7 +459,12 @@ def plan(snapshot: Snapshot, backfill: bool = True) -> Plan:
             continue
         if not backfill:
             # claim the nodes it could use: a lower-priority job there might delay it (no reservation says when)
-            mine = [i for i, n in enumerate(nodes) if _could_use(n, job, ask)]
+            if share is None:
+                whole = _gpu_ask(job)
+                mine = [i for i, n in enumerate(nodes) if _could_use(n, job, whole)]
+            else:
+                assert sharing is not None
+                mine = sharing.could_use(job, share)
             behind = job.partition in waiting_in or any(i in claimed for i in mine)
             reasons[job.job_id] = "Priority" if behind else "Resources"
             waiting_in.add(job.partition)
@@ -416,7 +480,11 @@ def plan(snapshot: Snapshot, backfill: bool = True) -> Plan:
         waiting_in.add(job.partition)
         if reservations >= snapshot.max_reservations:
             continue
-        found = _earliest(job, gpus, duration, heap_for(job.partition, gpus), nodes)
+        if share is None:
+            found = _earliest(job, gpus, duration, heap_for(job.partition, gpus), nodes)
+        else:  # as if it held one whole GPU, on a node with a GPU that could hold its share
+            assert sharing is not None
+            found = sharing.reserve(job, share, duration, heap_for(job.partition, 1))
         if found is None:
             continue
         start, i, need = found

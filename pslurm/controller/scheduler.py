@@ -23,6 +23,7 @@ from pslurm.core.config import ClusterConfig, scheduler_config
 from pslurm.core.dependency import DepStatus, Ref, RefJob, evaluate, parse_dependency
 from pslurm.core.hostlists import expand
 from pslurm.core.jobspec import JobRecord, SpecError
+from pslurm.core.sharing import share_of
 from pslurm.core.states import InvalidTransition, JobReason, JobState
 
 log = logging.getLogger("psctld")
@@ -144,12 +145,13 @@ class Scheduler:
             pending=[PendingJob(q.job_id, q.partition, q.cpus, q.mem_mb, q.gres, priorities[q.job_id], q.time_limit,
                                 q.user, q.array_job_id, q.array_max_running,
                                 deps.get(q.job_id, DepStatus.SATISFIED).value, q.hold,
-                                self._allowed_nodes(q.req_nodes, q.exc_nodes)) for q in pending],
-            nodes=[node_view(n, usage.get(n.name, NodeUsage()), self.partitions_of(n.name)) for n in nodes],
+                                self._allowed_nodes(q.req_nodes, q.exc_nodes), share_of(q.gres)) for q in pending],
+            nodes=[node_view(n, usage.get(n.name, NodeUsage()), self.partitions_of(n.name),
+                             self.nodes.gpu_measured(n.name)) for n in nodes],
             now=now,
             running=[RunningJob(a.job_id, a.node, a.cpus, a.mem_mb, a.gpu_indices,
                                 None if a.time_limit is None or a.start_time is None else a.start_time + a.time_limit,
-                                a.user, a.array_job_id) for a in allocations],
+                                a.user, a.array_job_id, share_of(a.gres)) for a in allocations],
             partition_state={p.name: p.state.upper() for p in parts},
             partition_max_time={p.name: p.max_time for p in parts},
             limits=Limits(sched.max_jobs_per_user, sched.max_gpus_per_user, sched.max_cpus_per_user),
