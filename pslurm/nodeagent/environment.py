@@ -86,7 +86,6 @@ def job_environment(job: JobRecord, node: str, cluster: str, visible: list[int],
         "SLURM_SUBMIT_DIR": spec.workdir,
         "PWD": spec.workdir,
         "SLURM_SUBMIT_HOST": spec.environment.get("SLURM_SUBMIT_HOST", socket.gethostname()),
-        "SLURM_GPUS_ON_NODE": str(len(job.gpu_indices)),
         "SLURM_RESTART_COUNT": str(job.restarts),
     })
     if job.array_job_id is not None and spec.array:
@@ -133,12 +132,13 @@ def job_environment(job: JobRecord, node: str, cluster: str, visible: list[int],
     if job.gpu_indices:
         visible_text = ",".join(str(i) for i in visible)
         env["SLURM_JOB_GPUS"] = gpus
+        env["SLURM_GPUS_ON_NODE"] = str(len(job.gpu_indices))
         env["CUDA_VISIBLE_DEVICES"] = "0" if setup.mps_pipe else visible_text
         env["NVIDIA_VISIBLE_DEVICES"] = visible_text
         env["GPU_DEVICE_ORDINAL"] = visible_text
     else:
-        # a GPU-less job must not inherit the submitter's GPU selection
+        # a GPU-less job must not inherit the submitter's GPU selection; Slurm sets no SLURM_GPUS_ON_NODE for it
         for name in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL",
-                     "SLURM_JOB_GPUS"):
+                     "SLURM_JOB_GPUS", "SLURM_GPUS_ON_NODE"):
             env.pop(name, None)
     return env

@@ -151,7 +151,7 @@ def sharing_vars(env: dict[str, str]) -> dict[str, str]:
 
 def test_a_job_without_a_share_inherits_none_of_the_submitters_sharing_variables() -> None:
     env = job_environment(shared_job(None, env=SUBMITTERS), "c000", "cl", [])
-    assert sharing_vars(env) == {"SLURM_GPUS_ON_NODE": "0"}
+    assert sharing_vars(env) == {}  # nor SLURM_GPUS_ON_NODE: Slurm sets it only for a job with GPUs
 
 
 def test_shard_job_env_is_slurms_with_the_gpu_as_for_a_gpu_job() -> None:
