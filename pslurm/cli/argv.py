@@ -205,7 +205,25 @@ HELP = Opt("help", arg=NONE, help="")  # every command's --help (listed last by 
 JOBS = Opt("jobs", "j", help="comma-separated job ids")
 USERS = Opt("user", "u", dest="users", help="comma-separated user names")
 NOHEADER = Opt("noheader", "h", NONE, help="no header line")
-JSON = Opt("json", arg=NONE, dest="as_json", help="print JSON for programs")
+JSON = Opt("json", arg=OPTIONAL, dest="as_json", metavar="pslurm",
+           help="print JSON for programs, in Slurm's shape (as Slurm 22.05's --json); --json=pslurm: pslurm's own")
+# --json's values: Slurm's shape (bare --json, or its data_parser version, as later Slurm's --json=v0.0.39
+# names one), or pslurm's own shape (what pslurm's --json printed before it printed Slurm's)
+JSON_FORMATS = {"": "slurm", "v0.0.38": "slurm", "pslurm": "pslurm"}
+
+
+def json_format(prog: str, given: dict[str, object]) -> str | None:
+    """What ``--json[=FORMAT]`` asked for, from :func:`values`: None (not given), ``"slurm"`` or
+    ``"pslurm"``; any other FORMAT is Slurm's one-line error."""
+    if "as_json" not in given:
+        return None
+    value = str(given["as_json"] or "")
+    found = JSON_FORMATS.get(value.lower())
+    if found is None:
+        from pslurm.cli.common import fail
+
+        fail(prog, f"--json={value}: unknown JSON format (v0.0.38, the default: Slurm's; pslurm: pslurm's own)")
+    return found
 
 
 def no_positionals(prog: str, positional: Sequence[str]) -> None:

@@ -17,6 +17,21 @@ if TYPE_CHECKING:
     from pslurm.client.api import Api
 
 
+# The Slurm command each ps* command stands in for: the names `pslurm compat install` writes.
+SLURM_NAMES = {"psbatch": "sbatch", "psrun": "srun", "psalloc": "salloc", "psqueue": "squeue", "psinfo": "sinfo",
+               "pscancel": "scancel", "pscontrol": "scontrol", "psacct": "sacct", "psprio": "sprio"}
+
+
+def prog_name(own: str) -> str:
+    """The name a command reports itself by (``squeue: error: ...``): its Slurm name when it was run
+    by that name (``argv[0]``, as Slurm's commands take theirs: the executables of `pslurm compat
+    install`), else its own."""
+    slurm = SLURM_NAMES.get(own)
+    if slurm and sys.argv and os.path.basename(sys.argv[0]) == slurm:
+        return slurm
+    return own
+
+
 def fail(prog: str, message: str, code: int = 1) -> NoReturn:
     """Slurm's one-line error: ``psbatch: error: ...`` on stderr, non-zero exit."""
     print(f"{prog}: error: {message}", file=sys.stderr)

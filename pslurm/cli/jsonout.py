@@ -1,4 +1,5 @@
-"""``--json`` output of the commands, from domain objects.
+"""``--json=pslurm`` output of the commands (pslurm's own shape; bare ``--json`` prints Slurm's,
+:mod:`pslurm.cli.slurmjson`), from domain objects or the API's JSON read as they are.
 
 The shape is the one the commands have always printed (protobuf's JSON mapping of the wire
 messages, field names as in pslurm.proto): every field, optional ones only when set, states and

@@ -85,10 +85,18 @@ TABLE: tuple[JobOpt, ...] = (
     _real("exclude", "x", _R, "bra", "never run on these nodes (a hostlist)"),
     _real("open-mode", "", _R, "br", "append to the output files, or truncate them (the default)",
           metavar="append|truncate"),
+    _real("begin", "b", _R, "bra", "start no earlier than TIME: 16:00, now+1hour, now+60 (seconds), "
+          "2026-11-24T10:00:00, tomorrow...", metavar="TIME"),
+    _real("deadline", "", _R, "bra", "remove the job if it cannot end before TIME (as --begin's)", metavar="TIME"),
+    _real("comment", "", _R, "bra", "a comment, shown as Comment= (pscontrol, psacct, psqueue %k)"),
+    _real("signal", "", _R, "bra", "send SIG (a name or number) TIME seconds (60) before the time limit; "
+          "B: to the batch shell only", metavar="[B:]SIG[@TIME]"),
+    _real("qos", "q", _R, "bra", "quality of service: normal (pslurm has no other)"),
     # -- implemented: the commands' own ---------------------------------------------------------------
     _real("wrap", "", _R, "b", "run this command as the script"),
     _real("parsable", "", _N, "b", "print only the job id"),
     _real("wait", "W", _N, "b", "do not exit until the job ends; exit with its exit code (an array: the highest)"),
+    _real("test-only", "", _N, "b", "say when and where the job would start, without submitting it"),
     _real("input", "i", _R, "r", "stdin to the job: all (default) or none"),
     _real("help", "h", _N, "bra", ""),  # help_text lists --help last
     _real("usage", "", _N, "bra", "print a short usage line and exit"),
@@ -102,11 +110,9 @@ TABLE: tuple[JobOpt, ...] = (
     _inert("bbf", "", _R, "bra", "no burst buffers"),
     _inert("bcast", "", _O, "r"),
     _inert("bcast-exclude", "", _R, "r"),
-    _inert("begin", "b", _R, "bra"),
     _inert("bell", "", _N, "a"),
     _inert("cluster-constraint", "", _R, "bra", "one cluster"),
     _inert("clusters", "M", _R, "bra", "one cluster"),
-    _inert("comment", "", _R, "bra"),
     _inert("compress", "", _O, "r"),
     _inert("constraint", "C", _R, "bra", "no node features"),
     _inert("container", "", _R, "bra", "no OCI containers"),
@@ -116,7 +122,6 @@ TABLE: tuple[JobOpt, ...] = (
     _inert(("cpu-bind", "cpu_bind"), "", _R, "r"),
     _inert("cpu-freq", "", _R, "bra"),
     _inert("cpus-per-gpu", "", _R, "bra"),
-    _inert("deadline", "", _R, "bra"),
     _inert("debugger-test", "", _N, "r"),
     _inert("delay-boot", "", _R, "bra"),
     _inert("disable-status", "X", _N, "r"),
@@ -175,21 +180,19 @@ TABLE: tuple[JobOpt, ...] = (
     _inert("prolog", "", _R, "r"),
     _inert("propagate", "", _O, "br"),
     _inert("pty", "", _N, "r"),
-    _inert("qos", "q", _R, "bra", "no QOS"),
     _inert("quit-on-interrupt", "", _N, "r"),
     _inert("reboot", "", _N, "bra"),
     _inert("relative", "r", _R, "r"),
     _inert("reservation", "", _R, "bra", "no reservations"),
     _inert("resv-ports", "", _O, "r"),
     _inert("send-libs", "", _O, "r"),
-    _inert("signal", "", _R, "bra"),
     _inert("slurmd-debug", "", _R, "r"),
     _inert("sockets-per-node", "", _R, "bra"),
     _inert("spread-job", "", _N, "bra"),
     _inert("switches", "", _R, "bra"),
     _inert("task-epilog", "", _R, "r"),
     _inert("task-prolog", "", _R, "r"),
-    _inert("test-only", "", _N, "br"),
+    _inert("test-only", "", _N, "r"),  # srun's: psbatch's is real
     _inert("thread-spec", "", _R, "bra"),
     _inert("threads", "T", _R, "r"),
     _inert("threads-per-core", "", _R, "bra"),
@@ -211,7 +214,8 @@ TABLE: tuple[JobOpt, ...] = (
 JOB_FIELDS = frozenset({
     "job_name", "partition", "time", "output", "error", "nodes", "ntasks", "cpus_per_task", "mem", "gres", "gpus",
     "gpus_per_node", "chdir", "export", "account", "nice", "dependency", "array", "requeue", "hold",
-    "kill_on_invalid_dep", "nodelist", "exclude", "open_mode", "gpu_mem",
+    "kill_on_invalid_dep", "nodelist", "exclude", "open_mode", "gpu_mem", "begin", "deadline", "comment", "signal",
+    "qos",
 })
 NICE_DEFAULT = "100"  # --nice without a value, as Slurm
 

@@ -6,7 +6,7 @@ import sys
 import time
 
 from pslurm.cli import argv as a
-from pslurm.cli.common import connect_api, fail, job_id_list, reporting
+from pslurm.cli.common import connect_api, fail, job_id_list, prog_name, reporting
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -18,16 +18,16 @@ if TYPE_CHECKING:
 
     Job = JobRecord | JobInfo  # a record of pslurm.client, or the API's JSON as it is
 
-PROG = "psacct"
+PROG = prog_name("psacct")
 DEFAULT_FIELDS = "JobID,JobName,Partition,Account,AllocCPUS,State,ExitCode"
 # sacct 22.05's header names and default widths (src/sacct/sacct.c's fields[]); a negative width is
 # left-aligned (the ids), everything else right-aligned. GPUSeconds, GPUMem (the --gpu-mem slice),
 # GPUMemPeak, GPUUtil, GPUIndices are pslurm's own. The getters are in account_fields(), by the same lower-case keys.
 FIELDS: dict[str, tuple[str, int]] = {name.lower(): (name, width) for name, width in (
-    ("Account", 10), ("AllocCPUS", 10), ("AllocGRES", 12), ("AllocTRES", 10), ("CPUTime", 10),
+    ("Account", 10), ("AllocCPUS", 10), ("AllocGRES", 12), ("AllocTRES", 10), ("Comment", 14), ("CPUTime", 10),
     ("CPUTimeRAW", 10), ("Elapsed", 10), ("ElapsedRaw", 10), ("End", 19), ("ExitCode", 8), ("GID", 6),
     ("Group", 9), ("JobID", -12), ("JobIDRaw", -12), ("JobName", 10), ("MaxRSS", 10), ("NCPUS", 10),
-    ("NNodes", 8), ("NodeList", 15), ("NTasks", 8), ("Partition", 10), ("Reason", 22), ("ReqCPUS", 8),
+    ("NNodes", 8), ("NodeList", 15), ("NTasks", 8), ("Partition", 10), ("QOS", 10), ("Reason", 22), ("ReqCPUS", 8),
     ("ReqMem", 10), ("ReqTRES", 10), ("Start", 19), ("State", 10), ("Submit", 19), ("Timelimit", 10),
     ("SystemComment", 15), ("UID", 6), ("User", 9), ("WorkDir", 20),
     ("GPUSeconds", 10), ("GPUMem", 10), ("GPUMemPeak", 10), ("GPUUtil", 10), ("GPUIndices", 10),
@@ -148,6 +148,8 @@ def account_fields(now: float) -> dict[str, Callable[[Job], str]]:
         "gpuseconds": gpu_secs,
         "gpumem": lambda j: "".join(f"{g.count}M" for g in j.spec.gres if g.name == "gpumem"),
         "systemcomment": lambda j: j.system_comment,
+        "comment": lambda j: j.spec.comment,
+        "qos": lambda j: j.spec.qos or "normal",  # Slurm's default QOS, the only one pslurm has
         "gpumempeak": lambda j: f"{j.peak_gpu_memory_mb}M" if j.peak_gpu_memory_mb is not None else "",
         "gpuutil": lambda j: f"{j.mean_gpu_util:.1f}%" if j.mean_gpu_util is not None else "",
     }
@@ -229,6 +231,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         description="Show finished and running jobs from the accounting store (sacct).")
     a.no_positionals(PROG, positional)
     v = a.values(found_opts)
+    as_json = a.json_format(PROG, v)  # None, "slurm" or "pslurm"
     jobs, users, states, start, end, fmt = (v.get(k) for k in ("jobs", "users", "states", "start", "end", "fmt"))
     parsable, parsable2 = bool(v.get("parsable")), bool(v.get("parsable2"))
     import os
@@ -266,7 +269,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     names = set(filter(None, str(v.get("names") or "").split(",")))
     found = [j for j in found if (not wanted or j.state in wanted)
              and (until is None or j.submit_time <= until) and (not names or j.spec.name in names)]
-    if v.get("as_json"):
+    if as_json == "slurm":
+        from pslurm.cli import slurmjson
+
+        print(slurmjson.dumps(slurmjson.accounts_reply(found, api.config.cluster_name, now)))
+        return
+    if as_json:
         import json
 
         print(json.dumps({"jobs": [_job_json(j, now) for j in found]}, indent=2))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
-from pslurm.cli.common import connect_api, current_umask, fail, reporting, user_identity
+from pslurm.cli.common import connect_api, current_umask, fail, prog_name, reporting, user_identity
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
     from pslurm.cli.options import Parsed
 
-PROG = "psbatch"
+PROG = prog_name("psbatch")
 WRAP_HEADER = "#!/bin/sh\n# This script was created by psbatch --wrap.\n\n"
 USAGE = "psbatch [OPTIONS] [script] [script_args]..."
 DESCRIPTION = "Submit a batch script; prints 'Submitted batch job N'."
@@ -30,6 +30,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     text, default_name = _script_text(script, wrap if isinstance(wrap, str) else None, cli.positional[1:])
     directives = _directives(text)
     warn_inert(PROG, directives, cli)
+    if cli.values.get("test_only") or directives.values.get("test_only"):
+        raise SystemExit(test_only(cli.job_values(directives), text, default_name))
     job_id = submit(cli.job_values(directives), text, default_name,
                     bool(cli.values.get("parsable") or directives.values.get("parsable")))
     if cli.values.get("wait") or directives.values.get("wait"):
@@ -102,6 +104,30 @@ def submit(opts: Mapping[str, object], text: str, default_name: str, parsable: b
         job_id = api.submit(job)
     print(job_id if parsable else f"Submitted batch job {job_id}", flush=True)
     return job_id
+
+
+def test_only(opts: Mapping[str, object], text: str, default_name: str) -> int:
+    """--test-only: ask the controller when and where the job would start, submitting nothing; print
+    it as sbatch does (``Job N to start at TIME using C processors on nodes N in partition P``, on
+    stderr). N is the id the job would likely get, not one reserved. The exit status."""
+    from pslurm.core.errors import SpecError
+    from pslurm.core.jobdesc import spec_values
+    from pslurm.core.restjson import desc_to_json
+    from pslurm.core.timefmt import format_timestamp
+
+    user, uid, gid = user_identity()
+    try:
+        job = desc_to_json(spec_values(opts, user=user, uid=uid, gid=gid, cwd=os.getcwd(), environ=os.environ,
+                                       umask=current_umask(), script=text, default_name=default_name))
+    except SpecError as exc:
+        fail(PROG, str(exc))
+    api = connect_api(PROG)
+    with reporting(PROG, "allocation failure: "):
+        found = api.will_run(job)
+    print(f"{PROG}: Job {found['job_id']} to start at {format_timestamp(found['start_time'])} using "
+          f"{found['proc_cnt']} processors on nodes {found['node_list']} in partition {found['part_name']}",
+          file=sys.stderr)
+    return 0
 
 
 def job_exit_status(exit_code: int, signal: int) -> int:

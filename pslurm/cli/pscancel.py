@@ -5,13 +5,13 @@ from __future__ import annotations
 import sys
 
 from pslurm.cli import argv as a
-from pslurm.cli.common import connect_api, fail, reporting
+from pslurm.cli.common import connect_api, fail, prog_name, reporting
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-PROG = "pscancel"
+PROG = prog_name("pscancel")
 
 
 OPTIONS = (a.Opt("signal", "s", help="send this signal instead"), a.HELP)

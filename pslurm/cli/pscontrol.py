@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from pslurm.cli import argv as a
-from pslurm.cli.common import connect, connect_api, fail, reporting
+from pslurm.cli.common import connect, connect_api, fail, prog_name, reporting
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from pslurm.core.jobspec import JobRecord
     from pslurm.core.node import NodeStatus
 
-PROG = "pscontrol"
+PROG = prog_name("pscontrol")
 
 
 def show_job(job: JobRecord | JobInfo) -> str:
@@ -39,13 +39,15 @@ def show_job(job: JobRecord | JobInfo) -> str:
     lines = [
         f"JobId={job.job_id}{array} JobName={spec.name}",
         f"UserId={spec.user}({spec.uid}) GroupId={spec.gid}",
-        f"Priority={job.priority}{held} Nice={spec.nice} Account={spec.account or '(null)'}",
+        f"Priority={job.priority}{held} Nice={spec.nice} Account={spec.account or '(null)'} "
+        f"QOS={spec.qos or 'normal'}",
         f"JobState={job.state.value} Reason={job.reason} Dependency={dependency}",
         f"Requeue={1 if job.requeue else 0} Restarts={job.restarts}",
         f"ExitCode={job.exit_code}:{job.exit_signal}",
         f"RunTime={format_duration(run_time)} TimeLimit={format_duration(job.time_limit)}",
         f"SubmitTime={format_timestamp(job.submit_time)} EligibleTime={format_timestamp(job.eligible_time)}",
-        f"StartTime={format_timestamp(expected)} EndTime={format_timestamp(end)}",
+        f"StartTime={format_timestamp(expected)} EndTime={format_timestamp(end)} "
+        f"Deadline={format_timestamp(spec.deadline) if spec.deadline else 'N/A'}",
         f"Partition={job.partition} NodeList={job.node or '(null)'}",
         f"ReqNodeList={spec.nodelist or '(null)'} ExcNodeList={spec.exclude or '(null)'}",
         f"NumNodes={spec.num_nodes} NumCPUs={spec.cpus} NumTasks={spec.ntasks} CPUs/Task={spec.cpus_per_task}",
@@ -57,6 +59,8 @@ def show_job(job: JobRecord | JobInfo) -> str:
     ]
     if job.system_comment:
         lines.append(f"SystemComment={job.system_comment}")
+    if spec.comment:
+        lines.append(f"Comment={spec.comment}")
     if not spec.interactive:
         stdout, stderr, stdin = std_paths(job)
         lines.append(f"StdErr={stderr}")
@@ -130,7 +134,8 @@ def show_partition(p: PartitionConfig) -> str:
 OPTIONS = (a.JSON, a.HELP)
 USAGE = "pscontrol [OPTIONS] words..."
 DESCRIPTION = ("show job ID | show node [NAME] | show partition | update NodeName=X State=DRAIN|RESUME Reason=.. |\n"
-               "  update JobId=N Priority=P Nice=N | hold ID.. | uhold ID.. | release ID.. | requeue ID.. |\n"
+               "  update JobId=ID TimeLimit=[+|-]T Partition=P JobName=N Account=A Comment=C NumTasks=N\n"
+               "  MinMemoryNode=MB Priority=P Nice=N | hold ID.. | uhold ID.. | release ID.. | requeue ID.. |\n"
                "  show hostnames [HOSTLIST] (default $SLURM_NODELIST) | show hostlist NAME,NAME.. (neither asks the\n"
                "  controller) | show config (read from the local pslurm.conf, not from the controller) |\n"
                "  write batch_script ID [FILE|-] (default slurm-ID.sh; - for stdout; the owner or an operator)")
@@ -144,7 +149,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                                                "update JobId=.. | hold|release|requeue ID"),))
     if not words:
         fail(PROG, "Missing argument 'words'.")
-    as_json = bool(a.values(found).get("as_json"))
+    as_json = a.json_format(PROG, a.values(found))  # None, "slurm" or "pslurm"
     verb = words[0].lower()
     if verb == "show" and len(words) >= 2 and words[1].lower() in ("job", "jobs"):
         _show_jobs(words[2:], as_json)  # the hot path: the API's JSON as it is, no dataclasses
@@ -155,35 +160,43 @@ def main(argv: Sequence[str] | None = None) -> None:
     if verb == "write":
         _write(words[1:])
         return
+    if verb == "update":
+        _update(words[1:])
+        return
     client = connect(PROG)
     if verb == "show" and len(words) >= 2:
         _show(client, words[1].lower(), words[2:], as_json)
-    elif verb == "update":
-        _update(client, words[1:])
     elif verb in ("hold", "uhold", "release", "requeue") and len(words) >= 2:
         _job_action(client, verb, words[1:])
     else:
         fail(PROG, f"Invalid command: {' '.join(words)}")
 
 
-def _show(client: Client, what: str, names: list[str], as_json: bool) -> None:
+def _show(client: Client, what: str, names: list[str], as_json: str | None) -> None:
+    """show node|partition; ``as_json``: None, "slurm" (Slurm's shape, as scontrol's --json from 23.02;
+    22.05's scontrol has none) or "pslurm"."""
     import json
 
-    from pslurm.cli import jsonout
+    from pslurm.cli import jsonout, slurmjson
 
     if what in ("node", "nodes"):
         with reporting(PROG):
             nodes = [n for n in client.nodes() if not names or n.name in names]
         if names and not nodes:
             fail(PROG, f"Node {names[0]} not found")
-        if as_json:
+        if as_json == "slurm":
+            print(slurmjson.dumps(slurmjson.nodes_reply(nodes)))
+        elif as_json:
             print(json.dumps({"nodes": [jsonout.node_json(n) for n in nodes]}, indent=2))
         else:
             print("\n".join(show_node(n) for n in nodes))
     elif what in ("partition", "partitions"):
         with reporting(PROG):
             parts = [p for p in client.partitions() if not names or p.name in names]
-        if as_json:
+            all_nodes = client.nodes() if as_json == "slurm" else []  # a partition's CPU and TRES totals
+        if as_json == "slurm":
+            print(slurmjson.dumps(slurmjson.partitions_reply(parts, all_nodes)))
+        elif as_json:
             print(json.dumps({"partitions": [jsonout.partition_json(p) for p in parts]}, indent=2))
         else:
             for p in parts:
@@ -285,7 +298,7 @@ def show_config(cfg: ClusterConfig, now: float | None = None) -> str:
     return head + "".join(f"{key:<23} = {value}\n" for key, value in config_pairs(cfg))
 
 
-def _show_jobs(names: list[str], as_json: bool) -> None:
+def _show_jobs(names: list[str], as_json: str | None) -> None:
     """show job [ID...]: every job, or the named ones (finished ones too)."""
     from pslurm.core.jobinfo import JobInfo
 
@@ -298,7 +311,11 @@ def _show_jobs(names: list[str], as_json: bool) -> None:
         jobs = [JobInfo(data) for data in api.jobs(job_ids=job_ids, include_finished=bool(names))]
     if names and not jobs:
         fail(PROG, "Invalid job id specified")
-    if as_json:
+    if as_json == "slurm":  # as squeue --json (scontrol show job --json of Slurm 23.02 on)
+        from pslurm.cli import slurmjson
+
+        print(slurmjson.dumps(slurmjson.jobs_reply(jobs, api.config.cluster_name)))
+    elif as_json:
         import json
 
         from pslurm.cli import jsonout
@@ -378,31 +395,56 @@ def batch_script(job_id: int) -> tuple[str | None, str]:
     return None, NO_SCRIPT
 
 
-def _update(client: Client, pairs: list[str]) -> None:
+def _update(words: list[str]) -> None:
+    """``update NodeName=.. State=.. [Reason=..]`` or ``update JobId=ID KEY=VALUE...`` (scontrol's keys:
+    :mod:`pslurm.core.jobupdate`), by the words' keys as scontrol tells them apart."""
+    if not words:
+        fail(PROG, "too few arguments for keyword:update")
+    if any(len(key) >= 3 and "nodename".startswith(key.lower()) for key in (w.partition("=")[0] for w in words)):
+        _update_nodes(words)
+    else:
+        _update_jobs(words)
+
+
+def _update_jobs(words: list[str]) -> None:
+    """scontrol update JobId=..: the words checked here (scontrol's refusals, nothing sent), then
+    each job of the id list changed, all its changes or none; scontrol's lines for the refused, exit 1."""
+    import sys
+
+    from pslurm.core.arrays import split_job_list
+    from pslurm.core.jobupdate import UpdateError, parse_job_update
+
+    try:
+        job, changes = parse_job_update(words)
+    except UpdateError as exc:
+        if exc.prefixed:
+            fail(PROG, exc.lines[0])
+        print("\n".join(exc.lines), file=sys.stderr)
+        raise SystemExit(1) from None
+    api = connect_api(PROG)
+    errors: list[str] = []
+    for text in split_job_list(job) or [job]:
+        with reporting(PROG):
+            errors.extend(api.update_job(text, changes=changes))
+    for line in errors:
+        print(line, file=sys.stderr)  # as scontrol: "Job is no longer pending execution for job 14"
+    if errors:
+        raise SystemExit(1)
+
+
+def _update_nodes(pairs: list[str]) -> None:
     values: dict[str, str] = {}
     for pair in pairs:
         key, eq, value = pair.partition("=")
         if not eq:
             fail(PROG, f"Invalid input: {pair} (expected Key=Value)")
         values[key.lower()] = value
-    job = values.get("jobid")
-    if job:
-        for key in values:
-            if key not in ("jobid", "priority", "nice"):
-                fail(PROG, f"Update of {key} is not supported (JobId= takes Priority= and Nice=)")
-        try:
-            priority = int(values["priority"]) if "priority" in values else None
-            nice = int(values["nice"]) if "nice" in values else None
-        except ValueError:
-            fail(PROG, f"Invalid value: {' '.join(pairs)}")
-        with reporting(PROG):
-            _report(client.update_job(job, priority=priority, nice=nice))
-        return
     name = values.get("nodename")
     if not name:
         fail(PROG, "update needs NodeName=... or JobId=...")
     from pslurm.core.hostlists import expand
 
+    client = connect(PROG)
     for node in expand(name):
         with reporting(PROG):
             client.update_node(node, values.get("state", ""), values.get("reason", ""))

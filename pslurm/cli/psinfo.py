@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pslurm.cli import argv as a
-from pslurm.cli.common import connect_api, fail, print_listing, reporting
+from pslurm.cli.common import connect_api, fail, print_listing, prog_name, reporting
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     Part = PartitionConfig | PartitionInfo  # a client's object, or the API's JSON as it is
     Node = NodeStatus | NodeInfo
 
-PROG = "psinfo"
+PROG = prog_name("psinfo")
 PARTITION_FORMAT = "%9P %.5a %.10l %.6D %.6t %N"
 NODE_FORMAT = "%10N %.6D %10P %.6t %.5c %.8m %G"
 SUMMARIZE_FORMAT = "%9P %.5a %.10l %.16F %N"  # sinfo -s
@@ -237,6 +237,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                                         description=main.__doc__ or "")
     a.no_positionals(PROG, positional)
     v = a.values(found)
+    as_json = a.json_format(PROG, v)  # None, "slurm" or "pslurm"
     fmt, partition, node_oriented = v.get("fmt"), v.get("partition"), bool(v.get("node_oriented"))
     reasons, state_text = bool(v.get("list_reasons")), v.get("states")
     states = None
@@ -266,7 +267,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     api = connect_api(PROG)
     with reporting(PROG):
         reply = api.cluster()
-    if v.get("as_json"):
+    if as_json == "pslurm":
         import json
 
         from pslurm.cli.jsonout import cluster_json
@@ -278,4 +279,11 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     rows = node_rows([PartitionInfo(p) for p in reply["partitions"]], [NodeInfo(n) for n in reply["nodes"]],
                      partition.split(",") if isinstance(partition, str) else None, states)
+    if as_json:  # Slurm 22.05's sinfo --json: every node, or those -p and -t select (as 23.02's sinfo --json)
+        from pslurm.cli import slurmjson
+
+        selected = (list({node.name: node for _, node in rows}.values()) if partition or states is not None
+                    else [NodeInfo(n) for n in reply["nodes"]])
+        print(slurmjson.dumps(slurmjson.nodes_reply(selected)))
+        return
     print_listing(PROG, lambda: render_rows(str(fmt), rows, node_oriented, not v.get("noheader")))

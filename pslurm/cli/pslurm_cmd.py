@@ -88,9 +88,12 @@ def make_app() -> typer.Typer:
         stopped = LocalCluster(directory).stop()
         print(f"pslurm: stopped {len(stopped)} processes" if stopped else f"pslurm: no cluster running in {directory}")
 
-    from pslurm.cli import lxc_cmd  # light: its commands import pslurm.lxc when they run
+    from pslurm.cli import accounts_cmd, compat, lxc_cmd  # light: lxc's commands import pslurm.lxc when they run
+
+    app.command("accounts")(accounts_cmd.accounts)
 
     app.add_typer(lxc_cmd.make_app(), name="lxc")
+    app.add_typer(compat.make_app(), name="compat")
     return app
 
 

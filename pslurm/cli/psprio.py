@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from pslurm.cli import argv as a
-from pslurm.cli.common import connect, job_id_list, print_listing, reporting
+from pslurm.cli.common import connect, job_id_list, print_listing, prog_name, reporting
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
     from pslurm.client import PriorityWeights
 
-PROG = "psprio"
+PROG = prog_name("psprio")
 DEFAULT_FORMAT = "%.15i %9r %.10Y %.10A %.10F %.10J %.10P %.10Q %.6N"
 LONG_FORMAT = "%.15i %9r %.8u %.10o %.10Y %.10A %.10F %.10J %.10P %.10Q %.6N"
 
@@ -66,7 +66,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     client = connect(PROG)
     with reporting(PROG):
         found, w = client.priorities(job_ids, [u for u in users.split(",") if u] if isinstance(users, str) else ())
-    if v.get("as_json"):
+    if a.json_format(PROG, v):  # pslurm's shape either way: Slurm's sprio has no --json
         import json
 
         from pslurm.cli.jsonout import priorities_json

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pslurm.cli import argv as a
-from pslurm.cli.common import connect_api, fail, print_listing, reporting
+from pslurm.cli.common import connect_api, fail, print_listing, prog_name, reporting
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
     Job = JobRecord | JobInfo  # a record of pslurm.client, or the API's JSON as it is
 
-PROG = "psqueue"
+PROG = prog_name("psqueue")
 DEFAULT_FORMAT = "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R"
 START_FORMAT = "%.18i %.9P %.8j %.8u %.2t %.19S %.6D %R"
 
@@ -79,6 +79,8 @@ def job_fields() -> dict[str, tuple[str, Any]]:
         "Z": ("WORK_DIR", lambda j: j.spec.workdir),
         "o": ("COMMAND", lambda j: " ".join(j.spec.argv) if j.spec.argv else "(batch script)"),
         "X": ("EXIT_CODE", lambda j: f"{j.exit_code}:{j.exit_signal}"),
+        "k": ("COMMENT", lambda j: j.spec.comment or "(null)"),
+        "q": ("QOS", lambda j: j.spec.qos or "normal"),  # Slurm's default QOS, the only one pslurm has
     }
 
 
@@ -86,9 +88,11 @@ def job_fields() -> dict[str, tuple[str, Any]]:
 # field they print: one table of fields for both. squeue's "priority" is the normalised float of %p;
 # pslurm has only the integer priority (%Q, squeue's "prioritylong"), so both print that.
 LONG_FIELDS = {
-    "account": "a", "arrayjobid": "F", "arraytaskid": "K", "command": "o", "dependency": "E", "endtime": "e",
+    "account": "a", "arrayjobid": "F", "arraytaskid": "K", "command": "o", "comment": "k", "dependency": "E",
+    "endtime": "e",
     "exit_code": "X", "gres": "b", "jobarrayid": "i", "jobid": "A", "minmemory": "m", "name": "j", "nice": "y",
     "nodelist": "N", "numcpus": "C", "numnodes": "D", "partition": "P", "priority": "Q", "prioritylong": "Q",
+    "qos": "q",
     "reason": "r", "reasonlist": "R", "starttime": "S", "state": "T", "statecompact": "t", "submittime": "V",
     "timeleft": "L", "timelimit": "l", "timeused": "M", "tres-per-node": "b", "userid": "U", "username": "u",
     "workdir": "Z",
@@ -176,7 +180,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     a.no_positionals(PROG, positional)
     v = a.values(found_opts)
     jobs, users, states, partition = (v.get(k) for k in ("jobs", "users", "states", "partition"))
-    fmt, start, expand, as_json, noheader = (v.get(k) for k in ("fmt", "start", "expand", "as_json", "noheader"))
+    fmt, start, expand, noheader = (v.get(k) for k in ("fmt", "start", "expand", "noheader"))
+    as_json = a.json_format(PROG, v)  # None, "slurm" or "pslurm"
     long_fmt, sort = v.get("long_fmt"), v.get("sort")
     seen: set[str] = set()
     for opt, _ in found_opts:  # squeue: whichever of -o and -O comes second is refused
@@ -227,9 +232,10 @@ def main(argv: Sequence[str] | None = None) -> None:
             states=wanted_states, include_finished=include_finished,
             # a listing reads only the jobs' own columns, unless it shows the request itself
             light=not as_json and not _shows_request(str(fmt or "")),
-            brief=not as_json,  # what is set, each request once (restjson.job_to_brief_json)
+            brief=as_json != "pslurm",  # what is set, each request once (restjson.job_to_brief_json)
             # squeue's view: an array's pending tasks as one row, grouped by the controller (-r: one row each)
-            collapse_arrays=not (expand or as_json or any(tasks is not None for _, tasks in selectors)))
+            # (Slurm's JSON too: its pending tasks are one record; pslurm's JSON has always listed each)
+            collapse_arrays=not (expand or as_json == "pslurm" or any(tasks is not None for _, tasks in selectors)))
     found = [JobInfo(data) for data in replies]
     if any(tasks is not None for _, tasks in selectors):
         found = [j for j in found if _selected(j, selectors)]
@@ -238,6 +244,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         found = [j for j in found if j.partition in wanted]
     if job_ids and not found:
         fail(PROG, "Invalid job id specified")
+    if as_json == "slurm":
+        from pslurm.cli import slurmjson
+
+        print(slurmjson.dumps(slurmjson.jobs_reply(found, api.config.cluster_name)))
+        return
     if as_json:
         import json
 

@@ -6,7 +6,7 @@ import os
 import sys
 import time
 
-from pslurm.cli.common import connect_api, current_umask, fail, reporting, user_identity
+from pslurm.cli.common import connect_api, current_umask, fail, prog_name, reporting, user_identity
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from pslurm.client.api import Api
     from pslurm.core.jobinfo import JobInfo
 
-PROG = "psrun"
+PROG = prog_name("psrun")
 RETRY_WAIT = 0.25  # seconds before asking again when the controller ended a wait early
 USAGE = "psrun [OPTIONS] command..."
 DESCRIPTION = "Submit COMMAND, stream its output (and its stdin), exit with its exit code; Ctrl-C cancels it."

@@ -34,7 +34,7 @@ from pslurm.client.errors import (
 TYPE_CHECKING = False  # mypy takes this name as typing's own
 if TYPE_CHECKING:
     from pslurm.client.client import Client
-    from pslurm.client.models import ClusterStatus, InputStream, JobPriority, OutputChunk, PriorityWeights
+    from pslurm.client.models import ClusterStatus, InputStream, JobPriority, OutputChunk, PriorityWeights, WillRun
     from pslurm.core.config import PartitionConfig
     from pslurm.core.jobspec import JobRecord, JobSpec
     from pslurm.core.node import NodeStatus
@@ -44,7 +44,8 @@ if TYPE_CHECKING:
 _LAZY = {
     "Client": "pslurm.client.client", "ClusterStatus": "pslurm.client.models", "InputStream": "pslurm.client.models",
     "JobPriority": "pslurm.client.models", "OutputChunk": "pslurm.client.models",
-    "PriorityWeights": "pslurm.client.models", "PartitionConfig": "pslurm.core.config",
+    "PriorityWeights": "pslurm.client.models", "WillRun": "pslurm.client.models",
+    "PartitionConfig": "pslurm.core.config",
     "JobRecord": "pslurm.core.jobspec", "JobSpec": "pslurm.core.jobspec", "NodeStatus": "pslurm.core.node",
     "JobReason": "pslurm.core.states", "JobState": "pslurm.core.states", "NodeState": "pslurm.core.states",
 }
@@ -65,5 +66,5 @@ __all__ = [
     "AuthenticationFailed", "Client", "ClientError", "ClusterStatus", "ConfigurationError", "ControllerUnreachable",
     "InputStream", "InvalidRequest", "JobPriority", "JobReason", "JobRecord", "JobSpec", "JobState", "NodeState",
     "NodeStatus", "NodeUnreachable", "NotFound", "OutputChunk", "PartitionConfig", "PermissionDenied",
-    "PriorityWeights", "Unreachable",
+    "PriorityWeights", "Unreachable", "WillRun",
 ]

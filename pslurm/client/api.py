@@ -52,6 +52,8 @@ if TYPE_CHECKING:
         def auth_key_path(self) -> str: ...
         @property
         def auth_socket_path(self) -> str: ...
+        @property
+        def cluster_name(self) -> str: ...
 
 SLURM = "/slurm/v0.0.40"
 PSLURM = "/pslurm/v1"
@@ -237,6 +239,11 @@ class Api:
         """Submit a ``job_desc_msg`` (:func:`pslurm.core.restjson.desc_to_json`); the job's id."""
         return int(self.request("POST", f"{SLURM}/job/submit", {"job": job})["job_id"])
 
+    def will_run(self, job: Json) -> Json:
+        """When and where a ``job_desc_msg`` would start if submitted now (sbatch --test-only), nothing
+        stored: ``{"job_id", "start_time", "node_list", "proc_cnt", "part_name"}``."""
+        return self.request("POST", f"{PSLURM}/job/will_run", {"job": job})
+
     def jobs(self, job_ids: Iterable[int] = (), users: Iterable[str] = (), states: Iterable[str] = (),
              include_finished: bool = False, since: float | None = None, light: bool = False,
              collapse_arrays: bool = False, brief: bool = False) -> list[Json]:
@@ -271,10 +278,14 @@ class Api:
         return [str(line) for line in reply["job_errors"]]
 
     def update_job(self, job: str, action: str = "", priority: int | None = None,
-                   nice: int | None = None) -> list[str]:
-        """hold / uhold / release / requeue, priority, nice; one error line per job it could not be done to."""
-        reply = self.request("POST", f"{PSLURM}/job/update", {"job": job, "action": action, "priority": priority,
-                                                             "nice": nice})
+                   nice: int | None = None, changes: Json | None = None) -> list[str]:
+        """hold / uhold / release / requeue, priority, nice, and scontrol update's ``changes``
+        (pslurm.core.jobupdate's fields: time_limit, partition, name, ...); one error line per job it
+        could not be done to."""
+        body: Json = {"job": job, "action": action, "priority": priority, "nice": nice}
+        if changes:
+            body["changes"] = changes
+        reply = self.request("POST", f"{PSLURM}/job/update", body)
         return [str(line) for line in reply["job_errors"]]
 
     def priorities(self, job_ids: Iterable[int] = (), users: Iterable[str] = ()) -> Json:
@@ -283,6 +294,12 @@ class Api:
         params = [("job_id", ",".join(map(str, job_ids)))] if job_ids else []
         params += [("user", ",".join(users))] if users else []
         return self.request("GET", f"{PSLURM}/priorities{query_string(params)}")
+
+    def accounts(self) -> Json:
+        """``{"accounts": [...], "default_accounts": {...}, "shares": [...]}``: the accounts in pslurm.conf and
+        the fair-share tree (sshare's rows: account, user, raw_shares, norm_shares, raw_usage,
+        effective_usage, fairshare)."""
+        return self.request("GET", f"{PSLURM}/accounts")
 
     def cluster(self) -> Json:
         """``{"cluster_name", "partitions", "nodes"}``."""

@@ -12,7 +12,7 @@ from pslurm.core.states import JobState
 
 if TYPE_CHECKING:
     from pslurm.client.http_transport import HttpTransport
-    from pslurm.client.models import ClusterStatus, InputStream, JobPriority, OutputChunk, PriorityWeights
+    from pslurm.client.models import ClusterStatus, InputStream, JobPriority, OutputChunk, PriorityWeights, WillRun
     from pslurm.core.config import ClusterConfig, PartitionConfig
     from pslurm.core.jobspec import JobRecord, JobSpec
     from pslurm.core.node import NodeStatus
@@ -77,6 +77,12 @@ class Client:
         array's first task id). The controller has stored it PENDING when this returns."""
         return self._wire.submit(spec)
 
+    def will_run(self, spec: JobSpec) -> WillRun:
+        """When and where ``spec`` would start if submitted now (``psbatch --test-only``), as the
+        scheduler's backfill pass plans it behind the jobs already pending; nothing is stored. Raises
+        InvalidRequest with the refusal submit would give, or with why it would not start."""
+        return self._wire.will_run(spec)
+
     def jobs(self, job_ids: Iterable[int] = (), users: Iterable[str] = (), states: Iterable[JobState | str] = (),
              include_finished: bool = False, since: float | None = None, light: bool = False,
              collapse_arrays: bool = False) -> list[JobRecord]:
@@ -112,11 +118,20 @@ class Client:
         return self._wire.cancel(_ints(job_ids), int(signal), [str(s) for s in job_specs])
 
     def update_job(self, job: int | str, action: str = "", priority: int | None = None,
-                   nice: int | None = None) -> list[str]:
+                   nice: int | None = None, *, time_limit: str | int | None = None, partition: str | None = None,
+                   name: str | None = None, account: str | None = None, comment: str | None = None,
+                   num_tasks: int | None = None, min_memory_node: int | None = None) -> list[str]:
         """``action``: ``hold``, ``uhold``, ``release``, ``requeue`` or "" (none); ``priority`` (operators
         only), ``nice`` (negative: operators only). ``job``: ``14``, ``14_3`` or ``14_[5-9]``.
-        Returns one error line per job the change could not be made to."""
-        return self._wire.update_job(str(job), action, priority, nice)
+        scontrol update's other keys: ``time_limit`` (``"30"``, ``"1:00:00"``, ``"UNLIMITED"``, ``"+30"``,
+        ``"-5"`` as scontrol takes them, or seconds; a user may only lower a running job's), and, for
+        pending jobs, ``partition``, ``account``, ``num_tasks``, ``min_memory_node`` (MB); ``name``,
+        ``comment``. Returns one error line per job the change could not be made to, in scontrol's
+        words (``Job is no longer pending execution for job 14``); a job's changes are made all or none."""
+        changes = {k: v for k, v in (("time_limit", time_limit), ("partition", partition), ("name", name),
+                                     ("account", account), ("comment", comment), ("num_tasks", num_tasks),
+                                     ("min_memory_node", min_memory_node)) if v is not None}
+        return self._wire.update_job(str(job), action, priority, nice, changes)
 
     def hold(self, job: int | str) -> list[str]:
         """Hold a pending job (an operator's hold, JobHeldAdmin, when the caller is one; else the user's)."""

@@ -12,7 +12,7 @@ from typing import Any
 
 from pslurm.client.api import Api, InputCall
 from pslurm.client.errors import InvalidRequest
-from pslurm.client.models import ClusterStatus, JobPriority, OutputChunk, PriorityWeights
+from pslurm.client.models import ClusterStatus, JobPriority, OutputChunk, PriorityWeights, WillRun
 from pslurm.core import restjson
 from pslurm.core.config import ClusterConfig
 from pslurm.core.jobspec import JobRecord, JobSpec
@@ -34,6 +34,11 @@ class HttpTransport:
     def submit(self, spec: JobSpec) -> int:
         return self.api.submit(restjson.spec_to_json(spec))
 
+    def will_run(self, spec: JobSpec) -> WillRun:
+        reply = self.api.will_run(restjson.spec_to_json(spec))
+        return WillRun(int(reply["job_id"]), float(reply["start_time"]), str(reply["node_list"]),
+                       int(reply["proc_cnt"]), str(reply["part_name"]))
+
     def jobs(self, job_ids: list[int], users: list[str], states: list[JobState], include_finished: bool,
              since: float | None, light: bool, collapse_arrays: bool) -> list[JobRecord]:
         # a light listing asks for the brief one: the same records, each shared request sent once
@@ -49,8 +54,9 @@ class HttpTransport:
     def cancel(self, job_ids: list[int], signal: int, job_specs: list[str]) -> list[str]:
         return self.api.cancel(job_ids, signal, job_specs)
 
-    def update_job(self, job: str, action: str, priority: int | None, nice: int | None) -> list[str]:
-        return self.api.update_job(job, action, priority, nice)
+    def update_job(self, job: str, action: str, priority: int | None, nice: int | None,
+                   changes: dict[str, Any] | None = None) -> list[str]:
+        return self.api.update_job(job, action, priority, nice, changes)
 
     def priorities(self, job_ids: list[int], users: list[str]) -> tuple[list[JobPriority], PriorityWeights]:
         reply = self.api.priorities(job_ids, users)

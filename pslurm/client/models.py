@@ -59,6 +59,19 @@ class PriorityWeights:
 
 
 @dataclass(frozen=True)
+class WillRun:
+    """When and where a job would start if submitted now (:meth:`pslurm.client.Client.will_run`,
+    sbatch --test-only; Slurm's will_run_response_msg). Nothing was stored: ``job_id`` is the id the
+    job would likely get, not one reserved for it."""
+
+    job_id: int
+    start_time: float
+    node_list: str
+    proc_cnt: int  # its CPUs
+    part_name: str
+
+
+@dataclass(frozen=True)
 class OutputChunk:
     """A piece of a running job's output, from its node's agent. The last one has ``done`` set and
     how the job ended (``state``, ``exit_code``, ``exit_signal``); ``state`` is None before that."""

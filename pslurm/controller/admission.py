@@ -25,7 +25,10 @@ GRES_MAX_CHARS = 256  # the store's gres column
 MAX_ENVIRONMENT = 1024 * 1024  # characters of NAME=value in all: more than exec(2) takes on Linux
 # a name on one line of psqueue, psacct and the output file patterns: no line breaks
 _ONE_LINE = {"name": "the job name", "account": "the account", "partition": "the partition name",
-             "user": "the user name", "dependency": "the dependency"}
+             "user": "the user name", "dependency": "the dependency", "comment": "the comment", "qos": "the qos"}
+QOS_NAMES = ("normal",)  # pslurm has no QOS table: Slurm's default QOS is the one there is
+INVALID_QOS = "Invalid qos specification"  # Slurm's ESLURM_INVALID_QOS
+LAST_TIME = 253402300799.0  # 9999-12-31T23:59:59 UTC: --begin and --deadline go no further
 
 # The JobSpec's text fields: what a refusal calls each, and the most characters its store column
 # holds (None: a TEXT column, or kept only in the spec's JSON).
@@ -42,6 +45,8 @@ _TEXTS: dict[str, tuple[str, int | None]] = {
     "array": ("the array specification", None),
     "nodelist": ("the node list (--nodelist)", 1024),
     "exclude": ("the excluded node list (--exclude)", 1024),
+    "comment": ("the comment", 1024),  # Slurm's limit (job_mgr.c's _test_strlen)
+    "qos": ("the qos", 64),
 }
 
 
@@ -73,14 +78,20 @@ def could_ever_run(spec: JobSpec, node: NodeConfig, gpu_memory_mb: int | None = 
 
 
 def admit(spec: JobSpec, config: ClusterConfig, *, enforce_part_limits: bool = True,
-          groups: Collection[str] | None = None, gpu_memory: Mapping[str, int] | None = None) -> Admitted:
+          groups: Collection[str] | None = None, gpu_memory: Mapping[str, int] | None = None,
+          now: float | None = None) -> Admitted:
     """The partition and time limit a job is accepted with, or SpecError saying why not.
 
     ``groups``: the submitting user's group names, checked against the partition's AllowGroups
     (None: not checked). Without ``enforce_part_limits`` (EnforcePartLimits=NO) a time limit over the
     partition's MaxTime is accepted and the job pends with reason PartitionTimeLimit. ``gpu_memory``:
-    the memory of each registered node's largest GPU, against which a memory slice is checked."""
+    the memory of each registered node's largest GPU, against which a memory slice is checked.
+    ``now``: the clock a deadline is checked against (None: not checked)."""
     _check_request(spec)
+    if spec.qos and spec.qos.lower() not in QOS_NAMES:
+        raise SpecError(INVALID_QOS)
+    if spec.deadline is not None and now is not None and spec.deadline < now:
+        raise SpecError(TIME_LIMIT_INVALID)  # as slurmctld: a deadline already past
     problem = sharing_error(spec.gres)
     if problem is not None:
         raise SpecError(problem)
@@ -153,6 +164,13 @@ def _check_request(spec: JobSpec) -> None:
         raise SpecError(f"Invalid memory specification: {spec.mem_mb}")
     if spec.time_limit is not None and not 0 <= spec.time_limit <= INT32_MAX:
         raise SpecError(TIME_LIMIT_INVALID)
+    for when, flag in ((spec.begin_time, "--begin"), (spec.deadline, "--deadline")):
+        if when is not None and not 0 < when <= LAST_TIME:  # NaN too
+            raise SpecError(f"Invalid {flag} specification: {when}")
+    if spec.begin_time is not None and spec.deadline is not None and spec.deadline < spec.begin_time:
+        raise SpecError("Incompatible begin and deadline time specification")
+    if not (0 <= spec.warn_signal < 65 and 0 <= spec.warn_time <= 0xFFFF):  # 64: SIGRTMAX on Linux
+        raise SpecError("Invalid --signal specification")
 
 
 def _no_nul(text: str, what: str) -> None:

@@ -120,6 +120,11 @@ class AgentClient:
         self._call(lambda stub: stub.SignalJob(pb.SignalRequest(job_id=job_id, signal=signal),
                                                timeout=RPC_TIMEOUT, metadata=self._credentials()), target)
 
+    def set_time_limit(self, target: str, job_id: int, restarts: int, time_limit: int | None) -> None:
+        """A running job's new time limit (seconds from its start; None: none), which its agent enforces."""
+        request = pb.TimeLimitRequest(job_id=job_id, restarts=restarts, time_limit=time_limit)
+        self._call(lambda stub: stub.SetTimeLimit(request, timeout=RPC_TIMEOUT, metadata=self._credentials()), target)
+
     def _call(self, fn: Callable[[pb_grpc.NodeAgentStub], object], target: str) -> None:
         try:
             fn(self._stub(target))

@@ -1,10 +1,11 @@
 """The job service: users' and agents' requests about jobs, turned into the lifecycle's operations.
 
 Submit (checked against the configuration and the limits, committed PENDING before it answers),
-cancel and signal, hold, release, requeue, priority and nice, and the ends the agents report.
-Every state change is one of the store's lifecycle operations; this service decides which one a
-request is, checks who may ask it, signals agents where a running job must end, and rings the
-scheduler's doorbell.
+cancel and signal, hold, release, requeue, scontrol update JobId= (time limit, partition, name,
+account, priority, nice, ...), and the ends the agents report. Every state change is one of the
+store's lifecycle operations, every other change a guarded update of the store's; this service
+decides which one a request is, checks who may ask it, signals agents where a running job must end
+(or has a new time limit), and rings the scheduler's doorbell.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ import logging
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import Any
 
 from pslurm.auth.credential import Identity
 from pslurm.controller.admission import admit
@@ -21,18 +23,40 @@ from pslurm.controller.agents import AgentUnreachable
 from pslurm.controller.errors import PermissionDenied
 from pslurm.controller.ports import Agents, Reschedule
 from pslurm.controller.store import Store
-from pslurm.core.arrays import parse_array, parse_task_selector
+from pslurm.core.accounts import job_account
+from pslurm.core.arrays import format_ranges, parse_array, parse_task_selector
 from pslurm.core.config import ClusterConfig, scheduler_config
 from pslurm.core.dependency import parse_dependency
 from pslurm.core.gres import GresRequest
 from pslurm.core.jobdesc import parse_mem
 from pslurm.core.jobspec import JobRecord, JobSpec, SpecError
+from pslurm.core.jobupdate import PENDING_ONLY, checked_changes, new_time_limit
 from pslurm.core.lifecycle import Change, NotPermitted
 from pslurm.core.states import InvalidTransition, JobState
+from pslurm.core.timefmt import format_duration
 
 log = logging.getLogger("psctld")
 
+# slurm_strerror's words for what scontrol update is refused with (slurm_errno.c)
+INVALID_JOB_ID = "Invalid job id specified"  # ESLURM_INVALID_JOB_ID
+INVALID_USER = "Invalid user id"  # ESLURM_USER_ID_MISSING: another user's job
+JOB_FINISHED = "Job has already finished"  # ESLURM_JOB_FINISHED
+NOT_PENDING = "Job is no longer pending execution"  # ESLURM_JOB_NOT_PENDING
+ACCESS_DENIED = "Access/permission denied"  # ESLURM_ACCESS_DENIED: a user raising a limit, setting a priority
+
 SUBMIT_LIMIT = "Job violates accounting/QOS policy (job submit limit, user's size and/or time limits)"
+
+
+@dataclass(frozen=True)
+class Submission:
+    """A request :meth:`JobService.check_submission` accepted: what the store would be given."""
+
+    spec: JobSpec  # with the defaults the controller fills in (account, qos, a GPU memory slice)
+    partition: str
+    time_limit: int | None  # seconds in force; None is unlimited
+    requeue: bool
+    array_ids: tuple[int, ...] = ()
+    throttle: int | None = None
 
 
 class JobService:
@@ -50,6 +74,16 @@ class JobService:
         """Check the request and the limits, store it PENDING (every task of an array; committed before
         we answer), wake the scheduler. Returns the job id (the array's id). A job runs as the user it
         names: only an operator may submit one for somebody else."""
+        checked = self.check_submission(spec, requester)
+        job_id = self.store.submit(checked.spec, checked.partition, checked.time_limit, self.clock(),
+                                   requeue=checked.requeue, array_ids=checked.array_ids, throttle=checked.throttle)
+        self.reschedule()
+        return job_id
+
+    def check_submission(self, spec: JobSpec, requester: Identity) -> Submission:
+        """What :meth:`submit` checks, nothing stored: the request as it would be stored (its
+        defaults filled in), or the refusal (SpecError, PermissionDenied). psbatch --test-only asks
+        the scheduler about the request so checked."""
         if requester.uid not in self.operators:
             _check_own(spec, requester)
         sched = self.sched
@@ -57,8 +91,11 @@ class JobService:
         if spec.gpu_mem or any(g.name == "gpumem" for g in spec.gres):
             gpu_memory = self._gpu_memory()
             spec = self._with_gpu_slice(spec, gpu_memory)
+        spec = replace(spec, account=job_account(self.config, spec.user, spec.account))  # -A, or the default
         admitted = admit(spec, self.config, enforce_part_limits=sched.enforce_part_limits,
-                         groups=_group_names(spec.user, spec.gid), gpu_memory=gpu_memory)
+                         groups=_group_names(spec.user, spec.gid), gpu_memory=gpu_memory, now=self.clock())
+        if spec.qos != "normal":
+            spec = replace(spec, qos="normal")  # Slurm's default QOS, the one admission lets through
         if spec.nice < 0 and requester.uid not in self.operators:
             raise SpecError("Invalid --nice value: only privileged users can set a negative nice")
         if abs(spec.nice) > 2147483645:
@@ -85,10 +122,7 @@ class JobService:
                 if ref.job_id not in known or (ref.task_id is not None and (ref.job_id, ref.task_id) not in tasks):
                     raise SpecError(f"Job dependency problem: no job {ref}")
         requeue = spec.requeue if spec.requeue is not None else (sched.job_requeue and not spec.interactive)
-        job_id = self.store.submit(spec, admitted.partition, admitted.time_limit, self.clock(), requeue=requeue,
-                                   array_ids=array_ids, throttle=throttle)
-        self.reschedule()
-        return job_id
+        return Submission(spec, admitted.partition, admitted.time_limit, requeue, array_ids, throttle)
 
     def _gpu_memory(self) -> dict[str, int]:
         """The memory of each registered node's largest GPU (nodes whose agents reported none are left out)."""
@@ -134,14 +168,19 @@ class JobService:
         return self.store.resolve(job_id, tasks)
 
     def update_job(self, text: str, requester_uid: int, action: str = "", priority: int | None = None,
-                   nice: int | None = None) -> list[str]:
-        """pscontrol hold|release|requeue ID, update JobId=ID Priority=N Nice=N. One error line per job
-        that could not be changed."""
+                   nice: int | None = None, changes: Mapping[str, object] | None = None) -> list[str]:
+        """pscontrol hold|uhold|release|requeue ID (``action``), and update JobId=ID KEY=VALUE...
+        (``changes``, as :mod:`pslurm.core.jobupdate` names them; ``priority`` and ``nice`` are two of
+        them). One error line per job that could not be changed."""
+        fields = {**(changes or {}), **({"priority": priority} if priority is not None else {}),
+                  **({"nice": nice} if nice is not None else {})}
+        if not action:
+            return self.update_fields(text, requester_uid, fields)
         ids = self.resolve(text)
         if not ids:
             return [f"Invalid job id specified: {text}"]
         admin = requester_uid in self.operators
-        if action not in ("", "hold", "uhold", "release", "requeue"):
+        if action not in ("hold", "uhold", "release", "requeue"):
             raise SpecError(f"Invalid job action: {action}")
         errors = []
         for job in self.store.get_jobs(job_ids=ids, include_finished=True):
@@ -151,25 +190,176 @@ class JobService:
             if not admin and requester_uid != job.spec.uid:
                 errors.append(f"Job {name}: Access/permission denied")
                 continue
-            if action in ("hold", "release", "uhold") or priority is not None or nice is not None:
-                if job.state is not JobState.PENDING:
-                    errors.append(f"Job {name}: Job is no longer pending execution")
-                    continue
-            error = self._act(job, action, admin) if action else None
-            if error is None and priority is not None:
-                if not admin:
-                    error = "Access/permission denied (setting a priority needs an operator)"
-                else:
-                    self.store.set_pending_fields([job.job_id], admin_priority=priority, priority=priority)
-            if error is None and nice is not None:
-                if nice < 0 and not admin:
-                    error = "Access/permission denied (a negative nice needs an operator)"
-                else:
-                    self.store.set_pending_fields([job.job_id], nice=nice)
+            if action in ("hold", "release", "uhold") and job.state is not JobState.PENDING:
+                errors.append(f"Job {name}: Job is no longer pending execution")
+                continue
+            error = self._act(job, action, admin)
             if error is not None:
                 errors.append(f"Job {name}: {error}")
         self.reschedule()
-        return errors
+        return errors + (self.update_fields(text, requester_uid, fields) if fields else [])
+
+    def update_fields(self, text: str, requester_uid: int, changes: Mapping[str, object]) -> list[str]:
+        """scontrol update JobId=TEXT KEY=VALUE...: every change checked first for every job named
+        (``14``, an array's id: each task, ``14_3``, ``14_[5-9]``), then the job's changes written at
+        once (:meth:`Store.update_fields`), or none of them. The lines are scontrol's: ``<why> for job
+        14``; for array tasks ``14_[ranges]: <why>`` per outcome (``No error`` beside a failure, as
+        scontrol prints it). SpecError for a malformed request."""
+        try:
+            wanted = checked_changes(changes)
+        except ValueError as exc:
+            raise SpecError(str(exc)) from None
+        if not wanted:
+            raise SpecError("No changes specified")
+        try:
+            ids = self.resolve(text)
+        except SpecError:
+            ids = []
+        if not ids:
+            return [f"{text}: {INVALID_JOB_ID}" if "_" in text else f"{INVALID_JOB_ID} for job {text}"]
+        admin = requester_uid in self.operators
+        outcome: dict[int, str | None] = {}
+        found = [j for j in self.store.get_jobs(job_ids=ids, include_finished=True) if j.job_id in ids]
+        for job in found:
+            outcome[job.job_id] = self._update_one(job, wanted, requester_uid, admin)
+        self.reschedule()
+        return update_report(text, found, outcome)
+
+    def _update_one(self, job: JobRecord, changes: Mapping[str, Any], uid: int, admin: bool) -> str | None:
+        """One job's update: its error in scontrol's words, or None once written. A job that started
+        (or ended) between the read and the write is read again and checked again, once."""
+        for _ in range(2):
+            if not admin and uid != job.spec.uid:
+                return INVALID_USER  # ESLURM_USER_ID_MISSING: scontrol's answer to another user's job
+            if job.state.is_final or job.state is JobState.COMPLETING:
+                return JOB_FINISHED
+            try:
+                columns, request, detail = self._update_values(job, changes, admin)
+            except SpecError as exc:
+                return str(exc)
+            if not columns and not request:
+                return None  # every value as it was: nothing to write, as slurmctld
+            if self.store.update_fields(job.job_id, job.state, job.restarts, self.clock(), detail, columns,
+                                        request):
+                if "time_limit" in columns and job.state is JobState.RUNNING:
+                    self._send_time_limit(job, columns["time_limit"])
+                return None
+            fresh = self.store.get_job(job.job_id)
+            if fresh is None:
+                return INVALID_JOB_ID
+            job = fresh
+        return NOT_PENDING if changes.keys() & PENDING_ONLY else JOB_FINISHED
+
+    def _update_values(self, job: JobRecord, changes: Mapping[str, Any], admin: bool
+                       ) -> tuple[dict[str, Any], dict[str, Any], str]:
+        """What ``changes`` write to ``job`` (its columns, its request's fields) and the event's detail,
+        in slurmctld's order of checks (_update_job); SpecError with scontrol's words for the first
+        refusal. Values already in force are left out."""
+        spec, pending = job.spec, job.state is JobState.PENDING
+        columns: dict[str, Any] = {}
+        request: dict[str, Any] = {}
+        words: list[str] = []
+
+        def pending_only() -> None:
+            if not pending:
+                raise SpecError(NOT_PENDING)
+
+        partition = job.partition
+        if "partition" in changes and changes["partition"] != job.partition:
+            pending_only()
+            partition = str(changes["partition"])
+            if partition not in self.config.partitions:
+                raise SpecError("Invalid partition name specified")
+        account = spec.account
+        if "account" in changes:
+            pending_only()  # as slurmctld: even the same account, once the job started
+            account = job_account(self.config, spec.user, str(changes["account"]))
+            if account and len(account) > 64:
+                raise SpecError("Invalid job request: the account is longer than 64 characters")
+        ntasks = spec.ntasks
+        if "num_tasks" in changes:
+            pending_only()
+            ntasks = int(changes["num_tasks"])
+            if ntasks < 1:
+                raise SpecError("Task count specification invalid")
+        time_limit, asked = job.time_limit, spec.time_limit
+        if "time_limit" in changes:
+            try:
+                asked = new_time_limit(str(changes["time_limit"]), job.time_limit)
+            except ValueError as exc:
+                raise SpecError(str(exc)) from None
+            if asked != job.time_limit:
+                max_time = self.config.partitions[partition].max_time if partition in self.config.partitions \
+                    else None
+                # slurmctld: an operator sets any limit, a user lowers it, or raises a pending job's up
+                # to its partition's MaxTime
+                if not (admin or _longer(job.time_limit, asked) or (pending and _longer(max_time, asked, True))):
+                    raise SpecError(ACCESS_DENIED)
+            time_limit = asked
+        for key in ("priority", "nice"):
+            if key in changes:
+                pending_only()
+                if not admin and (key == "priority" or int(changes[key]) < 0):
+                    raise SpecError(ACCESS_DENIED)
+        mem_mb = spec.mem_mb
+        if "min_memory_node" in changes:
+            pending_only()
+            mem_mb = int(changes["min_memory_node"])
+        name = str(changes.get("name", spec.name))
+        if len(name) > 256:
+            raise SpecError("Invalid job request: the job name is longer than 256 characters")
+        comment = changes.get("comment")
+        if comment is not None and len(str(comment)) > 1024:
+            raise SpecError("Invalid job request: the comment is longer than 1024 characters")
+
+        if (partition, ntasks, mem_mb) != (job.partition, spec.ntasks, spec.mem_mb):
+            # what decides where a pending job may run changed: admitted again, as at submit
+            candidate = replace(spec, partition=partition, ntasks=ntasks, mem_mb=mem_mb, time_limit=asked)
+            gres = spec.gres
+            gpu_memory = self._gpu_memory() if any(g.name == "gpumem" for g in gres) else None
+            admitted = admit(candidate, self.config, enforce_part_limits=self.sched.enforce_part_limits,
+                             groups=_group_names(spec.user, spec.gid), gpu_memory=gpu_memory)
+            time_limit = admitted.time_limit
+        if partition != job.partition:
+            columns["partition"] = request["partition"] = partition
+            words.append(f"Partition={partition}")
+        if account != spec.account:
+            columns["account"] = request["account"] = account
+            words.append(f"Account={account}")
+        if ntasks != spec.ntasks:
+            request["ntasks"] = ntasks
+            columns["cpus"] = ntasks * spec.cpus_per_task
+            words.append(f"NumTasks={ntasks}")
+        if mem_mb != spec.mem_mb:
+            columns["mem_mb"] = request["mem_mb"] = mem_mb
+            words.append(f"MinMemoryNode={mem_mb}")
+        if time_limit != job.time_limit or asked != spec.time_limit:
+            columns["time_limit"], request["time_limit"] = time_limit, asked
+            words.append(f"TimeLimit={format_duration(time_limit)}")
+        if "priority" in changes:
+            columns["admin_priority"] = columns["priority"] = int(changes["priority"])
+            words.append(f"Priority={changes['priority']}")
+        if "nice" in changes and changes["nice"] != spec.nice:
+            columns["nice"] = request["nice"] = int(changes["nice"])
+            words.append(f"Nice={changes['nice']}")
+        if name != spec.name:
+            columns["name"] = request["name"] = name
+            words.append(f"JobName={name}")
+        if comment is not None and comment != spec.comment:
+            columns["comment"] = request["comment"] = str(comment)
+            words.append(f"Comment={comment}")
+        return columns, request, "update " + " ".join(words)
+
+    def _send_time_limit(self, job: JobRecord, limit: int | None) -> None:
+        """A running job's new limit to its agent, which enforces it (the store holds it already: an
+        agent out of reach keeps the old one, and says so in psctld's log)."""
+        node = self.store.get_node(job.node or "")
+        if node is None:
+            return
+        try:
+            self.agents.set_time_limit(node.target, job.job_id, job.restarts, limit)
+        except Exception as exc:  # AgentUnreachable, AgentRefused, an agent from before this RPC
+            log.warning("job %d: the new time limit did not reach %s: %s", job.job_id, node.name, exc)
 
     def _act(self, job: JobRecord, action: str, admin: bool) -> str | None:
         """hold, uhold, release or requeue one job; the error's words, or None."""
@@ -257,6 +447,30 @@ class JobService:
             log.warning("cannot reach %s to signal job %d: %s", node.name, job.job_id, exc)
 
     # -- job ends ---------------------------------------------------------------------------
+
+
+def _longer(limit: int | None, than: int | None, or_equal: bool = False) -> bool:
+    """Whether time limit ``limit`` is longer than ``than`` (or as long, with ``or_equal``); None is no limit."""
+    if limit is None:
+        return than is not None or or_equal
+    if than is None:
+        return False
+    return limit > than or (or_equal and limit == than)
+
+
+def update_report(text: str, jobs: Sequence[JobRecord], outcome: Mapping[int, str | None]) -> list[str]:
+    """scontrol update's lines for ``text``'s jobs (each job's error, or None for done): ``<why> for
+    job 14`` for a job; for array tasks one ``14_<tasks>: <why>`` per outcome, ``No error`` among
+    them where others failed (as scontrol prints slurmctld's per-task answers), none when all went."""
+    if not any(j.array_job_id is not None for j in jobs):
+        return [f"{why} for job {j.display_id}" for j in jobs if (why := outcome.get(j.job_id)) is not None]
+    groups: dict[str, list[JobRecord]] = {}
+    for job in sorted(jobs, key=lambda j: (j.array_job_id or j.job_id, j.array_task_id or 0)):
+        groups.setdefault(outcome.get(job.job_id) or "No error", []).append(job)
+    if list(groups) == ["No error"]:
+        return []
+    return [f"{tasks[0].array_job_id}_{format_ranges(t.array_task_id or 0 for t in tasks)}: {why}"
+            for why, tasks in groups.items()]
 
 
 def _check_own(spec: JobSpec, requester: Identity) -> None:

@@ -98,6 +98,7 @@ class PendingJob:
     hold: str = ""  # "", "user", "admin"
     allowed_nodes: frozenset[str] | None = None  # -w / -x: the only nodes it may run on; None: any
     share: GpuShare | None = None  # a share of one GPU: share_of(gres) (then ``gres`` asks no whole GPU)
+    begin_time: float | None = None  # --begin: not considered before this time (reason BeginTime)
 
 
 @dataclass(frozen=True)
@@ -498,6 +499,24 @@ def plan(snapshot: Snapshot, backfill: bool = True) -> Plan:
     return Plan(placements, reasons, estimates, reserved_on)
 
 
+DEADLINE_MIN_TIME = 60  # a job without a time limit needs at least this long before its deadline (Slurm's time_min)
+
+
+def misses_deadline(deadline: float, time_limit: int | None, begin_time: float | None, now: float) -> bool:
+    """Whether a pending job with this ``deadline`` can no longer end before it: its earliest end
+    (now, or its begin time if later, plus its time limit; a minute without one, as Slurm's
+    deadline_ok takes time_min) is past it. Slurm asks this of a job once it is eligible; pslurm of
+    every pending job on every pass, since a job that cannot end in time now never will."""
+    start = now if begin_time is None else max(now, begin_time)
+    return start + (DEADLINE_MIN_TIME if time_limit is None else time_limit) > deadline
+
+
+def deadline_time_limit(deadline: float, time_limit: int | None, now: float) -> int | None:
+    """The limit a job with a deadline starts with: its own, or without one the time left until the
+    deadline (Slurm's schedule(): a job never runs past its deadline)."""
+    return time_limit if time_limit is not None else max(1, int(deadline - now))
+
+
 def _static_reason(job: PendingJob, snapshot: Snapshot) -> str | None:
     """Why a job may not be considered at all this pass (held, dependency, partition), or None."""
     if job.hold:
@@ -506,6 +525,8 @@ def _static_reason(job: PendingJob, snapshot: Snapshot) -> str | None:
         return "Dependency"
     if job.dependency == "never":
         return "DependencyNeverSatisfied"
+    if job.begin_time is not None and job.begin_time > snapshot.now:
+        return "BeginTime"  # after its dependencies, as Slurm's job_independent
     state = snapshot.partition_state.get(job.partition)
     if state is None:
         state = "UP" if snapshot.partition_up.get(job.partition, True) else "DOWN"

@@ -27,6 +27,9 @@ class Agents(Protocol):
 
     def signal(self, target: str, job_id: int, signal: int) -> None: ...
 
+    def set_time_limit(self, target: str, job_id: int, restarts: int, time_limit: int | None) -> None:
+        """A running job's new time limit (pscontrol update TimeLimit=), seconds from its start; None: none."""
+
 
 class NodeHealth(Protocol):
     def unreachable(self, node: str, why: str) -> None:

@@ -6,9 +6,9 @@
 each factor in [0, 1]: age = min(waited, PriorityMaxAge) / PriorityMaxAge; job size = the job's share
 of the cluster's billable TRES (1 minus that with PriorityFavorSmall); partition = PriorityJobFactor /
 the largest PriorityJobFactor; qos = 0 (pslurm has no QOS). An operator's ``Priority=`` replaces the
-sum. Fair share is Slurm's classic formula over a two-level tree (accounts, then their users, equal
-shares): F = 2^(-U_eff / S), with usage = TRESBillingWeights-weighted CPU- and GPU-seconds decayed
-with PriorityDecayHalfLife.
+sum. Fair share is Slurm's classic formula over a two-level tree (accounts with their Fairshare=
+shares, 1 each by default, then their users, equal shares): F = 2^(-U_eff / S), with usage =
+TRESBillingWeights-weighted CPU- and GPU-seconds decayed with PriorityDecayHalfLife.
 """
 
 from __future__ import annotations
@@ -67,31 +67,66 @@ def run_usage(rate: float, start: float, end: float, now: float, half_life: floa
     return rate * (math.exp(-k * (now - end)) - math.exp(-k * (now - start))) / k
 
 
-def fairshare_factors(usage: Mapping[tuple[str, str], float],
-                      users: Iterable[tuple[str, str]]) -> dict[tuple[str, str], float]:
-    """F = 2^(-U_eff/S) for each (account, user) in ``users`` (and in ``usage``). Every account has an
-    equal share of the cluster, every user an equal share of their account. U is the normalised
-    decayed usage; a user's effective usage takes in their account's:
-    U_eff = U_user + (U_account - U_user) * S_user_in_account."""
-    members: dict[str, set[str]] = defaultdict(set)
+@dataclass(frozen=True)
+class ShareRow:
+    """One line of sshare: an account (``user`` "") or a user of it, in the fair-share tree."""
+
+    account: str
+    user: str
+    raw_shares: int
+    norm_shares: float  # S
+    raw_usage: float  # decayed billable TRES-seconds
+    effective_usage: float  # UE
+    fairshare: float | None  # F (users only)
+
+
+def fairshare_tree(usage: Mapping[tuple[str, str], float], users: Iterable[tuple[str, str]],
+                   shares: Mapping[str, int] | None = None,
+                   members: Mapping[str, Iterable[str]] | None = None) -> list[ShareRow]:
+    """Slurm's classic fair share (priority/multifactor with PriorityFlags=NO_FAIR_TREE) over a
+    two-level tree, the root, its accounts, their users: each account, then its users, for every
+    (account, user) in ``users``, in ``usage`` and in ``members``.
+
+        F = 2^(-UE / S)
+
+    S, the normalised shares: an account's raw shares (``shares``: its Fairshare=; 1 for an account
+    not configured) over the sum of every account's, times the user's part of the account, equal
+    among its users (those ``members`` lists and those seen charging it). U, the normalised usage: the
+    decayed billable usage over the whole cluster's. UE, the effective usage: an account's own U (its
+    parent is the root), and a user's U_user + (UE_account - U_user) * S_user_in_account, so that a
+    user's factor falls with their account's usage too. No usage at all is F = 1."""
+    raw = dict(shares or {})
+    accounts: dict[str, set[str]] = defaultdict(set)
+    for account in raw:
+        accounts[account].update((members or {}).get(account, ()))
     for account, user in [*usage.keys(), *users]:
-        members[account].add(user)
-    if not members:
-        return {}
+        accounts[account].add(user)
     total = sum(usage.values())
     acct_usage: dict[str, float] = defaultdict(float)
     for (account, _), value in usage.items():
         acct_usage[account] += value
-    out = {}
-    s_account = 1.0 / len(members)
-    for account, names in members.items():
-        share_in_account = 1.0 / len(names)
-        u_acct = acct_usage[account] / total if total > 0 else 0.0
-        for user in names:
-            u_user = usage.get((account, user), 0.0) / total if total > 0 else 0.0
-            u_eff = u_user + (u_acct - u_user) * share_in_account
-            out[(account, user)] = 2.0 ** (-u_eff / (s_account * share_in_account))
+    all_shares = sum(raw.get(account, 1) for account in accounts)
+    out = []
+    for account, names in accounts.items():
+        s_account = raw.get(account, 1) / all_shares
+        ue_account = acct_usage[account] / total if total > 0 else 0.0
+        out.append(ShareRow(account, "", raw.get(account, 1), s_account, acct_usage[account], ue_account, None))
+        share_in_account = 1.0 / len(names) if names else 0.0
+        for user in sorted(names):
+            used = usage.get((account, user), 0.0)
+            u_user = used / total if total > 0 else 0.0
+            ue = u_user + (ue_account - u_user) * share_in_account
+            s_user = s_account * share_in_account
+            out.append(ShareRow(account, user, 1, s_user, used, ue, 2.0 ** (-ue / s_user)))
     return out
+
+
+def fairshare_factors(usage: Mapping[tuple[str, str], float], users: Iterable[tuple[str, str]],
+                      shares: Mapping[str, int] | None = None,
+                      members: Mapping[str, Iterable[str]] | None = None) -> dict[tuple[str, str], float]:
+    """The fair-share factor of each (account, user) of :func:`fairshare_tree`."""
+    return {(r.account, r.user): r.fairshare for r in fairshare_tree(usage, users, shares, members)
+            if r.fairshare is not None}
 
 
 @dataclass(frozen=True)

@@ -6,31 +6,57 @@ when something changed, and the loop that runs a pass on every ring and on a tim
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from pslurm.controller import priority as prio
 from pslurm.controller.agents import AgentUnreachable
 from pslurm.controller.allocations import NodeUsage, node_view, usage_by_node
-from pslurm.controller.policy import UNLIMITED, Limits, PendingJob, RunningJob, Snapshot, plan
+from pslurm.controller.policy import (
+    UNLIMITED,
+    Limits,
+    PendingJob,
+    Placement,
+    RunningJob,
+    Snapshot,
+    deadline_time_limit,
+    misses_deadline,
+    plan,
+)
 from pslurm.controller.ports import Agents, NodeHealth
 from pslurm.controller.store import Allocation, LiveJobs, QueuedJob, Store
+from pslurm.core.accounts import account_members, account_shares
 from pslurm.core.config import ClusterConfig, scheduler_config
 from pslurm.core.dependency import DepStatus, Ref, RefJob, evaluate, parse_dependency
 from pslurm.core.hostlists import expand
-from pslurm.core.jobspec import JobRecord, SpecError
+from pslurm.core.jobspec import JobRecord, JobSpec, SpecError
+from pslurm.core.node import NodeRecord
 from pslurm.core.sharing import share_of
 from pslurm.core.states import InvalidTransition, JobReason, JobState
+from pslurm.core.timefmt import format_timestamp
 
 log = logging.getLogger("psctld")
 
 MIN_PASS_GAP = 0.01  # seconds between scheduler passes at the most busy
 IDLE_REPLAN = 10  # with nothing new, re-plan after at most this many passes' worth of time
 WAITING = ("Resources", "Priority")  # the reasons a main pass leaves to the backfill pass
+
+
+@dataclass(frozen=True)
+class WillRun:
+    """Where and when a job would start (Slurm's will_run_response_msg)."""
+
+    job_id: int  # the id it would likely get (not reserved)
+    start_time: float
+    node_list: str
+    proc_cnt: int  # its CPUs
+    part_name: str
 
 
 class Scheduler:
@@ -122,15 +148,13 @@ class Scheduler:
         if not pending:
             return 0
         now = self.clock()
+        if any(q.deadline is not None for q in pending):
+            pending = self._end_missed_deadlines(pending, now)
+            if not pending:
+                return 0
         nodes = self.store.get_nodes()
         allocations = self._live.allocations()
-        usage = usage_by_node(allocations)
-        sched = self.sched
-        if prio.weighted(sched):
-            priorities = {q.job_id: p for q, _, p in self._priorities(pending, allocations, now)}
-        else:  # every weight 0 (FIFO, the default): no factor to compute, the sum is 0 less nice
-            priorities = {q.job_id: q.admin_priority if q.admin_priority is not None else max(0, -q.nice)
-                          for q in pending}
+        priorities = self._priority_of(pending, allocations, now)
         deps = self._dependencies(pending)
         for q in pending:  # --kill-on-invalid-dep=yes: a dependency that can never be met cancels the job
             if q.kill_on_invalid_dep and deps.get(q.job_id) is DepStatus.NEVER:
@@ -140,28 +164,10 @@ class Scheduler:
                 except InvalidTransition:
                     pass
                 deps[q.job_id] = DepStatus.WAITING  # not considered below
-        parts = self.config.partitions.values()
-        snapshot = Snapshot(
-            pending=[PendingJob(q.job_id, q.partition, q.cpus, q.mem_mb, q.gres, priorities[q.job_id], q.time_limit,
-                                q.user, q.array_job_id, q.array_max_running,
-                                deps.get(q.job_id, DepStatus.SATISFIED).value, q.hold,
-                                self._allowed_nodes(q.req_nodes, q.exc_nodes), share_of(q.gres)) for q in pending],
-            nodes=[node_view(n, usage.get(n.name, NodeUsage()), self.partitions_of(n.name),
-                             self.nodes.gpu_measured(n.name)) for n in nodes],
-            now=now,
-            running=[RunningJob(a.job_id, a.node, a.cpus, a.mem_mb, a.gpu_indices,
-                                None if a.time_limit is None or a.start_time is None else a.start_time + a.time_limit,
-                                a.user, a.array_job_id, share_of(a.gres)) for a in allocations],
-            partition_state={p.name: p.state.upper() for p in parts},
-            partition_max_time={p.name: p.max_time for p in parts},
-            limits=Limits(sched.max_jobs_per_user, sched.max_gpus_per_user, sched.max_cpus_per_user),
-            max_reservations=sched.bf_max_job_test,
-        )
-        decided = plan(snapshot, backfill=backfill)
+        decided = plan(self._snapshot(pending, priorities, deps, nodes, allocations, now), backfill=backfill)
         targets = {n.name: n.target for n in nodes}
         # one transaction for the pass's starts (none when nothing fits: a full cluster's passes write nothing)
-        started = self.store.start_jobs(
-            [(p.job_id, p.node, p.gpu_indices) for p in decided.placements], self.clock()) if decided.placements else []
+        started = self._start(decided.placements, pending) if decided.placements else []
         if self._after_start is not None and started:
             self._after_start(started)
         for job in self.store.get_jobs(job_ids=started) if started else ():
@@ -181,9 +187,13 @@ class Scheduler:
                 estimate = q.start_estimate
                 if reason in WAITING and q.reason in WAITING:
                     reason = q.reason
-            # eligible: may start but for resources (not held, dependencies met); age counts from then
+            # eligible: may start but for resources (not held, dependencies met); age counts from then.
+            # A begin time still to come is its EligibleTime (as Slurm shows it, held or not)
             eligible = not q.hold and deps.get(q.job_id, DepStatus.SATISFIED) is DepStatus.SATISFIED
-            since = (q.eligible_time or now) if eligible else None
+            if q.begin_time is not None and q.begin_time > now:
+                since: float | None = q.begin_time
+            else:
+                since = (q.eligible_time or now) if eligible else None
             value = (reason, priorities[q.job_id], estimate, since)
             if value != (q.reason, q.priority, q.start_estimate, q.eligible_time):
                 changes[q.job_id] = value
@@ -191,6 +201,98 @@ class Scheduler:
             self.store.update_pending(changes)
         self._live.note(changes)
         return len(started)
+
+    def _priority_of(self, pending: Sequence[QueuedJob], allocations: Sequence[Allocation], now: float
+                     ) -> dict[int, int]:
+        """Each pending job's priority (an operator's Priority= wins)."""
+        if prio.weighted(self.sched):
+            return {q.job_id: p for q, _, p in self._priorities(pending, allocations, now)}
+        # every weight 0 (FIFO, the default): no factor to compute, the sum is 0 less nice
+        return {q.job_id: q.admin_priority if q.admin_priority is not None else max(0, -q.nice) for q in pending}
+
+    def _snapshot(self, pending: Sequence[QueuedJob], priorities: dict[int, int], deps: dict[int, DepStatus],
+                  nodes: Sequence[NodeRecord], allocations: Sequence[Allocation], now: float) -> Snapshot:
+        """What :func:`plan` decides on: the pending jobs (a job with a deadline and no time limit is
+        planned to run until its deadline), the nodes with what is free on them, the running jobs."""
+        usage = usage_by_node(allocations)
+        sched = self.sched
+        parts = self.config.partitions.values()
+        return Snapshot(
+            pending=[PendingJob(q.job_id, q.partition, q.cpus, q.mem_mb, q.gres, priorities[q.job_id],
+                                q.time_limit if q.deadline is None else deadline_time_limit(q.deadline, q.time_limit,
+                                                                                             now),
+                                q.user, q.array_job_id, q.array_max_running,
+                                deps.get(q.job_id, DepStatus.SATISFIED).value, q.hold,
+                                self._allowed_nodes(q.req_nodes, q.exc_nodes), share_of(q.gres), q.begin_time)
+                     for q in pending],
+            nodes=[node_view(n, usage.get(n.name, NodeUsage()), self.partitions_of(n.name),
+                             self.nodes.gpu_measured(n.name)) for n in nodes],
+            now=now,
+            running=[RunningJob(a.job_id, a.node, a.cpus, a.mem_mb, a.gpu_indices,
+                                None if a.time_limit is None or a.start_time is None else a.start_time + a.time_limit,
+                                a.user, a.array_job_id, share_of(a.gres)) for a in allocations],
+            partition_state={p.name: p.state.upper() for p in parts},
+            partition_max_time={p.name: p.max_time for p in parts},
+            limits=Limits(sched.max_jobs_per_user, sched.max_gpus_per_user, sched.max_cpus_per_user),
+            max_reservations=sched.bf_max_job_test,
+        )
+
+    def will_run(self, spec: JobSpec, partition: str, time_limit: int | None, job_id: int) -> WillRun:
+        """psbatch --test-only (Slurm's will_run): when and where a job of ``spec`` (accepted into
+        ``partition`` with ``time_limit``, by :meth:`JobService.check_submission`) would start if
+        submitted now, as a backfill pass plans it behind the pending jobs of higher priority;
+        nothing is stored. As Slurm's, it ignores the job's hold and dependency, and it starts no
+        earlier than its --begin (a future begin time: the plan's start for it now, or the begin time
+        if later, an estimate). ``job_id``: the name it is answered under. SpecError with the reason
+        (``PartitionDown``, ...) when the plan gives it neither a start nor a reservation."""
+        now = self.clock()
+        pending = self.store.queue()  # the API's thread: the store's, not the loop's copy in memory
+        allocations = self.store.allocations()
+        probe = QueuedJob(job_id, partition, spec.cpus, spec.mem_mb, spec.gres, JobReason.NONE.value, spec.user,
+                          spec.name, spec.account, spec.nice, now, time_limit, req_nodes=spec.nodelist,
+                          exc_nodes=spec.exclude, eligible_time=now, deadline=spec.deadline)
+        queue = [*pending, probe]
+        priorities = self._priority_of(queue, allocations, now)
+        snapshot = self._snapshot(queue, priorities, self._dependencies(pending), self.store.get_nodes(),
+                                  allocations, now)
+        decided = plan(dataclasses.replace(snapshot, max_reservations=len(queue)), backfill=True)
+        placed = next((p for p in decided.placements if p.job_id == job_id), None)
+        if placed is not None:
+            start, node = now, placed.node
+        elif job_id in decided.estimates:
+            start, node = decided.estimates[job_id], decided.reserved_on[job_id]
+        else:
+            raise SpecError(f"Job would not start: {decided.reasons.get(job_id, JobReason.RESOURCES.value)}")
+        if spec.begin_time is not None:
+            start = max(start, spec.begin_time)
+        return WillRun(job_id, start, node, spec.cpus, partition)
+
+    def _end_missed_deadlines(self, pending: list[QueuedJob], now: float) -> list[QueuedJob]:
+        """--deadline: end DEADLINE each pending job that can no longer end before its deadline
+        (:func:`misses_deadline`); the others, to be scheduled."""
+        kept = []
+        for q in pending:
+            if q.deadline is None or not misses_deadline(q.deadline, q.time_limit, q.begin_time, now):
+                kept.append(q)
+                continue
+            try:
+                self.store.deadline(q.job_id, now, f"cannot end before its deadline {format_timestamp(q.deadline)}")
+            except InvalidTransition:
+                pass  # it changed meanwhile (cancelled, held...): the next pass sees it as it is
+        return kept
+
+    def _start(self, placements: Sequence[Placement], pending: Sequence[QueuedJob]) -> list[int]:
+        """``start`` the plan's placements in one transaction; a job with a deadline and no time limit
+        runs until its deadline (:func:`deadline_time_limit`)."""
+        now = self.clock()
+        limits: dict[int, int] = {}
+        ends = {q.job_id: q.deadline for q in pending if q.deadline is not None and q.time_limit is None}
+        for p in placements:
+            end = ends.get(p.job_id)
+            if end is not None:
+                limits[p.job_id] = max(1, int(end - now))  # deadline_time_limit without a limit of its own
+        return self.store.start_jobs([(p.job_id, p.node, p.gpu_indices) for p in placements], now,
+                                     time_limits=limits)
 
     def _allowed_nodes(self, required: str, excluded: str) -> frozenset[str] | None:
         """The nodes a job may run on by its -w and -x (None: any), from a cache of both expressions."""
@@ -209,14 +311,9 @@ class Scheduler:
                     now: float) -> list[tuple[QueuedJob, prio.Factors, int]]:
         """Each pending job with its factors and priority (an operator's Priority= wins)."""
         sched = self.sched
-        usage = dict(self._finished_usage(now))
-        for a in allocations:  # running jobs count as they go
-            if a.start_time is not None:
-                rate = prio.billing_rate(sched.billing_weights, a.cpus, a.mem_mb, len(a.gpu_indices))
-                key = (a.account or prio.DEFAULT_ACCOUNT, a.user)
-                usage[key] = usage.get(key, 0.0) + prio.run_usage(rate, a.start_time, now, now,
-                                                                  sched.decay_half_life)
-        shares = prio.fairshare_factors(usage, {(q.account or prio.DEFAULT_ACCOUNT, q.user) for q in pending})
+        usage = self._usage_now(allocations, now)
+        shares = prio.fairshare_factors(usage, {(q.account or prio.DEFAULT_ACCOUNT, q.user) for q in pending},
+                                        account_shares(self.config), account_members(self.config))
         cluster = sum(prio.billing_rate(sched.billing_weights, n.cpus, n.real_memory, n.gpus())
                       for n in self.config.nodes.values())
         top = max((p.priority_job_factor for p in self.config.partitions.values()), default=1) or 1
@@ -229,6 +326,24 @@ class Scheduler:
                              partition=q.partition, cpus=q.cpus, mem_mb=q.mem_mb, gpus=gpus, nice=q.nice)
             out.append((q, f, q.admin_priority if q.admin_priority is not None else prio.priority(f, sched)))
         return out
+
+    def _usage_now(self, allocations: Sequence[Allocation], now: float) -> dict[tuple[str, str], float]:
+        """Decayed billable usage per (account, user): finished runs, and running jobs as they go."""
+        sched = self.sched
+        usage = dict(self._finished_usage(now))
+        for a in allocations:
+            if a.start_time is not None:
+                rate = prio.billing_rate(sched.billing_weights, a.cpus, a.mem_mb, len(a.gpu_indices))
+                key = (a.account or prio.DEFAULT_ACCOUNT, a.user)
+                usage[key] = usage.get(key, 0.0) + prio.run_usage(rate, a.start_time, now, now,
+                                                                  sched.decay_half_life)
+        return usage
+
+    def fair_share(self) -> list[prio.ShareRow]:
+        """sshare (``pslurm accounts``): every account and user of the fair-share tree with their
+        shares, usage and factor, as the next pass computes them."""
+        usage = self._usage_now(self.store.allocations(), self.clock())
+        return prio.fairshare_tree(usage, (), account_shares(self.config), account_members(self.config))
 
     def priorities(self, job_ids: Sequence[int] = (), users: Sequence[str] = ()
                    ) -> list[tuple[QueuedJob, prio.Factors, int]]:

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 # The keys a client reads (lower case), and the global keys with whole-number values that
 # confparse reads with the same check.
-CLIENT_KEYS = ("slurmctldhost", "controlmachine", "slurmctldport", "restport", "authkey", "authsocket")
+CLIENT_KEYS = ("slurmctldhost", "controlmachine", "slurmctldport", "restport", "authkey", "authsocket", "clustername")
 DEFAULT_CONTROLLER_PORT = 6817
 DEFAULT_REST_PORT = 6820
 
@@ -117,6 +117,7 @@ class ClientAddresses:
     rest_port: int
     auth_key: str
     auth_socket: str
+    cluster_name: str
 
     @property
     def auth_key_path(self) -> str:
@@ -145,12 +146,14 @@ class ClientConf(ClientAddresses):
     """The client's part of a pslurm.conf (the attributes :class:`pslurm.core.config.ClusterConfig`
     has by the same names, so either serves a client)."""
 
-    __slots__ = ("path", "controller_addr", "controller_port", "rest_port", "auth_key", "auth_socket")
+    __slots__ = ("path", "controller_addr", "controller_port", "rest_port", "auth_key", "auth_socket", "cluster_name")
 
     def __init__(self, path: str, controller_addr: str = "127.0.0.1", controller_port: int = DEFAULT_CONTROLLER_PORT,
-                 rest_port: int = DEFAULT_REST_PORT, auth_key: str = "", auth_socket: str = "") -> None:
+                 rest_port: int = DEFAULT_REST_PORT, auth_key: str = "", auth_socket: str = "",
+                 cluster_name: str = "pslurm") -> None:
         self.path, self.controller_addr, self.controller_port = path, controller_addr, controller_port
         self.rest_port, self.auth_key, self.auth_socket = rest_port, auth_key, auth_socket
+        self.cluster_name = cluster_name  # ClusterName= (ClusterConfig's default): the commands' JSON names it
 
 
 
@@ -177,6 +180,8 @@ def read_client_conf(path: str) -> ClientConf:
                 conf.auth_key = value
             elif low == "authsocket":
                 conf.auth_socket = value
+            elif low == "clustername":
+                conf.cluster_name = value
             elif low in ("slurmctldhost", "controlmachine"):
                 _, addr = controller_host(path, lineno, key, value)
                 if not host_seen:  # later lines name backup controllers

@@ -41,6 +41,22 @@ class PartitionConfig:
 
 
 @dataclass(frozen=True)
+class AccountConfig:
+    """One ``AccountName=`` line (pslurm's own: Slurm keeps accounts in slurmdbd, set with sacctmgr).
+    Names are lower case, as sacctmgr stores them."""
+
+    name: str
+    users: tuple[str, ...] = ()  # Users=ana,bo: who may charge it
+    all_users: bool = False  # Users=ALL: every user may
+    fairshare: int = 1  # Fairshare=N: the account's raw shares of the cluster (sacctmgr's Fairshare)
+    description: str = ""  # Description=
+
+    def admits(self, user: str) -> bool:
+        """Whether ``user`` may charge this account."""
+        return self.all_users or user in self.users
+
+
+@dataclass(frozen=True)
 class GresConfLine:
     """One gres.conf line: ``[NodeName=c[000-001]] Name=gpu [Type=a100] File=/dev/nvidia[0-1] [Cores=0-7]``
     or ``Count=N`` instead of ``File=``, or ``AutoDetect=nvml``; ``Name=shard|mps Count=N [File=...]``
@@ -93,6 +109,9 @@ class ClusterConfig(ClientAddresses):
     auth_socket: str = ""  # AuthSocket= (pslurm's own): the credential socket; "" -> pslurm.sock beside it
     nodes: dict[str, NodeConfig] = field(default_factory=dict)
     partitions: dict[str, PartitionConfig] = field(default_factory=dict)
+    # AccountName= lines by name, in file order; none: accounts are not checked (any -A is taken)
+    accounts: dict[str, AccountConfig] = field(default_factory=dict)
+    default_accounts: dict[str, str] = field(default_factory=dict)  # UserName=bo DefaultAccount=lab2
     extra: dict[str, str] = field(default_factory=dict)  # keys pslurm does not use, kept as read
 
     @property
@@ -260,7 +279,7 @@ from pslurm.core.confparse import (  # noqa: E402
 )
 
 __all__ = [
-    "CgroupConfig", "ClusterConfig", "ConfigError", "GresConfLine", "NodeConfig", "PartitionConfig",
+    "AccountConfig", "CgroupConfig", "ClusterConfig", "ConfigError", "GresConfLine", "NodeConfig", "PartitionConfig",
     "SchedulerConfig", "default_state_dir", "find_config_path", "gres_lines_for_node", "load_cgroup_conf",
     "load_cluster_config", "load_gres_conf", "parse_cgroup_conf", "parse_gres_conf", "parse_slurm_conf",
     "render_slurm_conf", "scheduler_config",

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from pslurm.core.accounts import check_accounts, parse_account_line, parse_user_line, render_accounts
 from pslurm.core.clientconf import config_error, controller_host, logical_lines, whole_number
 from pslurm.core.config import (
+    AccountConfig,
     CgroupConfig,
     ClusterConfig,
     ConfigError,
@@ -122,7 +124,9 @@ def parse_slurm_conf(text: str, path: str = "<string>") -> ClusterConfig:
     agents can run on one host. ``PartitionName=`` lines take Nodes (a hostlist or ALL), Default,
     MaxTime, DefaultTime, State, MaxNodes, PriorityJobFactor, AllowGroups. Scheduling keys are read
     from ``extra`` by :func:`scheduler_config`. ``NodeName=DEFAULT`` / ``PartitionName=DEFAULT`` set defaults
-    for the lines after them. Other node and partition keys are ignored.
+    for the lines after them. Other node and partition keys are ignored. ``AccountName=`` and
+    ``UserName=`` lines (pslurm's own: accounts, their users and shares, users' default accounts)
+    are read by :mod:`pslurm.core.accounts`.
     Raises ConfigError(``path:line: what``).
     """
     values: dict[str, object] = {}
@@ -131,9 +135,20 @@ def parse_slurm_conf(text: str, path: str = "<string>") -> ClusterConfig:
     node_defaults: dict[str, str] = {}
     part_defaults: dict[str, str] = {}
     part_lines: list[tuple[int, dict[str, str]]] = []
+    accounts: dict[str, AccountConfig] = {}  # pslurm's own AccountName= and UserName= lines (core.accounts)
+    user_lines: list[tuple[int, str, str]] = []
     for lineno, pairs in _logical_lines(text, path):
         kind = pairs[0][0].lower()
         kv = {k.lower(): v for k, v in pairs}
+        if kind == "accountname":
+            account = parse_account_line(path, lineno, kv)
+            if account.name in accounts:
+                raise _err(path, lineno, f"account {account.name} is defined twice")
+            accounts[account.name] = account
+            continue
+        if kind == "username":
+            user_lines.append((lineno, *parse_user_line(path, lineno, kv)))
+            continue
         if kind in ("nodename", "partitionname"):
             defaults = node_defaults if kind == "nodename" else part_defaults
             if kv[kind].upper() == "DEFAULT":
@@ -166,7 +181,9 @@ def parse_slurm_conf(text: str, path: str = "<string>") -> ClusterConfig:
         if part.name in partitions:
             raise _err(path, lineno, f"partition {part.name} is defined twice")
         partitions[part.name] = part
-    return ClusterConfig(path=path, nodes=nodes, partitions=partitions, extra=extra, **values)  # type: ignore[arg-type]
+    default_accounts = check_accounts(path, accounts, user_lines)
+    return ClusterConfig(path=path, nodes=nodes, partitions=partitions, accounts=accounts,
+                         default_accounts=default_accounts, extra=extra, **values)  # type: ignore[arg-type]
 
 
 _AUTODETECT = ("nvml", "off", "rsmi", "nrt", "oneapi")
@@ -331,4 +348,5 @@ def render_slurm_conf(cfg: ClusterConfig) -> str:
         if p.allow_groups:
             line += f" AllowGroups={q(','.join(p.allow_groups))}"
         lines.append(f"{line} State={p.state}")
+    lines += render_accounts(cfg)
     return "\n".join(lines) + "\n"

@@ -56,6 +56,10 @@ def spec_to_pb(spec: JobSpec) -> pb.JobSpec:
         nodelist=spec.nodelist, exclude=spec.exclude, open_mode=spec.open_mode, gpu_mem=spec.gpu_mem,
     )
     _set_present(msg, spec, _SPEC_OPTIONAL)
+    for name in _SPEC_GIVEN:  # set only when given: a request without them is the message it always was
+        value = getattr(spec, name)
+        if value:
+            setattr(msg, name, value)
     return msg
 
 
@@ -72,6 +76,10 @@ def spec_from_pb(msg: pb.JobSpec) -> JobSpec:
         nice=msg.nice, dependency=msg.dependency, requeue=msg.requeue if msg.HasField("requeue") else None,
         hold=msg.hold, array=msg.array, kill_on_invalid_dep=msg.kill_on_invalid_dep, nodelist=msg.nodelist,
         exclude=msg.exclude, open_mode=msg.open_mode, gpu_mem=msg.gpu_mem,
+        begin_time=msg.begin_time if msg.HasField("begin_time") else None,
+        deadline=msg.deadline if msg.HasField("deadline") else None, comment=msg.comment, qos=msg.qos,
+        warn_signal=msg.warn_signal, warn_time=msg.warn_time, warn_batch=msg.warn_batch,
+        warn_reservation=msg.warn_reservation,
     )
 
 
@@ -101,6 +109,8 @@ def job_to_pb(job: JobRecord, specs: dict[int, pb.JobSpec] | None = None) -> pb.
 _JOB_OPTIONAL = ("start_estimate", "start_time", "end_time", "time_limit", "gpu_seconds", "peak_gpu_memory_mb",
                  "mean_gpu_util", "eligible_time")
 _SPEC_OPTIONAL = ("requeue", "script", "stdout", "stderr", "time_limit")
+# Spec fields the wire carries only when they are not their default (0, "", False, None).
+_SPEC_GIVEN = ("begin_time", "deadline", "comment", "qos", "warn_signal", "warn_time", "warn_batch", "warn_reservation")
 
 
 def _set_present(msg: Any, source: object, names: tuple[str, ...]) -> None:

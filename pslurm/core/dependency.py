@@ -90,7 +90,7 @@ def parse_dependency(text: str) -> Dependency | None:
     return Dependency(tuple(terms), any_of)
 
 
-_FAILED = frozenset({JobState.FAILED, JobState.CANCELLED, JobState.TIMEOUT, JobState.NODE_FAIL})
+_FAILED = frozenset({JobState.FAILED, JobState.CANCELLED, JobState.TIMEOUT, JobState.NODE_FAIL, JobState.DEADLINE})
 
 
 def _one(kind: str, job: RefJob) -> DepStatus:

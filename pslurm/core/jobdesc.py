@@ -112,6 +112,79 @@ def gpu_mem_option(text: str | None) -> str:
     return str(parse_mem(text))
 
 
+# Slurm's signal names (src/common/proc_args.c, signals_mapping): the names --signal takes, with or
+# without SIG, in any case; any other signal by its number.
+SIGNAL_NAMES = ("HUP", "INT", "QUIT", "ABRT", "KILL", "ALRM", "TERM", "USR1", "USR2", "URG", "CONT", "STOP", "TSTP",
+                "TTIN", "TTOU", "XCPU")
+WARN_TIME_DEFAULT = 60  # --signal without @TIME: a minute before the time limit, as Slurm
+
+
+def signal_number(text: str) -> int:
+    """A signal by name (``USR1``, ``SIGUSR1``, ``usr1``: Slurm's names) or number (``10``); 0 when it
+    is neither (Slurm's sig_name2num). A number must be a signal this system has."""
+    import signal
+
+    word = text.strip()
+    if word.isdigit():
+        number = int(word)
+        return number if 0 < number < signal.NSIG else 0
+    name = word.upper().removeprefix("SIG")
+    return int(getattr(signal, f"SIG{name}")) if name in SIGNAL_NAMES else 0
+
+
+def signal_name(number: int) -> str:
+    """Slurm's name of a signal (sig_num2name): ``USR1`` for the names --signal knows, else the number."""
+    import signal
+
+    for name in SIGNAL_NAMES:
+        if int(getattr(signal, f"SIG{name}")) == number:
+            return name
+    return str(number)
+
+
+def signal_option(text: str, batch: bool = True) -> tuple[int, int, bool, bool]:
+    """``--signal=[{R|B}:]SIGNUM|SIGNAME[@SIGTIME]`` as Slurm's get_signal_opts reads it: (signal,
+    seconds before the time limit (60 when not given), to the batch shell only (``B``), also at a
+    reservation's end (``R``)). ``B`` is sbatch's alone (``batch``); ``BR`` and ``RB`` both work.
+    SpecError ``Invalid --signal specification`` otherwise."""
+    rest = text
+    to_batch = reservation = False
+    if rest[:1] in ("R", "r"):
+        reservation, rest = True, rest[1:]
+    if batch:
+        if rest[:1] in ("B", "b"):
+            to_batch, rest = True, rest[1:]
+        if rest[:1] in ("R", "r"):
+            reservation, rest = True, rest[1:]
+    if rest[:1] == ":":
+        rest = rest[1:]
+    name, at, when = rest.partition("@")
+    number = signal_number(name)
+    if not number:
+        raise SpecError("Invalid --signal specification")
+    seconds = WARN_TIME_DEFAULT
+    if at:
+        when = when.strip()
+        if when and not (when.isdigit() and int(when) <= 0xFFFF):
+            raise SpecError("Invalid --signal specification")
+        seconds = int(when or 0)  # "USR1@": at the limit itself, as Slurm reads it
+    return number, seconds, to_batch, reservation
+
+
+def time_option(flag: str, text: str | None, now: float) -> float | None:
+    """``--begin`` or ``--deadline``: the time (Slurm's parse_time, see
+    :func:`pslurm.core.timefmt.parse_time`), None when not given. SpecError
+    ``Invalid --begin specification: TEXT`` otherwise."""
+    if text is None:
+        return None
+    from pslurm.core.timefmt import TimeFormatError, parse_time
+
+    try:
+        return parse_time(text, now)
+    except TimeFormatError:
+        raise SpecError(f"Invalid {flag} specification: {text}") from None
+
+
 def _gres(opts: Mapping[str, Any]) -> tuple[GresRequest, ...]:
     if not (opts.get("gres") or opts.get("gpus") or opts.get("gpus_per_node")):
         return ()
@@ -140,11 +213,12 @@ def _time_limit(text: str | None) -> int | None:
 
 def spec_values(opts: Mapping[str, Any], *, user: str, uid: int, gid: int, cwd: str, environ: Mapping[str, str],
                 script: str | None = None, argv: tuple[str, ...] = (), default_name: str = "",
-                interactive: bool = False, umask: int | None = None) -> dict[str, Any]:
+                interactive: bool = False, umask: int | None = None, now: float | None = None) -> dict[str, Any]:
     """Check the options (JobOptions' fields by name; a missing one is not given) and return the
     fields of the JobSpec the controller will be sent. Raises SpecError. ``umask``: the submitting
     process's, passed on as SLURM_UMASK (as sbatch and srun do): the job's output files and
-    processes get it."""
+    processes get it. ``now``: the clock ``--begin`` and ``--deadline`` are read against (None: the
+    time now)."""
 
     def o(key: str) -> Any:  # an option's value as given (a string, a flag's bool), None when not
         return opts.get(key)
@@ -173,6 +247,17 @@ def spec_values(opts: Mapping[str, Any], *, user: str, uid: int, gid: int, cwd: 
     kill = (o("kill_on_invalid_dep") or "no").lower()
     if kill not in ("yes", "no"):
         raise SpecError(f"Invalid --kill-on-invalid-dep value: {o('kill_on_invalid_dep')} (yes or no)")
+    begin = deadline = None
+    if o("begin") is not None or o("deadline") is not None:
+        if now is None:
+            import time
+
+            now = time.time()
+        begin = time_option("--begin", o("begin"), now)
+        deadline = time_option("--deadline", o("deadline"), now)
+        if begin is not None and deadline is not None and deadline < begin:
+            raise SpecError("Incompatible begin and deadline time specification")  # sbatch's words
+    warn = signal_option(o("signal"), batch=not interactive) if o("signal") is not None else (0, 0, False, False)
     return dict(
         name=o("job_name") or default_name or "sbatch", user=user, uid=uid, gid=gid, workdir=workdir,
         script=script, argv=argv, environment=_with_umask(export_environment(o("export"), environ), umask),
@@ -183,5 +268,6 @@ def spec_values(opts: Mapping[str, Any], *, user: str, uid: int, gid: int, cwd: 
         account=o("account") or "", nice=nice, dependency=o("dependency") or "", requeue=o("requeue"),
         hold=bool(o("hold")), array=o("array") or "", kill_on_invalid_dep=kill == "yes",
         nodelist=o("nodelist") or "", exclude=o("exclude") or "", open_mode=open_mode,
-        gpu_mem=gpu_mem_option(o("gpu_mem")),
+        gpu_mem=gpu_mem_option(o("gpu_mem")), begin_time=begin, deadline=deadline, comment=o("comment") or "",
+        qos=o("qos") or "", warn_signal=warn[0], warn_time=warn[1], warn_batch=warn[2], warn_reservation=warn[3],
     )

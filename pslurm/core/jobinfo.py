@@ -24,7 +24,8 @@ SPEC_FIELDS = (
     "name", "user", "uid", "gid", "workdir", "script", "argv", "environment", "partition", "stdout", "stderr",
     "time_limit", "num_nodes", "ntasks", "cpus_per_task", "mem_mb", "gres", "interactive", "account", "nice",
     "dependency", "requeue", "hold", "array", "kill_on_invalid_dep", "nodelist", "exclude", "open_mode",
-    "gpu_mem",
+    "gpu_mem", "begin_time", "deadline", "comment", "qos", "warn_signal", "warn_time", "warn_batch",
+    "warn_reservation",
 )
 RECORD_FIELDS = (
     "job_id", "state", "reason", "submit_time", "start_time", "end_time", "node", "gpu_indices", "exit_code",
@@ -107,6 +108,38 @@ class JobDesc:
         return str(mode)
 
     gpu_mem = property(lambda self: str(self.own.get("gpu_mem") or ""))  # --gpu-mem as given; pslurm's own key
+    comment = property(lambda self: str(self.data.get("comment") or ""))
+    qos = property(lambda self: str(self.data.get("qos") or ""))
+    warn_time = property(lambda self: int(from_no_val(self.data.get("kill_warning_delay")) or 0))
+    warn_batch = property(lambda self: "BATCH_JOB" in (self.data.get("kill_warning_flags") or ()))
+    warn_reservation = property(lambda self: "RESERVATION_JOB" in (self.data.get("kill_warning_flags") or ()))
+
+    @property
+    def begin_time(self) -> float | None:
+        """``begin_time`` (Slurm's ``*_no_val`` number, epoch seconds); None when not given."""
+        value = from_no_val(self.data.get("begin_time"))
+        return None if not value else float(value)
+
+    @property
+    def deadline(self) -> float | None:
+        """``deadline`` (epoch seconds; 0 or absent: none, as Slurm's)."""
+        value = from_no_val(self.data.get("deadline"))
+        return None if not value else float(value)
+
+    @property
+    def warn_signal(self) -> int:
+        """``kill_warning_signal``: a signal name as slurmrestd writes it (``USR1``), or its number; 0: none."""
+        value = self.data.get("kill_warning_signal")
+        if value is None or value == "":
+            return 0
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        from pslurm.core.jobdesc import signal_number
+
+        number = signal_number(str(value))
+        if not number:
+            raise SpecError(f"Invalid job request: kill_warning_signal {value!r}")
+        return number
 
     @property
     def environment(self) -> dict[str, str]:

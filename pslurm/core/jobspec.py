@@ -43,6 +43,14 @@ class JobSpec:
     exclude: str = ""  # -x/--exclude: nodes it must not run on, a hostlist (ExcNodeList)
     open_mode: str = ""  # --open-mode: "append" or "truncate"; "": not given (truncate, as JobFileAppend=0)
     gpu_mem: str = ""  # --gpu-mem as given ("8G", "auto"); the controller turns it into a gpumem:MB GRES item
+    begin_time: float | None = None  # -b/--begin: it starts no earlier (epoch seconds); its EligibleTime
+    deadline: float | None = None  # --deadline: ended DEADLINE once it can no longer end before this
+    comment: str = ""  # --comment: the user's note (Comment=), at most 1024 characters
+    qos: str = ""  # -q/--qos; "" is the default, "normal" (pslurm has no other QOS)
+    warn_signal: int = 0  # --signal: send this signal (0: none) ...
+    warn_time: int = 0  # ... this many seconds before the time limit (Slurm's default 60)
+    warn_batch: bool = False  # --signal=B:...: to the batch shell only (else to all of the job's processes)
+    warn_reservation: bool = False  # --signal=R:...: also at its reservation's end: accepted, pslurm has none
 
     @property
     def cpus(self) -> int:

@@ -11,7 +11,8 @@ named after the operation; nothing else writes a job's state.
                  │  ^                │  launch_failed ──> FAILED (JobLaunchFailure)
      hold/release│  │requeue         │  node_lost ──────> NODE_FAIL, or PENDING when it may requeue
                  v  │                │  cancel, request_requeue
-              CANCELLED         COMPLETING ──finish──> final, or PENDING when a requeue was asked
+    CANCELLED, DEADLINE         COMPLETING ──finish──> final, or PENDING when a requeue was asked
+      (cancel)  (deadline)
 
 A final state is left only by ``requeue`` (pscontrol requeue of a finished batch job).
 """
@@ -60,6 +61,7 @@ OPERATIONS: Mapping[str, Operation] = MappingProxyType({op.name: op for op in (
     _op("hold", (_PENDING, JobState.PENDING)),
     _op("release", (_PENDING, JobState.PENDING)),
     _op("node_lost", (_ACTIVE, JobState.NODE_FAIL), (_ACTIVE, JobState.PENDING)),  # PENDING: it may requeue
+    _op("deadline", (_PENDING, JobState.DEADLINE)),
 )})
 
 
@@ -133,14 +135,16 @@ _FRESH_RUN = MappingProxyType(dict(
 ))
 
 
-def start(job: JobFlags, node: str, gpu_indices: tuple[int, ...], now: float) -> Change:
+def start(job: JobFlags, node: str, gpu_indices: tuple[int, ...], now: float, time_limit: int | None = None) -> Change:
     """The scheduler placed it: PENDING -> RUNNING on ``node`` with those GPUs. Not a held job
-    (one held after the snapshot was taken loses the race here)."""
+    (one held after the snapshot was taken loses the race here). ``time_limit``: the limit it runs
+    under instead of its own (a job with a deadline and no limit runs until its deadline, as Slurm's)."""
     _require("start", job)
     if job.hold:
         raise InvalidTransition(f"job {job.job_id} is held")
+    limit = {} if time_limit is None else {"time_limit": time_limit}
     return _change("start", job, JobState.RUNNING, f"start on {node}", node=node, gpu_indices=gpu_indices,
-                   start_time=now, reason=JobReason.NONE)
+                   start_time=now, reason=JobReason.NONE, **limit)
 
 
 def launch_failed(job: JobFlags, node: str, restarts: int, why: str, now: float) -> Change:
@@ -217,6 +221,14 @@ def node_lost(job: JobFlags, node: str, now: float, why: str) -> Change:
         return requeue(job, now, f"requeued after node failure: {why}", op="node_lost")
     return _change("node_lost", job, JobState.NODE_FAIL, why, end_time=now, reason=JobReason.NODE_DOWN,
                    system_comment=why[:1024])
+
+
+def deadline(job: JobFlags, now: float, why: str) -> Change:
+    """--deadline: a pending job that can no longer end before its deadline (Slurm's deadline_ok):
+    DEADLINE, Reason=DeadLine, exit code 1, its start and end now (as Slurm records it). A held job
+    too: its deadline passes all the same."""
+    return _change("deadline", job, JobState.DEADLINE, why, start_time=now, end_time=now, exit_code=1,
+                   exit_signal=0, reason=JobReason.DEADLINE)
 
 
 def end_reason(state: JobState) -> JobReason:

@@ -45,6 +45,11 @@ class JobOptions:
     exclude: str | None = None
     open_mode: str | None = None
     gpu_mem: str | None = None
+    begin: str | None = None
+    deadline: str | None = None
+    comment: str | None = None
+    signal: str | None = None
+    qos: str | None = None
 
     def over(self, base: JobOptions) -> JobOptions:
         """These options where given, ``base`` (e.g. the script's directives) elsewhere."""
@@ -54,9 +59,11 @@ class JobOptions:
 
 def build_spec(opts: JobOptions, *, user: str, uid: int, gid: int, cwd: str, environ: Mapping[str, str],
                script: str | None = None, argv: tuple[str, ...] = (), default_name: str = "",
-               interactive: bool = False, umask: int | None = None) -> JobSpec:
+               interactive: bool = False, umask: int | None = None, now: float | None = None) -> JobSpec:
     """Check the options and make the JobSpec the controller will be sent. Raises SpecError.
     ``umask``: the submitting process's, passed on as SLURM_UMASK (as sbatch and srun do): the
-    job's output files and processes get it."""
+    job's output files and processes get it. ``now``: the clock --begin and --deadline are read
+    against (None: the time now)."""
     return JobSpec(**spec_values(vars(opts), user=user, uid=uid, gid=gid, cwd=cwd, environ=environ, script=script,
-                                 argv=argv, default_name=default_name, interactive=interactive, umask=umask))
+                                 argv=argv, default_name=default_name, interactive=interactive, umask=umask,
+                                 now=now))

@@ -88,11 +88,31 @@ def desc_to_json(spec: Mapping[str, Any]) -> Json:
     for own_key in ("open_mode", "gpu_mem"):
         if spec.get(own_key):
             data["pslurm"][own_key] = spec[own_key]
+    _job_options_json(data, spec)
     for key, name in (("script", "script"), ("partition", "partition"), ("standard_output", "stdout"),
                       ("standard_error", "stderr"), ("requeue", "requeue")):
         if spec[name] is not None:
             data[key] = spec[name]
     return data
+
+
+def _job_options_json(data: Json, spec: Mapping[str, Any]) -> None:
+    """--begin, --deadline, --comment, --qos and --signal in slurmrestd's names (``begin_time``,
+    ``deadline``, ``comment``, ``qos``, ``kill_warning_signal``/``_delay``/``_flags``), those given only."""
+    if spec.get("begin_time") is not None:
+        data["begin_time"] = no_val(spec["begin_time"])
+    if spec.get("deadline") is not None:
+        data["deadline"] = spec["deadline"]
+    for key in ("comment", "qos"):
+        if spec.get(key):
+            data[key] = spec[key]
+    if spec.get("warn_signal"):
+        from pslurm.core.jobdesc import signal_name
+
+        data["kill_warning_signal"] = signal_name(spec["warn_signal"])
+        data["kill_warning_delay"] = no_val(spec.get("warn_time") or 0)
+        data["kill_warning_flags"] = ([*(["BATCH_JOB"] if spec.get("warn_batch") else []),
+                                       *(["RESERVATION_JOB"] if spec.get("warn_reservation") else [])])
 
 
 def spec_from_json(data: Any) -> JobSpec:
@@ -191,6 +211,7 @@ def brief_spec_json(spec: JobSpec, partition: str) -> Json:
         own["open_mode"] = spec.open_mode
     if spec.gpu_mem:
         own["gpu_mem"] = spec.gpu_mem
+    _job_options_json(data, vars(spec))
     return data
 
 
@@ -273,8 +294,8 @@ def node_target_of(data: Json) -> str:
 
 # -- nodes and partitions --------------------------------------------------------------------
 
-# sinfo's word -> slurmrestd's node state flags
-_NODE_FLAGS = {"idle": ["IDLE"], "mix": ["MIXED"], "alloc": ["ALLOCATED"], "drain": ["IDLE", "DRAIN"],
+# sinfo's word -> slurmrestd's node state flags (the base state first; the commands' Slurm JSON reads it too)
+NODE_STATE_FLAGS = {"idle": ["IDLE"], "mix": ["MIXED"], "alloc": ["ALLOCATED"], "drain": ["IDLE", "DRAIN"],
                "drng": ["MIXED", "DRAIN"], "down": ["DOWN"], "unk": ["UNKNOWN"]}
 
 
@@ -289,7 +310,7 @@ def node_to_json(node: NodeStatus) -> Json:
     return {
         "name": node.name, "hostname": node.name, "address": node.addr, "port": node.port, "cpus": node.cpus,
         "real_memory": node.real_memory, "gres": ",".join(str(g) for g in node.gres),
-        "state": list(_NODE_FLAGS.get(node.display_state, ["UNKNOWN"])), "reason": node.reason,
+        "state": list(NODE_STATE_FLAGS.get(node.display_state, ["UNKNOWN"])), "reason": node.reason,
         "partitions": list(node.partitions), "alloc_cpus": node.alloc_cpus, "alloc_memory": node.alloc_mem,
         "last_busy": no_val(node.last_heartbeat or None),
         "pslurm": {"state": node.state.value, "drain": node.drain, "gres": _gres_json(node.gres),

@@ -18,6 +18,7 @@ class JobState(enum.StrEnum):
     TIMEOUT = "TIMEOUT"
     NODE_FAIL = "NODE_FAIL"
     OUT_OF_MEMORY = "OUT_OF_MEMORY"  # a process of the job was killed for going past its --mem
+    DEADLINE = "DEADLINE"  # --deadline: it could no longer end before its deadline, and never started
 
     @property
     def short(self) -> str:
@@ -53,11 +54,12 @@ _SHORT = {
     JobState.TIMEOUT: "TO",
     JobState.NODE_FAIL: "NF",
     JobState.OUT_OF_MEMORY: "OOM",
+    JobState.DEADLINE: "DL",
 }
 
 FINAL_STATES = frozenset(
     {JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED, JobState.TIMEOUT, JobState.NODE_FAIL,
-     JobState.OUT_OF_MEMORY}
+     JobState.OUT_OF_MEMORY, JobState.DEADLINE}
 )
 
 
@@ -90,6 +92,7 @@ class JobReason(enum.StrEnum):
     NODE_DOWN = "NodeDown"
     JOB_LAUNCH_FAILURE = "JobLaunchFailure"
     OUT_OF_MEMORY = "OutOfMemory"
+    DEADLINE = "DeadLine"  # Slurm's FAIL_DEADLINE: ended for a deadline it could no longer meet
 
     @classmethod
     def parse(cls, text: str | None) -> JobReason:

@@ -40,6 +40,7 @@ FIRST_INPUT_WAIT = 10.0  # seconds SendInput may take to send the chunk that nam
 INPUT_LINGER = 5.0  # seconds an input stream may stay open after its job ended (psrun closes it sooner)
 USAGE_INTERVAL = 1.0  # seconds between GPU usage samples of running jobs (and checks of their memory slices)
 MAX_ENDS_PER_CALL = 1000  # ends in one JobsEnded call (after an outage many may wait)
+EARLY_LIMITS = 256  # time limit changes kept for runs whose launch has not come yet
 
 RunKey = tuple[int, int]  # (job_id, restarts): one run of a job; a requeued job runs again with restarts + 1
 
@@ -90,6 +91,8 @@ class Agent:
                                  records=self.records)
         self.jobs: dict[int, RunningJob] = {}  # the newest run of each job (signals, psrun's streams)
         self._runs: dict[RunKey, RunningJob] = {}  # every run, until its end is reported and it is forgotten
+        # time limits changed for runs not launched here yet (the change overtook the launch), a few kept
+        self._early_limits: dict[RunKey, int | None] = {}
         self._unreported: dict[RunKey, RunningJob] = {}  # ended runs the controller has not acknowledged
         self._reporting = False  # a thread is sending the unreported ends
         self._batch_ends = True  # JobsEnded; False once the controller says it has no such call
@@ -340,6 +343,8 @@ class Agent:
                 newest = self.jobs.get(job.job_id)
                 if newest is not None and newest.job.restarts >= job.restarts:
                     return
+                if (job.job_id, job.restarts) in self._early_limits:
+                    job.time_limit = self._early_limits.pop((job.job_id, job.restarts))
                 running = RunningJob(job, None, time.time())
                 older = [r for k, r in self._runs.items() if k[0] == job.job_id and not r.settled.is_set()]
                 self.jobs[job.job_id] = running
@@ -423,6 +428,20 @@ class Agent:
         cgroup = self.cgroups.create(job.job_id, minors, mem_mb=job.spec.mem_mb,
                                      cpus=cpus if self.cgroup_conf.constrain_cores else None)
         return cgroup, None if cgroup.cpus else cpus
+
+    def set_time_limit(self, job_id: int, restarts: int, time_limit: int | None) -> None:
+        """pscontrol update TimeLimit=: the run's new limit (seconds from its start; None: none). A
+        change that comes before the run's launch is kept for it (the controller sent the launch
+        first, but the two may cross); a run that has ended is left alone."""
+        key = (job_id, restarts)
+        with self._lock:
+            running = self._runs.get(key)
+            if running is None:
+                self._early_limits[key] = time_limit
+                while len(self._early_limits) > EARLY_LIMITS:  # those of launches that never came
+                    del self._early_limits[next(iter(self._early_limits))]
+                return
+        self.launcher.set_time_limit(running, time_limit)
 
     def signal(self, job_id: int, signum: int) -> None:
         """pscancel: signal the job's run; 0 cancels it (and any older run still ending)."""

@@ -113,6 +113,7 @@ def job_environment(job: JobRecord, node: str, cluster: str, visible: list[int],
         env["SLURM_JOB_ACCOUNT"] = spec.account
     if spec.open_mode:  # as slurmctld passes it on to the job's steps
         env["SLURM_OPEN_MODE"] = "a" if spec.open_mode == "append" else "t"
+    env["SLURM_JOB_QOS"] = spec.qos or "normal"  # Slurm's default QOS, the only one pslurm has
     # SLURM_NTASKS_PER_NODE: only for --ntasks-per-node, which has no effect here yet
     if spec.mem_mb:
         env["SLURM_MEM_PER_NODE"] = str(spec.mem_mb)

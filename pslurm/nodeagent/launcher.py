@@ -3,9 +3,11 @@
 Each job runs in its own session (process group) in its submit directory, as its user when the
 agent is root. What is the user's (the output files, the working directory, slurmstepd's lines in
 the stderr file) the agent touches only as the user: see :mod:`pslurm.nodeagent.userfiles`. A
-watcher thread per job enforces the time limit (SIGTERM, KillWait, SIGKILL) and reports the end
-through ``on_end`` once none of the job's processes is left. A job that cannot be started at all
-ends FAILED with ``launch_failure`` saying why; ``start`` never raises.
+watcher thread per job reports the end through ``on_end`` once none of the job's processes is left;
+a job with a time limit has a second thread that enforces it (SIGTERM, KillWait, SIGKILL), waiting
+on the run's condition so that a limit changed while it runs (pscontrol update) holds at once. A
+job that cannot be started at all ends FAILED with ``launch_failure`` saying why; ``start`` never
+raises.
 """
 
 from __future__ import annotations
@@ -67,6 +69,8 @@ class RunningJob:
     start_ticks: int | None = None  # the leader's start time (/proc/<pid>/stat field 22)
     settled: threading.Event = field(default_factory=threading.Event)  # set by on_end's receiver once it took the end
     overrun: str = ""  # the agent ended it for using more than its GPU memory slice: why (its SystemComment)
+    exited: bool = False  # its leader process has ended (set by the watcher)
+    limit_watched: bool = False  # a thread enforces its time limit (job.time_limit, which may change)
 
 
 def close_input(running: RunningJob) -> None:
@@ -283,13 +287,14 @@ class Launcher:
     def _watch(self, running: RunningJob) -> None:
         proc = running.proc
         assert proc is not None
-        limit = running.job.time_limit
-        try:
-            proc.wait(timeout=None if limit is None else max(0.0, running.started + limit - time.time()))
-        except subprocess.TimeoutExpired:
-            running.timed_out = True
-            self._note(running, "DUE TO TIME LIMIT ")
-            self._terminate(running)
+        self._watch_limit(running)
+        if running.job.spec.warn_signal:
+            threading.Thread(target=self._warn_before_limit, args=(running,), name=f"job{running.job.job_id}.signal",
+                             daemon=True).start()
+        proc.wait()
+        with running.changed:
+            running.exited = True
+            running.changed.notify_all()  # its time limit is watched no more
         rc = proc.returncode
         self._reap(running)  # what the job left running in the background goes too, before the end is told
         self._drain_output(running)
@@ -304,6 +309,75 @@ class Launcher:
             state = JobState.COMPLETED if rc == 0 else JobState.FAILED
         running.end = JobEnd(state, rc if rc > 0 else 0, -rc if rc < 0 else 0, time.time())
         self._finish(running)
+
+    def _watch_limit(self, running: RunningJob) -> None:
+        """Start the thread that ends the run at its time limit, if it has one and none runs yet."""
+        with running.changed:
+            start = running.job.time_limit is not None and not running.limit_watched and not running.exited
+            running.limit_watched = running.limit_watched or start
+        if start:
+            threading.Thread(target=self._enforce_limit, args=(running,), name=f"job{running.job.job_id}.limit",
+                             daemon=True).start()
+
+    def _enforce_limit(self, running: RunningJob) -> None:
+        """End the run when its time limit is reached: SIGTERM, KillWait, SIGKILL, and it ends TIMEOUT.
+        The limit is read again whenever it changes (:meth:`set_time_limit`); the thread goes when the
+        run ends first or its limit is lifted."""
+        with running.changed:
+            while True:
+                limit = running.job.time_limit
+                if running.exited or limit is None:
+                    running.limit_watched = False
+                    return
+                left = running.started + limit - time.time()
+                if left <= 0:
+                    running.timed_out = True
+                    break
+                running.changed.wait(left)
+        self._note(running, "DUE TO TIME LIMIT ")
+        self._terminate(running)
+
+    def set_time_limit(self, running: RunningJob, time_limit: int | None) -> None:
+        """pscontrol update TimeLimit= of a running job: its new limit (seconds from its start; None:
+        none) holds from now on; a limit already passed ends it at once."""
+        with running.changed:
+            if running.end is not None or running.timed_out:
+                return
+            running.job.time_limit = time_limit
+            running.changed.notify_all()
+            started = running.proc is not None  # not yet: the limit is watched from its start
+        if started:
+            self._watch_limit(running)
+
+    def _warn_before_limit(self, running: RunningJob) -> None:
+        """--signal: its signal once, SIGTIME seconds before the time limit in force (a limit changed
+        meanwhile is followed, as the limit itself is). The thread goes when the run ends first."""
+        spec = running.job.spec
+        with running.changed:
+            while True:
+                if running.exited or running.timed_out or running.cancelled:
+                    return
+                limit = running.job.time_limit
+                left = None if limit is None else running.started + limit - spec.warn_time - time.time()
+                if left is not None and left <= 0:
+                    break
+                running.changed.wait(left)  # woken by a new limit, and by the run's end
+        self._warn(running)
+
+    @staticmethod
+    def _warn(running: RunningJob) -> None:
+        """The warning: to the batch shell alone (``B:``), else to every process of the job, as
+        ``pscancel -s`` does (Slurm sends it to the job's steps; a pslurm job's processes are its one
+        step). ``R:`` (also at a reservation's end) asks nothing more: pslurm has no reservations."""
+        spec = running.job.spec
+        assert running.proc is not None
+        log.info("job %d: signal %d, %d s before its time limit%s", running.job.job_id, spec.warn_signal,
+                 spec.warn_time, " (batch shell)" if spec.warn_batch else "")
+        if spec.warn_batch:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(running.proc.pid, spec.warn_signal)
+        else:
+            Launcher._signal_all(running, spec.warn_signal)
 
     @staticmethod
     def _drain_output(running: RunningJob) -> None:

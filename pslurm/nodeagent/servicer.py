@@ -170,6 +170,12 @@ class AgentServicer(pb_grpc.NodeAgentServicer):
         self.agent.signal(request.job_id, request.signal)
         return pb.Empty()
 
+    def SetTimeLimit(self, request: pb.TimeLimitRequest, context: grpc.ServicerContext) -> pb.Empty:
+        self._from_controller(context)
+        self.agent.set_time_limit(request.job_id, request.restarts,
+                                  request.time_limit if request.HasField("time_limit") else None)
+        return pb.Empty()
+
     def _launch_wait(self, uid: int, job_id: int) -> tuple[float, Callable[[], None]]:
         """How long a stream of ``uid`` may wait for the launch of ``job_id``, and what to call once
         it waits no more. A user's stream for a job not launched here takes one of the waits

@@ -19,6 +19,7 @@ class JobState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     JOB_TIMEOUT: _ClassVar[JobState]
     JOB_NODE_FAIL: _ClassVar[JobState]
     JOB_OUT_OF_MEMORY: _ClassVar[JobState]
+    JOB_DEADLINE: _ClassVar[JobState]
 
 class JobReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -43,6 +44,7 @@ class JobReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     REASON_NODE_DOWN: _ClassVar[JobReason]
     REASON_JOB_LAUNCH_FAILURE: _ClassVar[JobReason]
     REASON_OUT_OF_MEMORY: _ClassVar[JobReason]
+    REASON_DEADLINE: _ClassVar[JobReason]
 JOB_STATE_UNSPECIFIED: JobState
 JOB_PENDING: JobState
 JOB_RUNNING: JobState
@@ -53,6 +55,7 @@ JOB_CANCELLED: JobState
 JOB_TIMEOUT: JobState
 JOB_NODE_FAIL: JobState
 JOB_OUT_OF_MEMORY: JobState
+JOB_DEADLINE: JobState
 REASON_NONE: JobReason
 REASON_PRIORITY: JobReason
 REASON_RESOURCES: JobReason
@@ -74,6 +77,7 @@ REASON_TIME_LIMIT: JobReason
 REASON_NODE_DOWN: JobReason
 REASON_JOB_LAUNCH_FAILURE: JobReason
 REASON_OUT_OF_MEMORY: JobReason
+REASON_DEADLINE: JobReason
 
 class Empty(_message.Message):
     __slots__ = ()
@@ -98,7 +102,7 @@ class Gres(_message.Message):
     def __init__(self, name: _Optional[str] = ..., type: _Optional[str] = ..., count: _Optional[int] = ...) -> None: ...
 
 class JobSpec(_message.Message):
-    __slots__ = ("name", "user", "uid", "gid", "workdir", "script", "argv", "environment", "partition", "stdout", "stderr", "time_limit", "num_nodes", "ntasks", "cpus_per_task", "mem_mb", "gres", "interactive", "account", "nice", "dependency", "requeue", "hold", "array", "kill_on_invalid_dep", "nodelist", "exclude", "open_mode", "gpu_mem")
+    __slots__ = ("name", "user", "uid", "gid", "workdir", "script", "argv", "environment", "partition", "stdout", "stderr", "time_limit", "num_nodes", "ntasks", "cpus_per_task", "mem_mb", "gres", "interactive", "account", "nice", "dependency", "requeue", "hold", "array", "kill_on_invalid_dep", "nodelist", "exclude", "open_mode", "gpu_mem", "begin_time", "deadline", "comment", "qos", "warn_signal", "warn_time", "warn_batch", "warn_reservation")
     class EnvironmentEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -135,6 +139,14 @@ class JobSpec(_message.Message):
     EXCLUDE_FIELD_NUMBER: _ClassVar[int]
     OPEN_MODE_FIELD_NUMBER: _ClassVar[int]
     GPU_MEM_FIELD_NUMBER: _ClassVar[int]
+    BEGIN_TIME_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_FIELD_NUMBER: _ClassVar[int]
+    COMMENT_FIELD_NUMBER: _ClassVar[int]
+    QOS_FIELD_NUMBER: _ClassVar[int]
+    WARN_SIGNAL_FIELD_NUMBER: _ClassVar[int]
+    WARN_TIME_FIELD_NUMBER: _ClassVar[int]
+    WARN_BATCH_FIELD_NUMBER: _ClassVar[int]
+    WARN_RESERVATION_FIELD_NUMBER: _ClassVar[int]
     name: str
     user: str
     uid: int
@@ -164,7 +176,15 @@ class JobSpec(_message.Message):
     exclude: str
     open_mode: str
     gpu_mem: str
-    def __init__(self, name: _Optional[str] = ..., user: _Optional[str] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., workdir: _Optional[str] = ..., script: _Optional[str] = ..., argv: _Optional[_Iterable[str]] = ..., environment: _Optional[_Mapping[str, str]] = ..., partition: _Optional[str] = ..., stdout: _Optional[str] = ..., stderr: _Optional[str] = ..., time_limit: _Optional[int] = ..., num_nodes: _Optional[int] = ..., ntasks: _Optional[int] = ..., cpus_per_task: _Optional[int] = ..., mem_mb: _Optional[int] = ..., gres: _Optional[_Iterable[_Union[Gres, _Mapping]]] = ..., interactive: _Optional[bool] = ..., account: _Optional[str] = ..., nice: _Optional[int] = ..., dependency: _Optional[str] = ..., requeue: _Optional[bool] = ..., hold: _Optional[bool] = ..., array: _Optional[str] = ..., kill_on_invalid_dep: _Optional[bool] = ..., nodelist: _Optional[str] = ..., exclude: _Optional[str] = ..., open_mode: _Optional[str] = ..., gpu_mem: _Optional[str] = ...) -> None: ...
+    begin_time: float
+    deadline: float
+    comment: str
+    qos: str
+    warn_signal: int
+    warn_time: int
+    warn_batch: bool
+    warn_reservation: bool
+    def __init__(self, name: _Optional[str] = ..., user: _Optional[str] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., workdir: _Optional[str] = ..., script: _Optional[str] = ..., argv: _Optional[_Iterable[str]] = ..., environment: _Optional[_Mapping[str, str]] = ..., partition: _Optional[str] = ..., stdout: _Optional[str] = ..., stderr: _Optional[str] = ..., time_limit: _Optional[int] = ..., num_nodes: _Optional[int] = ..., ntasks: _Optional[int] = ..., cpus_per_task: _Optional[int] = ..., mem_mb: _Optional[int] = ..., gres: _Optional[_Iterable[_Union[Gres, _Mapping]]] = ..., interactive: _Optional[bool] = ..., account: _Optional[str] = ..., nice: _Optional[int] = ..., dependency: _Optional[str] = ..., requeue: _Optional[bool] = ..., hold: _Optional[bool] = ..., array: _Optional[str] = ..., kill_on_invalid_dep: _Optional[bool] = ..., nodelist: _Optional[str] = ..., exclude: _Optional[str] = ..., open_mode: _Optional[str] = ..., gpu_mem: _Optional[str] = ..., begin_time: _Optional[float] = ..., deadline: _Optional[float] = ..., comment: _Optional[str] = ..., qos: _Optional[str] = ..., warn_signal: _Optional[int] = ..., warn_time: _Optional[int] = ..., warn_batch: _Optional[bool] = ..., warn_reservation: _Optional[bool] = ...) -> None: ...
 
 class Job(_message.Message):
     __slots__ = ("job_id", "spec", "state", "reason", "submit_time", "start_time", "end_time", "node", "gpu_indices", "exit_code", "exit_signal", "node_target", "time_limit", "gpu_seconds", "peak_gpu_memory_mb", "mean_gpu_util", "array_job_id", "array_task_id", "priority", "hold", "restarts", "start_estimate", "eligible_time", "collapsed_tasks", "system_comment", "requeue")
@@ -383,6 +403,16 @@ class SignalRequest(_message.Message):
     job_id: int
     signal: int
     def __init__(self, job_id: _Optional[int] = ..., signal: _Optional[int] = ...) -> None: ...
+
+class TimeLimitRequest(_message.Message):
+    __slots__ = ("job_id", "restarts", "time_limit")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    RESTARTS_FIELD_NUMBER: _ClassVar[int]
+    TIME_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    job_id: int
+    restarts: int
+    time_limit: int
+    def __init__(self, job_id: _Optional[int] = ..., restarts: _Optional[int] = ..., time_limit: _Optional[int] = ...) -> None: ...
 
 class OutputRequest(_message.Message):
     __slots__ = ("job_id",)

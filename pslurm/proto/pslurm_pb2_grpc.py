@@ -252,6 +252,11 @@ class NodeAgentStub:
                 request_serializer=pslurm__pb2.SignalRequest.SerializeToString,
                 response_deserializer=pslurm__pb2.Empty.FromString,
                 _registered_method=True)
+        self.SetTimeLimit = channel.unary_unary(
+                '/pslurm.NodeAgent/SetTimeLimit',
+                request_serializer=pslurm__pb2.TimeLimitRequest.SerializeToString,
+                response_deserializer=pslurm__pb2.Empty.FromString,
+                _registered_method=True)
         self.StreamOutput = channel.unary_stream(
                 '/pslurm.NodeAgent/StreamOutput',
                 request_serializer=pslurm__pb2.OutputRequest.SerializeToString,
@@ -286,6 +291,13 @@ class NodeAgentServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SetTimeLimit(self, request, context):
+        """a running job's limit changed (scontrol update)
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def StreamOutput(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -315,6 +327,11 @@ def add_NodeAgentServicer_to_server(servicer, server):
             'SignalJob': grpc.unary_unary_rpc_method_handler(
                     servicer.SignalJob,
                     request_deserializer=pslurm__pb2.SignalRequest.FromString,
+                    response_serializer=pslurm__pb2.Empty.SerializeToString,
+            ),
+            'SetTimeLimit': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetTimeLimit,
+                    request_deserializer=pslurm__pb2.TimeLimitRequest.FromString,
                     response_serializer=pslurm__pb2.Empty.SerializeToString,
             ),
             'StreamOutput': grpc.unary_stream_rpc_method_handler(
@@ -408,6 +425,33 @@ class NodeAgent:
             target,
             '/pslurm.NodeAgent/SignalJob',
             pslurm__pb2.SignalRequest.SerializeToString,
+            pslurm__pb2.Empty.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetTimeLimit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pslurm.NodeAgent/SetTimeLimit',
+            pslurm__pb2.TimeLimitRequest.SerializeToString,
             pslurm__pb2.Empty.FromString,
             options,
             channel_credentials,

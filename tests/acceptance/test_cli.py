@@ -233,8 +233,12 @@ def test_submitted_batch_job_line_and_psqueue_columns(cluster, tmp_path):
     assert lines[0].split() == ["JOBID", "PARTITION", "NAME", "USER", "ST", "TIME", "NODES", "NODELIST(REASON)"]
     assert lines[1].split()[:5] == [job, "gpu", "sleeper", lines[1].split()[3], "R"]
     import json
+    # --json: Slurm's shape (squeue --json of Slurm 22.05); --json=pslurm: the shape psqueue printed before
     data = json.loads(cluster.run("psqueue", "--json", "-j", job, check=True).stdout)
-    assert data["jobs"][0]["job_id"] == int(job) and data["jobs"][0]["state"] == "RUNNING"
+    assert data["meta"]["plugin"]["type"] == "openapi/v0.0.38" and data["errors"] == []
+    assert data["jobs"][0]["job_id"] == int(job) and data["jobs"][0]["job_state"] == "RUNNING"
+    own = json.loads(cluster.run("psqueue", "--json=pslurm", "-j", job, check=True).stdout)
+    assert own["jobs"][0]["job_id"] == int(job) and own["jobs"][0]["state"] == "RUNNING"
     cluster.run("pscancel", job, check=True)
     unknown = cluster.run("psqueue", "-j", "999999")
     assert unknown.returncode == 1 and "Invalid job id specified" in unknown.stderr

@@ -340,9 +340,10 @@ def test_usage_recorded_with_nvml_and_without(gpu_cluster: GpuCluster) -> None:
     assert static_row[2] == "cpu=1,gres/gpu=2,gres/gpu:v100=2,node=1"
     assert 3 <= int(static_row[3]) <= 6 and static_row[4:6] == ["", ""]  # no NVML: not measured
     assert cpu_row[2:6] == ["cpu=1,node=1", "", "", ""]
-    data = json.loads(gpu_cluster.run("psacct", "--json", "-j", ids[0], check=True).stdout)["jobs"][0]
+    # the GPU measures are pslurm's own: in its JSON (--json=pslurm), not in Slurm's shape (--json)
+    data = json.loads(gpu_cluster.run("psacct", "--json=pslurm", "-j", ids[0], check=True).stdout)["jobs"][0]
     assert data["peak_gpu_memory_mb"] == 1500 and data["mean_gpu_util"] == pytest.approx(60.0)
-    static = json.loads(gpu_cluster.run("psacct", "--json", "-j", ids[1], check=True).stdout)["jobs"][0]
+    static = json.loads(gpu_cluster.run("psacct", "--json=pslurm", "-j", ids[1], check=True).stdout)["jobs"][0]
     assert static["peak_gpu_memory_mb"] is None and static["gpu_seconds"] >= 3
 
 

@@ -154,7 +154,8 @@ def test_hold_release_operator_priority_and_psprio(sched, tmp_path):
     # two jobs started by one pass may append in either order: compare the recorded start times
     import json
 
-    listed = json.loads(sched.run("psqueue", "--json", "-t", "all", "-j", ",".join((a, b, niced, held)),
+    # pslurm's JSON: its start times are exact (Slurm's shape has whole seconds)
+    listed = json.loads(sched.run("psqueue", "--json=pslurm", "-t", "all", "-j", ",".join((a, b, niced, held)),
                                   check=True).stdout)["jobs"]
     started = {str(j["job_id"]): j["start_time"] for j in listed}
     assert started[b] <= started[a] <= started[niced] < started[held]

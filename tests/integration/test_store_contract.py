@@ -315,3 +315,27 @@ def test_an_operators_settings_show_in_every_read_and_touch_no_state(store):
     assert store.get_job(job_id).priority == 7 and len(store.events(job_id)) == 1
     with pytest.raises(ValueError):
         store.set_pending_fields([job_id], hold="user")  # the lifecycle's, not a setting
+
+
+def test_begin_deadline_comment_and_qos_are_columns_and_deadline_is_an_operation(store):
+    from dataclasses import replace
+
+    asked = replace(spec(), begin_time=50.0, deadline=500.0, comment="for the paper", qos="normal", warn_signal=10,
+                    warn_time=30, warn_batch=True)
+    job_id = store.submit(asked, "gpu", 60, 1.0)
+    [queued] = store.queue()
+    assert (queued.begin_time, queued.deadline) == (50.0, 500.0)
+    assert store.get_job(job_id).spec == asked  # --signal lives in the stored request
+    light = store.get_jobs([job_id], light=True)[0].spec
+    assert (light.comment, light.qos) == ("for the paper", "normal")
+    assert store.next_job_id() == job_id + 1
+    store.deadline(job_id, 450.0, "cannot end before its deadline")
+    job = store.get_job(job_id)
+    assert (job.state, job.reason, job.exit_code, job.start_time, job.end_time) == (
+        JobState.DEADLINE, "DeadLine", 1, 450.0, 450.0)
+    assert store.events(job_id)[-1].op == "deadline" and store.queue() == []
+    with pytest.raises(InvalidTransition):
+        store.deadline(job_id, 460.0, "again")
+    later = store.submit(spec(), "gpu", None, 2.0)
+    assert store.start_jobs([(later, "c000", (0,))], 3.0, time_limits={later: 497}) == [later]
+    assert store.get_job(later).time_limit == 497

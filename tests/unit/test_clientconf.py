@@ -29,7 +29,7 @@ def test_the_client_reads_what_the_full_parser_reads(tmp_path: Path, text: str) 
     path.write_text(text)
     mine, full = read_client_conf(str(path)), load_cluster_config(str(path))
     for name in ("controller_addr", "controller_port", "rest_port", "auth_key_path", "auth_socket_path",
-                 "controller_target"):
+                 "controller_target", "cluster_name"):
         assert getattr(mine, name) == getattr(full, name), name
 
 

@@ -116,7 +116,7 @@ def test_known_but_inert_options_are_kept_and_warned_about_once(capsys: pytest.C
         "psbatch: warning: --mail-user has no effect in pslurm (no mailer)",
         "psbatch: warning: --exclusive has no effect in pslurm",
     ]
-    warn_inert("psbatch", parse_command_line(["-Q", "--qos=high", "x"], "sbatch"))
+    warn_inert("psbatch", parse_command_line(["-Q", "--licenses=matlab", "x"], "sbatch"))
     assert capsys.readouterr().err == ""
 
 

@@ -10,12 +10,13 @@ def test_final_states_are_left_only_by_a_requeue():
     assert FINAL_STATES <= JOB_TRANSITIONS[JobState.PENDING]
 
 
-def test_pending_only_starts_or_is_cancelled():
-    assert {to for to in JobState if can_transition(JobState.PENDING, to)} == {JobState.RUNNING, JobState.CANCELLED}
+def test_pending_only_starts_or_is_cancelled_or_misses_its_deadline():
+    assert {to for to in JobState if can_transition(JobState.PENDING, to)} == {
+        JobState.RUNNING, JobState.CANCELLED, JobState.DEADLINE}
 
 
 def test_every_final_state_is_reachable_from_running_or_completing():
-    for state in FINAL_STATES - {JobState.CANCELLED}:
+    for state in FINAL_STATES - {JobState.CANCELLED, JobState.DEADLINE}:  # DEADLINE: a job that never started
         assert can_transition(JobState.RUNNING, state)
         assert can_transition(JobState.COMPLETING, state)
 
@@ -36,7 +37,7 @@ def test_parse_rejects_unknown_state():
 
 
 def test_short_codes_are_slurms():
-    assert [s.short for s in JobState] == ["PD", "R", "CG", "CD", "F", "CA", "TO", "NF", "OOM"]
+    assert [s.short for s in JobState] == ["PD", "R", "CG", "CD", "F", "CA", "TO", "NF", "OOM", "DL"]
 
 
 @pytest.mark.parametrize("args,word", [

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Executor
@@ -80,6 +81,10 @@ class Route:
 ROUTES: tuple[Route, ...] = (
     Route("POST", f"{SLURM}/job/submit", "submit", "Submit a job: the reply comes once it is stored PENDING",
           body="job_submit_req: {\"job\": job_desc_msg}", tags=("slurm",)),
+    Route("POST", f"{PSLURM}/job/will_run", "will_run", "When and where a job would start if submitted now "
+          "(sbatch --test-only); nothing is stored", body="{\"job\": job_desc_msg}; reply {\"job_id\", "
+          "\"start_time\", \"node_list\", \"proc_cnt\", \"part_name\"} (Slurm's will_run_response_msg)",
+          tags=("pslurm",)),
     Route("GET", f"{SLURM}/jobs", "slurm_jobs", "The jobs not yet ended (squeue)", tags=("slurm",)),
     Route("GET", f"{SLURM}/job/{{job_id}}", "slurm_job", "A job (an array's id: its tasks), ended or not",
           tags=("slurm",)),
@@ -95,10 +100,15 @@ ROUTES: tuple[Route, ...] = (
           tags=("pslurm",)),
     Route("POST", f"{PSLURM}/jobs/cancel", "cancel", "Cancel or signal jobs; one error line per job that could "
           "not be", body="{\"job_ids\": [14], \"job_specs\": [\"15_[1-3]\"], \"signal\": 0}", tags=("pslurm",)),
-    Route("POST", f"{PSLURM}/job/update", "update_job", "Hold, release, requeue, Priority=, Nice=",
-          body="{\"job\": \"14_3\", \"action\": \"hold\", \"priority\": null, \"nice\": null}", tags=("pslurm",)),
+    Route("POST", f"{PSLURM}/job/update", "update_job", "Hold, release, requeue; scontrol update JobId= (TimeLimit=, "
+          "Partition=, JobName=, Account=, Comment=, NumTasks=, MinMemoryNode=, Priority=, Nice=)",
+          body="{\"job\": \"14_3\", \"action\": \"hold\", \"priority\": null, \"nice\": null, "
+               "\"changes\": {\"time_limit\": \"+30\", \"partition\": \"gpu\", \"name\": \"x\"}}",
+          tags=("pslurm",)),
     Route("GET", f"{PSLURM}/priorities", "priorities", "Each pending job's priority factors and the weights",
           query=("job_id", "user"), tags=("pslurm",)),
+    Route("GET", f"{PSLURM}/accounts", "accounts", "The accounts, their users and shares, and the fair-share "
+          "tree with each account's and user's usage (sshare)", tags=("pslurm",)),
     Route("GET", f"{PSLURM}/cluster", "cluster", "The cluster's name, partitions and nodes in one reply",
           tags=("pslurm",)),
     Route("GET", f"{PSLURM}/job/{{job_id}}/wait", "wait", "The job now, then at each change until it ends",
@@ -219,6 +229,19 @@ class Api:
         return _reply({"job_id": job_id, "step_id": "batch", "job_submit_user_msg": "",
                        "result": {"job_id": job_id, "step_id": "batch"}})
 
+    async def will_run(self, request: web.Request) -> web.StreamResponse:
+        caller = _caller(request)
+        body = await self._body(request)
+
+        def work() -> dict[str, Any]:
+            checked = self.service.check_submission(restjson.spec_from_json(body.get("job")), caller)
+            found = self.scheduler.will_run(checked.spec, checked.partition, checked.time_limit,
+                                            self.service.store.next_job_id())
+            return {"job_id": found.job_id, "start_time": found.start_time, "node_list": found.node_list,
+                    "proc_cnt": found.proc_cnt, "part_name": found.part_name}
+
+        return _reply(await self._run(work))
+
     async def jobs_reply(self, uid: int, job_ids: Sequence[int] = (), users: Sequence[str] = (),
                          states: Sequence[JobState] = (), include_finished: bool = False,
                          since: float | None = None, light: bool = False,
@@ -294,14 +317,27 @@ class Api:
             nice = None if body.get("nice") is None else int(body["nice"])
         except (TypeError, ValueError):
             raise ApiError(400, "Invalid request: priority and nice are integers") from None
+        changes = body.get("changes") or {}
+        if not isinstance(changes, dict):
+            raise ApiError(400, "Invalid request: changes is an object (time_limit, partition, name, ...)")
         job, action = str(body.get("job") or ""), str(body.get("action") or "").lower()
-        errors = await self._run(lambda: self.service.update_job(job, uid, action, priority, nice))
+        errors = await self._run(lambda: self.service.update_job(job, uid, action, priority, nice, changes))
         return _reply({"job_errors": errors})
 
     async def priorities(self, request: web.Request) -> web.StreamResponse:
         ids, users = _ids(request.query.getall("job_id", [])), _strings(request.query.getall("user", []))
         rows, weights = await self._run(lambda: access.priorities(self.scheduler, ids, users))
         return _reply({"jobs": rows, "weights": weights})
+
+    async def accounts(self, request: web.Request) -> web.StreamResponse:
+        """The configured accounts, users' default accounts, and the fair-share tree (sshare's rows)."""
+        rows = await self._run(self.scheduler.fair_share)
+        cfg = self.config
+        return _reply({"accounts": [{"name": a.name, "users": ["ALL"] if a.all_users else list(a.users),
+                                     "fairshare": a.fairshare, "description": a.description}
+                                    for a in cfg.accounts.values()],
+                       "default_accounts": dict(cfg.default_accounts),
+                       "shares": [dataclasses.asdict(r) for r in rows]})
 
     # -- the cluster -------------------------------------------------------------------------
 

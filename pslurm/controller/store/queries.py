@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import json
 import pathlib
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import Connection, Engine, bindparam, create_engine, event, func, insert, or_, select, update
@@ -100,7 +100,8 @@ class Store:
             kill_on_invalid_dep=spec.kill_on_invalid_dep, hold="user" if spec.hold else "", requeue=requeue,
             requeue_requested=False, restarts=0, priority=0, array_max_running=throttle,
             array_job_id=None, array_task_id=array_ids[0] if array_ids else None,
-            req_nodes=spec.nodelist, exc_nodes=spec.exclude,
+            req_nodes=spec.nodelist, exc_nodes=spec.exclude, begin_time=spec.begin_time, deadline=spec.deadline,
+            comment=spec.comment, qos=spec.qos,
         )
 
         def work(conn: Connection) -> list[int]:
@@ -125,15 +126,20 @@ class Store:
     # -- the lifecycle's operations (pslurm.core.lifecycle): each one compare-and-set plus an
     # event row named after it. Nothing else writes a job's state, hold, or cancel/requeue flags.
 
-    def start_jobs(self, placements: Sequence[tuple[int, str, Sequence[int]]], now: float) -> list[int]:
+    def start_jobs(self, placements: Sequence[tuple[int, str, Sequence[int]]], now: float,
+                   time_limits: Mapping[int, int] | None = None) -> list[int]:
         """``start`` a pass's placements in one transaction; returns the ids that started (a job
-        cancelled or held meanwhile is skipped)."""
+        cancelled or held meanwhile is skipped). ``time_limits``: the limit some jobs start with
+        instead of theirs (a job with a deadline and no limit: until its deadline)."""
+        limits = time_limits or {}
+
         def work(conn: Connection) -> list[int]:
             started = []
             for job_id, node, gpu_indices in placements:
                 try:
                     _apply(conn, job_id, now, functools.partial(lifecycle.start, node=node,
-                                                                gpu_indices=tuple(gpu_indices), now=now))
+                                                                gpu_indices=tuple(gpu_indices), now=now,
+                                                                time_limit=limits.get(job_id)))
                 except InvalidTransition:
                     continue
                 started.append(job_id)
@@ -190,6 +196,9 @@ class Store:
     def node_lost(self, job_id: int, node: str, now: float, why: str) -> Change:
         return self._apply(job_id, now, lambda job: lifecycle.node_lost(job, node, now, why))
 
+    def deadline(self, job_id: int, now: float, why: str) -> Change:
+        return self._apply(job_id, now, lambda job: lifecycle.deadline(job, now, why))
+
     def _apply(self, job_id: int, now: float, decide: Callable[[JobFlags], Change]) -> Change:
         """Read the job's flags, let the lifecycle decide, write the change and its event, in one
         transaction. Raises InvalidTransition (nothing written) when the lifecycle refuses."""
@@ -230,6 +239,37 @@ class Store:
         changed = self._writer.write(work)
         self._jobs_changed(changed)
         return changed
+
+    def update_fields(self, job_id: int, state: JobState, restarts: int, now: float, detail: str,
+                      columns: Mapping[str, Any], request: Mapping[str, Any]) -> bool:
+        """pscontrol update JobId=: set fields that are not the job's state (``columns``: its own
+        columns; ``request``: the same in the stored request's JSON, kept in step) as one
+        compare-and-set on the state and run the caller read, so that a field only a pending job may
+        change is never written once it started, plus an ``update`` event row. False, with nothing
+        written, when the job changed meanwhile."""
+        if not columns.keys() <= _UPDATABLE or not request.keys() <= _UPDATABLE_REQUEST:
+            raise ValueError(f"not a job's updatable field: {sorted({*columns, *request})}")
+        c = jobs.c
+        same = (c.job_id == job_id, c.state == state.value, c.restarts == restarts)
+
+        def work(conn: Connection) -> bool:
+            row = conn.execute(select(c.spec).where(*same)).first()
+            if row is None:
+                return False
+            data = json.loads(row.spec)
+            data.update(request)
+            values = {k: v for k, v in columns.items() if k in c}  # a field only the request has (comment)
+            result = conn.execute(update(jobs).where(*same).values(**values, spec=json.dumps(data)))
+            if result.rowcount != 1:
+                return False
+            conn.execute(_ADD_EVENT, dict(job_id=job_id, time=now, from_state=state.value, to_state=state.value,
+                                          detail=detail[:256], op="update"))
+            return True
+
+        changed = self._writer.write(work)
+        if changed:
+            self._jobs_changed((job_id,))
+        return bool(changed)
 
     def resolve(self, job_id: int, tasks: Sequence[int] | None) -> list[int]:
         """Job ids named by ``14`` (the job, or every task of array 14) or ``14_[tasks]``."""
@@ -408,7 +448,7 @@ class Store:
         query = (select(c.job_id, c.partition, c.cpus, c.mem_mb, c.gres, c.reason, c.user_name, c.name, c.account,
                         c.nice, c.submit_time, c.time_limit, c.dependency, c.kill_on_invalid_dep, c.array_job_id,
                         c.array_task_id, c.array_max_running, c.hold, c.admin_priority, c.priority,
-                        c.start_estimate, c.req_nodes, c.exc_nodes, c.eligible_time)
+                        c.start_estimate, c.req_nodes, c.exc_nodes, c.eligible_time, c.begin_time, c.deadline)
                  .where(c.state == "PENDING").order_by(c.job_id))
         if job_ids is not None:
             query = query.where(c.job_id.in_(job_ids))
@@ -425,7 +465,7 @@ class Store:
                                      r.account, r.nice, r.submit_time, r.time_limit, r.dependency,
                                      bool(r.kill_on_invalid_dep), r.array_job_id, r.array_task_id,
                                      r.array_max_running, r.hold, r.admin_priority, r.priority, r.start_estimate,
-                                     r.req_nodes, r.exc_nodes, r.eligible_time))
+                                     r.req_nodes, r.exc_nodes, r.eligible_time, r.begin_time, r.deadline))
         return out
 
     def allocations(self, job_ids: Collection[int] | None = None) -> list[Allocation]:
@@ -453,6 +493,12 @@ class Store:
         with self.engine.connect() as conn:
             return [JobEvent(r.job_id, r.time, JobState(r.from_state) if r.from_state else None,
                              JobState(r.to_state), r.detail, r.op) for r in conn.execute(query)]
+
+    def next_job_id(self) -> int:
+        """The id the next job is likely to get (one more than the largest yet; not reserved): what
+        psbatch --test-only names the job it asks about."""
+        with self.engine.connect() as conn:
+            return int(conn.execute(select(func.max(jobs.c.job_id))).scalar() or 0) + 1
 
     def count_jobs(self) -> int:
         with self.engine.connect() as conn:
@@ -505,14 +551,15 @@ _LISTED = tuple(jobs.c[name] for name in (
     "exit_signal", "cancel_requested", "partition", "time_limit", "gpu_seconds", "peak_gpu_memory_mb",
     "mean_gpu_util", "array_job_id", "array_task_id", "priority", "admin_priority", "hold", "restarts",
     "start_estimate", "eligible_time", "requeue", "requeue_requested", "system_comment",
-    "name", "user_name", "uid", "cpus", "mem_mb", "gres", "account", "nice", "dependency", "array_max_running"))
+    "name", "user_name", "uid", "cpus", "mem_mb", "gres", "account", "nice", "dependency", "array_max_running",
+    "comment", "qos"))
 _STATES = {s.value: s for s in JobState}
 _REASONS = {r.value: r for r in JobReason}
 
 
 def _listed_record(specs: dict[Any, Any], row: Any) -> JobRecord:
     """The JobRecord of a row of :data:`_LISTED`: what records.job_from_row(light=True) makes, read
-    as a plain tuple (a listing of 100,000 jobs reads each row's 37 columns once: attribute access
+    as a plain tuple (a listing of 100,000 jobs reads each row's 39 columns once: attribute access
     on SQLAlchemy's rows was most of its time)."""
     (job_id, state, reason, submit_time, start_time, end_time, node, gpu_indices, exit_code, exit_signal,
      cancel_requested, partition, time_limit, gpu_seconds, peak_gpu_memory_mb, mean_gpu_util, array_job_id,
@@ -521,14 +568,14 @@ def _listed_record(specs: dict[Any, Any], row: Any) -> JobRecord:
     key = tuple(own)
     spec = specs.get(key)
     if spec is None:  # as records._light_spec: of an array's expression only the throttle (%2)
-        name, user, uid, cpus, mem_mb, gres, account, nice, dependency, throttle = own
+        name, user, uid, cpus, mem_mb, gres, account, nice, dependency, throttle, comment, qos = own
         parsed = specs.get(gres)
         if parsed is None:
             parsed = specs[gres] = gres_from_column(gres)
         spec = specs[key] = JobSpec(name, user, uid, 0, "", partition=partition, time_limit=time_limit,
                                     cpus_per_task=cpus, mem_mb=mem_mb, gres=parsed, account=account or "",
                                     nice=nice or 0, dependency=dependency or "",
-                                    array=f"%{throttle}" if throttle else "")
+                                    array=f"%{throttle}" if throttle else "", comment=comment or "", qos=qos or "")
     return JobRecord(
         job_id, spec, _STATES[state], _REASONS.get(reason or "None", JobReason.NONE), submit_time, start_time,
         end_time, node, tuple(int(i) for i in gpu_indices.split(",")) if gpu_indices else (), exit_code,
@@ -550,6 +597,12 @@ def _end_decision(e: RunEnd) -> Callable[[JobFlags], Change]:
     return lambda job: lifecycle.finish(job, e.node, e.restarts, e.state, e.exit_code, e.exit_signal, e.end_time,
                                         e.usage, e.comment)
 
+
+# What pscontrol update JobId= may set (Store.update_fields): the job's columns, and the request's
+# fields kept in step with them; never the state, hold or flags, which are the lifecycle's.
+_UPDATABLE = frozenset({"name", "account", "partition", "time_limit", "cpus", "mem_mb", "nice", "admin_priority",
+                        "priority", "comment"})
+_UPDATABLE_REQUEST = frozenset({"name", "account", "partition", "time_limit", "ntasks", "mem_mb", "nice", "comment"})
 
 _FLAG_COLUMNS = (jobs.c.state, jobs.c.hold, jobs.c.cancel_requested, jobs.c.requeue_requested, jobs.c.requeue,
                  jobs.c.restarts, jobs.c.node)

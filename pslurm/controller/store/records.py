@@ -92,6 +92,8 @@ class QueuedJob:
     req_nodes: str = ""  # -w, a hostlist ("" any)
     exc_nodes: str = ""  # -x, a hostlist
     eligible_time: float | None = None  # since when it may start (not held, dependencies met); age counts from it
+    begin_time: float | None = None  # --begin: not before this time
+    deadline: float | None = None  # --deadline: ended DEADLINE once it can no longer end before it
 
 
 @dataclass(frozen=True)
@@ -179,7 +181,7 @@ def job_from_row(row: Row[Any], specs: dict[Any, JobSpec] | None = None, light: 
 
 def _light_key(row: Row[Any]) -> tuple[Any, ...]:
     return (row.name, row.user_name, row.uid, row.partition, row.time_limit, row.cpus, row.mem_mb, row.gres,
-            row.account, row.nice, row.dependency, row.array_max_running)
+            row.account, row.nice, row.dependency, row.array_max_running, row.comment, row.qos)
 
 
 def _light_spec(row: Row[Any]) -> JobSpec:
@@ -189,7 +191,8 @@ def _light_spec(row: Row[Any]) -> JobSpec:
                    time_limit=row.time_limit, cpus_per_task=row.cpus, mem_mb=row.mem_mb,
                    gres=gres_from_column(row.gres),
                    account=row.account or "", nice=row.nice or 0, dependency=row.dependency or "",
-                   array=f"%{row.array_max_running}" if row.array_max_running else "")
+                   array=f"%{row.array_max_running}" if row.array_max_running else "", comment=row.comment or "",
+                   qos=row.qos or "")
 
 
 def node_from_row(row: Row[Any]) -> NodeRecord:

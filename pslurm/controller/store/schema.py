@@ -52,6 +52,11 @@ jobs = Table(
     Column("exc_nodes", String(1024), nullable=False, default=""),
     Column("eligible_time", Float),  # when the pending job became eligible (not held, dependencies met)
     Column("system_comment", String(1024), nullable=False, default=""),  # why the system ended it (0004)
+    # sbatch's --begin, --deadline, --comment, --qos (migration 0005)
+    Column("begin_time", Float),  # not before this time; NULL: as soon as it may
+    Column("deadline", Float),  # ended DEADLINE once it can no longer end before it; NULL: none
+    Column("comment", String(1024), nullable=False, default=""),
+    Column("qos", String(64), nullable=False, default=""),  # "normal" (the only QOS), or "" in older rows
 )
 
 job_events = Table(

@@ -1,0 +1,292 @@
+"""pscontrol update JobId=: scontrol's words (pslurm.core.jobupdate), who may change what (the job
+service, with a real SQLite store and fake agents), and the store's guarded update."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pslurm.controller.jobs import JobService
+from pslurm.controller.store import Store
+from pslurm.core.config import ClusterConfig, parse_slurm_conf
+from pslurm.core.jobspec import JobRecord, JobSpec, SpecError
+from pslurm.core.jobupdate import UpdateError, checked_changes, new_time_limit, parse_job_update
+from pslurm.core.node import NodeRecord
+from pslurm.core.states import JobState, NodeState
+
+CONF = ("NodeName=c[000-001] NodeAddr=127.0.0.1 Port=7000 CPUs=4 RealMemory=1000 Gres=gpu:2\n"
+        "PartitionName=p Nodes=c[000-001] Default=YES MaxTime=1:00:00 DefaultTime=10:00\n"
+        "PartitionName=short Nodes=c001 MaxTime=5:00\n"
+        "PartitionName=closed Nodes=c000 State=DRAIN\n"
+        "AccountName=lab1 Users=ana,root\nAccountName=lab2 Users=ana\n")
+ANA = 1000
+
+
+# -- the words --------------------------------------------------------------------------------
+
+
+def test_the_words_become_the_changes_as_scontrol_reads_them() -> None:
+    assert parse_job_update(["JobId=14", "TimeLimit=30"]) == ("14", {"time_limit": "30"})
+    assert parse_job_update(["jobid=14_3", "timel=+1:00:00", "Part=short", "JobName=x", "A=lab2"]) == (
+        "14_3", {"time_limit": "+1:00:00", "partition": "short", "name": "x", "account": "lab2"})
+    assert parse_job_update(["JobId=14", "TimeLimit+=5"])[1] == {"time_limit": "+5"}
+    assert parse_job_update(["JobId=14", "TimeLimit-=5"])[1] == {"time_limit": "-5"}
+    assert parse_job_update(["JobId", "14", "Name", "two words"]) == ("14", {"name": "two words"})
+    assert parse_job_update(["JobId=14", "Nice"])[1] == {"nice": 100}  # a bare Nice: 100, as scontrol
+    assert parse_job_update(["JobId=14", "Nice=-5", "Priority=7"])[1] == {"nice": -5, "priority": 7}
+    assert parse_job_update(["JobId=14", "NumTasks=2", "MinMemoryNode=2G", "Comment=hi"])[1] == {
+        "num_tasks": 2, "min_memory_node": 2048, "comment": "hi"}
+    assert parse_job_update(["JobId=14", "Account="])[1] == {"account": ""}
+
+
+@pytest.mark.parametrize("words, lines, prefixed", [
+    (["JobId=14", "Frobnicate=1"], ("Update of this parameter is not supported: Frobnicate=1", "Request aborted"),
+     False),
+    (["JobId=14", "Dependency=afterok:3"],
+     ("Update of this parameter is not supported: Dependency=afterok:3", "Request aborted"), False),
+    (["JobId=14", "TimeLimit=bogus"], ("Invalid TimeLimit value",), True),
+    (["JobId=14", "TimeLimit=+UNLIMITED"], ("Invalid TimeLimit value",), True),
+    (["JobId=14", "TimeLimit+=+5"], ("Invalid syntax, variations of +=- are not accepted.",), True),
+    (["JobId=14", "Name+=x"], ("Option Name+=x does not accept [+|-]= syntax",), True),
+    (["JobId=14", "Priority=high"], ("Invalid Priority value: high",), True),
+    (["JobId=14", "Nice=99999999999"], ("Nice value out of range (+/- 2147483645). Value ignored",), True),
+    (["JobId=14", "NumTasks=x"], ("Invalid NumTasks value: x",), True),
+    (["JobId=14", "MinMemoryNode=lots"], ("Invalid MinMemoryNode value: lots",), True),
+    (["JobId=14"], ("No changes specified",), False),
+    (["TimeLimit=5"], ("No job ID specified",), True),
+    (["JobId=14", "TimeLimit"], ("Invalid input: TimeLimit", "Request aborted"), False),
+])
+def test_words_scontrol_refuses_are_refused_in_its_words(words: list[str], lines: tuple[str, ...],
+                                                         prefixed: bool) -> None:
+    with pytest.raises(UpdateError) as caught:
+        parse_job_update(words)
+    assert (caught.value.lines, caught.value.prefixed) == (lines, prefixed)
+
+
+def test_a_time_limit_change_against_the_limit_in_force() -> None:
+    assert new_time_limit("30", 600) == 1800
+    assert new_time_limit("UNLIMITED", 600) is None and new_time_limit("0", 600) is None
+    assert new_time_limit("+30", 600) == 2400 and new_time_limit("-5", 600) == 300
+    assert new_time_limit("0:05", None) == 5  # seconds: pslurm keeps them
+    with pytest.raises(ValueError, match=r"^TimeLimit decrement larger than current time limit \(20:00 > 10:00\)$"):
+        new_time_limit("-20", 600)
+    with pytest.raises(ValueError, match="^Cannot increment/decrement TimeLimit when set to UNLIMITED.$"):
+        new_time_limit("+5", None)
+
+
+def test_a_raw_clients_changes_are_checked() -> None:
+    assert checked_changes({"time_limit": 90, "name": "x", "partition": None}) == {"time_limit": "1:30", "name": "x"}
+    for bad, why in (({"time_limit": "soon"}, "Invalid TimeLimit value"), ({"nice": "5"}, "nice is an integer"),
+                     ({"name": 5}, "name is a string"), ({"state": "RUNNING"}, "not supported: state"),
+                     ({"name": "a\nb"}, "line break"), ({"num_tasks": -1}, "Invalid NumTasks value: -1")):
+        with pytest.raises(ValueError, match=why):
+            checked_changes(bad)
+
+
+# -- the job service --------------------------------------------------------------------------
+
+
+class Agents:
+    def __init__(self) -> None:
+        self.limits: list[tuple[str, int, int, int | None]] = []
+
+    def launch_async(self, target: str, job: JobRecord, on_error) -> None:  # type: ignore[no-untyped-def]
+        pass
+
+    def signal(self, target: str, job_id: int, signal: int) -> None:
+        pass
+
+    def set_time_limit(self, target: str, job_id: int, restarts: int, time_limit: int | None) -> None:
+        self.limits.append((target, job_id, restarts, time_limit))
+
+
+@pytest.fixture
+def config() -> ClusterConfig:
+    return parse_slurm_conf(CONF)
+
+
+@pytest.fixture
+def store(tmp_path: Path, config: ClusterConfig):  # type: ignore[no-untyped-def]
+    s = Store(f"sqlite:///{tmp_path}/update.db")
+    s.migrate()
+    s.ensure_nodes([NodeRecord(n.name, n.addr, n.port, n.cpus, n.real_memory, n.gres) for n in config.nodes.values()])
+    for name in config.nodes:
+        s.set_node_state(name, NodeState.UP, 1000.0)
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def service(config: ClusterConfig, store: Store) -> tuple[JobService, Agents]:
+    agents = Agents()
+    return JobService(config, store, agents, lambda: None, lambda: 1000.0, operators=frozenset({0})), agents
+
+
+def submit(store: Store, *, uid: int = ANA, partition: str = "p", time_limit: int | None = 600,
+           array: tuple[int, ...] = (), **kw: object) -> int:
+    values: dict[str, object] = dict(name="j", user="ana" if uid == ANA else "root", uid=uid, gid=uid, workdir="/tmp",
+                                     script="#!/bin/sh\ntrue\n", account="lab1", time_limit=time_limit)
+    values.update(kw)
+    return store.submit(JobSpec(**values), partition, time_limit, 900.0, array_ids=array)  # type: ignore[arg-type]
+
+
+def start(store: Store, job_id: int) -> None:
+    assert store.start_jobs([(job_id, "c000", (0,))], 950.0) == [job_id]
+
+
+def test_a_pending_jobs_limit_partition_and_name_change_at_once_with_one_event(service, store) -> None:
+    jobs, _ = service
+    job_id = submit(store)
+    assert jobs.update_job(str(job_id), ANA, changes={"time_limit": "4:00", "partition": "short",
+                                                      "name": "renamed", "account": "lab2"}) == []
+    job = store.get_job(job_id)
+    assert (job.time_limit, job.partition, job.spec.name, job.spec.account) == (240, "short", "renamed", "lab2")
+    assert (job.spec.time_limit, job.spec.partition) == (240, "short")  # the stored request kept in step
+    light = store.get_jobs(job_ids=[job_id], light=True)[0]
+    assert (light.spec.name, light.spec.account, light.partition) == ("renamed", "lab2", "short")
+    [event] = [e for e in store.events(job_id) if e.op == "update"]
+    assert (event.from_state, event.to_state) == (JobState.PENDING, JobState.PENDING)
+    assert event.detail == "update Partition=short Account=lab2 TimeLimit=4:00 JobName=renamed"
+
+
+def test_a_partition_change_is_admitted_as_at_submit_and_nothing_changes_on_refusal(service, store) -> None:
+    jobs, _ = service
+    job_id = submit(store)
+    before = store.get_job(job_id)
+    for partition, why in (("nope", "Invalid partition name specified"),
+                           ("closed", "Partition closed is DRAIN: it accepts no new jobs"),
+                           ("short", "Requested time limit is invalid (missing or exceeds some limit)")):
+        assert jobs.update_job(str(job_id), ANA, changes={"partition": partition, "name": "x"}) == [
+            f"{why} for job {job_id}"]
+    assert jobs.update_job(str(job_id), ANA, changes={"num_tasks": 9}) == [
+        f"Requested node configuration is not available for job {job_id}"]
+    assert jobs.update_job(str(job_id), ANA, changes={"num_tasks": 0}) == [
+        f"Task count specification invalid for job {job_id}"]
+    after = store.get_job(job_id)
+    assert (after.partition, after.spec.name, after.spec.ntasks, after.time_limit) == (
+        before.partition, before.spec.name, before.spec.ntasks, before.time_limit)
+    assert [e.op for e in store.events(job_id)] == ["submit"]
+
+
+def test_a_job_that_asked_no_limit_takes_the_new_partitions_default(service, store) -> None:
+    jobs, _ = service
+    job_id = submit(store, time_limit=None)
+    assert jobs.update_job(str(job_id), ANA, changes={"partition": "short", "num_tasks": 2,
+                                                      "min_memory_node": 500}) == []
+    job = store.get_job(job_id)
+    assert (job.partition, job.time_limit, job.spec.ntasks, job.spec.mem_mb) == ("short", 300, 2, 500)
+    assert store.queue(job_ids=[job_id])[0].cpus == 2
+
+
+def test_who_may_change_a_time_limit(service, store) -> None:
+    jobs, agents = service
+    pending, running = submit(store), submit(store)
+    start(store, running)
+    # a user lowers a running job's limit; the agent hears of it
+    assert jobs.update_job(str(running), ANA, changes={"time_limit": "-5"}) == []
+    assert store.get_job(running).time_limit == 300
+    assert agents.limits == [("127.0.0.1:7000", running, 0, 300)]
+    # ... but may not raise it; an operator may, past the partition's MaxTime too
+    assert jobs.update_job(str(running), ANA, changes={"time_limit": "+1"}) == [
+        f"Access/permission denied for job {running}"]
+    assert jobs.update_job(str(running), 0, changes={"time_limit": "2:00:00"}) == []
+    assert store.get_job(running).time_limit == 7200 and agents.limits[-1][-1] == 7200
+    # a user raises a pending job's limit up to its partition's MaxTime, no further
+    assert jobs.update_job(str(pending), ANA, changes={"time_limit": "1:00:00"}) == []
+    assert jobs.update_job(str(pending), ANA, changes={"time_limit": "UNLIMITED"}) == [
+        f"Access/permission denied for job {pending}"]
+    assert store.get_job(pending).time_limit == 3600
+    assert jobs.update_job(str(pending), ANA, changes={"time_limit": "60"}) == []  # the same: nothing to do
+    assert len([e for e in store.events(pending) if e.op == "update"]) == 1
+
+
+def test_refusals_in_slurms_words(service, store) -> None:
+    jobs, _ = service
+    running, mine, done = submit(store), submit(store, uid=0), submit(store)
+    start(store, running)
+    start(store, done)
+    store.finish(done, "c000", 0, JobState.COMPLETED, 0, 0, 960.0)
+    assert jobs.update_job(str(running), ANA, changes={"partition": "short"}) == [
+        f"Job is no longer pending execution for job {running}"]
+    assert jobs.update_job(str(running), ANA, changes={"partition": "p"}) == []  # its own: nothing to do
+    assert jobs.update_job(str(running), ANA, changes={"account": "lab1"}) == [
+        f"Job is no longer pending execution for job {running}"]
+    assert jobs.update_job(str(mine), ANA, changes={"name": "x"}) == [f"Invalid user id for job {mine}"]
+    assert jobs.update_job(str(done), ANA, changes={"name": "x"}) == [f"Job has already finished for job {done}"]
+    assert jobs.update_job("999999", ANA, changes={"name": "x"}) == ["Invalid job id specified for job 999999"]
+    assert jobs.update_job("999999_3", ANA, changes={"name": "x"}) == ["999999_3: Invalid job id specified"]
+    assert jobs.update_job(str(mine), ANA, changes={"priority": 5}) == [f"Invalid user id for job {mine}"]
+    assert jobs.update_job(str(mine), 0, changes={"nice": -5, "priority": 5}) == []
+    pending = submit(store)
+    assert jobs.update_job(str(pending), ANA, changes={"priority": 5}) == [
+        f"Access/permission denied for job {pending}"]
+    assert jobs.update_job(str(pending), ANA, changes={"nice": -1}) == [f"Access/permission denied for job {pending}"]
+    assert jobs.update_job(str(pending), ANA, changes={"account": "lab9"}) == [
+        f"Invalid account or account/partition combination specified for job {pending}"]
+    with pytest.raises(SpecError, match="No changes specified"):
+        jobs.update_job(str(pending), ANA, changes={})
+    assert jobs.update_job(str(running), ANA, changes={"name": "still-mine", "comment": "a note"}) == []  # any time
+    job = store.get_job(running)
+    assert (job.spec.name, job.spec.comment) == ("still-mine", "a note")
+    assert store.get_jobs(job_ids=[running], light=True)[0].spec.comment == "a note"
+
+
+def test_an_account_change_goes_back_to_the_default_with_an_empty_name(service, store) -> None:
+    jobs, _ = service
+    job_id = submit(store, account="lab2")
+    assert jobs.update_job(str(job_id), ANA, changes={"account": ""}) == []
+    assert store.get_job(job_id).spec.account == "lab1"
+    assert jobs.update_job(str(job_id), ANA, changes={"account": "LAB2"}) == []  # names are lower case
+    assert store.get_job(job_id).spec.account == "lab2"
+
+
+def test_array_tasks_as_scontrol_reports_them(service, store) -> None:
+    jobs, _ = service
+    first = submit(store, array=(0, 1, 2, 3))
+    tasks = {t.array_task_id: t.job_id for t in store.get_jobs(job_ids=[first])}
+    start(store, tasks[1])
+    assert jobs.update_job(f"{first}_2", ANA, changes={"partition": "nope"}) == [
+        f"{first}_2: Invalid partition name specified"]
+    assert jobs.update_job(str(first), ANA, changes={"partition": "short", "time_limit": "2:00"}) == [
+        f"{first}_0,2-3: No error", f"{first}_1: Job is no longer pending execution"]
+    assert {t.array_task_id: t.partition for t in store.get_jobs(job_ids=[first])} == {
+        0: "short", 1: "p", 2: "short", 3: "short"}
+    assert jobs.update_job(f"{first}_[2-3]", ANA, changes={"time_limit": "+1"}) == []  # each its own limit
+    assert store.get_job(tasks[3]).time_limit == 180 and store.get_job(tasks[0]).time_limit == 120
+
+
+def test_priority_and_nice_through_the_old_arguments(service, store) -> None:
+    jobs, _ = service
+    job_id = submit(store)
+    assert jobs.update_job(str(job_id), 0, priority=5000, nice=3) == []
+    job = store.get_job(job_id)
+    assert (job.priority, job.spec.nice) == (5000, 3)
+    assert jobs.update_job(str(job_id), 0, "hold") == []  # an action alone: as before
+    assert store.get_job(job_id).hold == "admin"
+
+
+def test_the_store_writes_nothing_once_the_job_left_the_state_that_was_read(store) -> None:
+    job_id = submit(store)
+    start(store, job_id)
+    assert not store.update_fields(job_id, JobState.PENDING, 0, 1000.0, "update Partition=short",
+                                   {"partition": "short"}, {"partition": "short"})
+    assert store.get_job(job_id).partition == "p" and [e.op for e in store.events(job_id)] == ["submit", "start"]
+    with pytest.raises(ValueError, match="updatable"):
+        store.update_fields(job_id, JobState.RUNNING, 0, 1000.0, "", {"state": "PENDING"}, {})
+
+
+def test_a_job_that_started_meanwhile_is_checked_again(service, store, monkeypatch) -> None:
+    jobs, _ = service
+    job_id = submit(store)
+    read = store.get_jobs
+
+    def racing(*args, **kw):  # type: ignore[no-untyped-def]
+        found = read(*args, **kw)
+        start(store, job_id)  # the scheduler starts it between the service's read and its write
+        return found
+
+    monkeypatch.setattr(store, "get_jobs", racing)
+    assert jobs.update_job(str(job_id), ANA, changes={"num_tasks": 2}) == [
+        f"Job is no longer pending execution for job {job_id}"]
+    assert store.get_job(job_id).spec.ntasks == 1
