@@ -54,6 +54,7 @@ def spec_to_pb(spec: JobSpec) -> pb.JobSpec:
         gres=gres_to_pb(spec.gres), interactive=spec.interactive, account=spec.account, nice=spec.nice,
         dependency=spec.dependency, hold=spec.hold, array=spec.array, kill_on_invalid_dep=spec.kill_on_invalid_dep,
         nodelist=spec.nodelist, exclude=spec.exclude, open_mode=spec.open_mode, gpu_mem=spec.gpu_mem,
+        allocation=spec.allocation,
     )
     _set_present(msg, spec, _SPEC_OPTIONAL)
     for name in _SPEC_GIVEN:  # set only when given: a request without them is the message it always was
@@ -79,7 +80,7 @@ def spec_from_pb(msg: pb.JobSpec) -> JobSpec:
         begin_time=msg.begin_time if msg.HasField("begin_time") else None,
         deadline=msg.deadline if msg.HasField("deadline") else None, comment=msg.comment, qos=msg.qos,
         warn_signal=msg.warn_signal, warn_time=msg.warn_time, warn_batch=msg.warn_batch,
-        warn_reservation=msg.warn_reservation,
+        warn_reservation=msg.warn_reservation, allocation=msg.allocation,
     )
 
 

@@ -24,7 +24,7 @@ SPEC_FIELDS = (
     "name", "user", "uid", "gid", "workdir", "script", "argv", "environment", "partition", "stdout", "stderr",
     "time_limit", "num_nodes", "ntasks", "cpus_per_task", "mem_mb", "gres", "interactive", "account", "nice",
     "dependency", "requeue", "hold", "array", "kill_on_invalid_dep", "nodelist", "exclude", "open_mode",
-    "gpu_mem", "begin_time", "deadline", "comment", "qos", "warn_signal", "warn_time", "warn_batch",
+    "gpu_mem", "allocation", "begin_time", "deadline", "comment", "qos", "warn_signal", "warn_time", "warn_batch",
     "warn_reservation",
 )
 RECORD_FIELDS = (
@@ -108,6 +108,7 @@ class JobDesc:
         return str(mode)
 
     gpu_mem = property(lambda self: str(self.own.get("gpu_mem") or ""))  # --gpu-mem as given; pslurm's own key
+    allocation = property(lambda self: bool(self.own.get("allocation")))  # psalloc's job; pslurm's own key
     comment = property(lambda self: str(self.data.get("comment") or ""))
     qos = property(lambda self: str(self.data.get("qos") or ""))
     warn_time = property(lambda self: int(from_no_val(self.data.get("kill_warning_delay")) or 0))

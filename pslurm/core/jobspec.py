@@ -42,6 +42,7 @@ class JobSpec:
     nodelist: str = ""  # -w/--nodelist: the node(s) the job must run on, a hostlist (Slurm's ReqNodeList)
     exclude: str = ""  # -x/--exclude: nodes it must not run on, a hostlist (ExcNodeList)
     open_mode: str = ""  # --open-mode: "append" or "truncate"; "": not given (truncate, as JobFileAppend=0)
+    allocation: bool = False  # psalloc: an allocation, no batch script (steps run in it, the command locally)
     gpu_mem: str = ""  # --gpu-mem as given ("8G", "auto"); the controller turns it into a gpumem:MB GRES item
     begin_time: float | None = None  # -b/--begin: it starts no earlier (epoch seconds); its EligibleTime
     deadline: float | None = None  # --deadline: ended DEADLINE once it can no longer end before this

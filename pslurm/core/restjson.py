@@ -85,7 +85,7 @@ def desc_to_json(spec: Mapping[str, Any]) -> Json:
         "pslurm": {"user_name": spec["user"], "interactive": spec["interactive"], "gres": _gres_json(gres),
                    "time_limit": spec["time_limit"]},
     }
-    for own_key in ("open_mode", "gpu_mem"):
+    for own_key in ("open_mode", "gpu_mem", "allocation"):
         if spec.get(own_key):
             data["pslurm"][own_key] = spec[own_key]
     _job_options_json(data, spec)
@@ -211,6 +211,8 @@ def brief_spec_json(spec: JobSpec, partition: str) -> Json:
         own["open_mode"] = spec.open_mode
     if spec.gpu_mem:
         own["gpu_mem"] = spec.gpu_mem
+    if spec.allocation:
+        own["allocation"] = True
     _job_options_json(data, vars(spec))
     return data
 

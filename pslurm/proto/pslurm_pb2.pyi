@@ -102,7 +102,7 @@ class Gres(_message.Message):
     def __init__(self, name: _Optional[str] = ..., type: _Optional[str] = ..., count: _Optional[int] = ...) -> None: ...
 
 class JobSpec(_message.Message):
-    __slots__ = ("name", "user", "uid", "gid", "workdir", "script", "argv", "environment", "partition", "stdout", "stderr", "time_limit", "num_nodes", "ntasks", "cpus_per_task", "mem_mb", "gres", "interactive", "account", "nice", "dependency", "requeue", "hold", "array", "kill_on_invalid_dep", "nodelist", "exclude", "open_mode", "gpu_mem", "begin_time", "deadline", "comment", "qos", "warn_signal", "warn_time", "warn_batch", "warn_reservation")
+    __slots__ = ("name", "user", "uid", "gid", "workdir", "script", "argv", "environment", "partition", "stdout", "stderr", "time_limit", "num_nodes", "ntasks", "cpus_per_task", "mem_mb", "gres", "interactive", "account", "nice", "dependency", "requeue", "hold", "array", "kill_on_invalid_dep", "nodelist", "exclude", "open_mode", "gpu_mem", "begin_time", "deadline", "comment", "qos", "warn_signal", "warn_time", "warn_batch", "warn_reservation", "allocation")
     class EnvironmentEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -147,6 +147,7 @@ class JobSpec(_message.Message):
     WARN_TIME_FIELD_NUMBER: _ClassVar[int]
     WARN_BATCH_FIELD_NUMBER: _ClassVar[int]
     WARN_RESERVATION_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATION_FIELD_NUMBER: _ClassVar[int]
     name: str
     user: str
     uid: int
@@ -184,7 +185,8 @@ class JobSpec(_message.Message):
     warn_time: int
     warn_batch: bool
     warn_reservation: bool
-    def __init__(self, name: _Optional[str] = ..., user: _Optional[str] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., workdir: _Optional[str] = ..., script: _Optional[str] = ..., argv: _Optional[_Iterable[str]] = ..., environment: _Optional[_Mapping[str, str]] = ..., partition: _Optional[str] = ..., stdout: _Optional[str] = ..., stderr: _Optional[str] = ..., time_limit: _Optional[int] = ..., num_nodes: _Optional[int] = ..., ntasks: _Optional[int] = ..., cpus_per_task: _Optional[int] = ..., mem_mb: _Optional[int] = ..., gres: _Optional[_Iterable[_Union[Gres, _Mapping]]] = ..., interactive: _Optional[bool] = ..., account: _Optional[str] = ..., nice: _Optional[int] = ..., dependency: _Optional[str] = ..., requeue: _Optional[bool] = ..., hold: _Optional[bool] = ..., array: _Optional[str] = ..., kill_on_invalid_dep: _Optional[bool] = ..., nodelist: _Optional[str] = ..., exclude: _Optional[str] = ..., open_mode: _Optional[str] = ..., gpu_mem: _Optional[str] = ..., begin_time: _Optional[float] = ..., deadline: _Optional[float] = ..., comment: _Optional[str] = ..., qos: _Optional[str] = ..., warn_signal: _Optional[int] = ..., warn_time: _Optional[int] = ..., warn_batch: _Optional[bool] = ..., warn_reservation: _Optional[bool] = ...) -> None: ...
+    allocation: bool
+    def __init__(self, name: _Optional[str] = ..., user: _Optional[str] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., workdir: _Optional[str] = ..., script: _Optional[str] = ..., argv: _Optional[_Iterable[str]] = ..., environment: _Optional[_Mapping[str, str]] = ..., partition: _Optional[str] = ..., stdout: _Optional[str] = ..., stderr: _Optional[str] = ..., time_limit: _Optional[int] = ..., num_nodes: _Optional[int] = ..., ntasks: _Optional[int] = ..., cpus_per_task: _Optional[int] = ..., mem_mb: _Optional[int] = ..., gres: _Optional[_Iterable[_Union[Gres, _Mapping]]] = ..., interactive: _Optional[bool] = ..., account: _Optional[str] = ..., nice: _Optional[int] = ..., dependency: _Optional[str] = ..., requeue: _Optional[bool] = ..., hold: _Optional[bool] = ..., array: _Optional[str] = ..., kill_on_invalid_dep: _Optional[bool] = ..., nodelist: _Optional[str] = ..., exclude: _Optional[str] = ..., open_mode: _Optional[str] = ..., gpu_mem: _Optional[str] = ..., begin_time: _Optional[float] = ..., deadline: _Optional[float] = ..., comment: _Optional[str] = ..., qos: _Optional[str] = ..., warn_signal: _Optional[int] = ..., warn_time: _Optional[int] = ..., warn_batch: _Optional[bool] = ..., warn_reservation: _Optional[bool] = ..., allocation: _Optional[bool] = ...) -> None: ...
 
 class Job(_message.Message):
     __slots__ = ("job_id", "spec", "state", "reason", "submit_time", "start_time", "end_time", "node", "gpu_indices", "exit_code", "exit_signal", "node_target", "time_limit", "gpu_seconds", "peak_gpu_memory_mb", "mean_gpu_util", "array_job_id", "array_task_id", "priority", "hold", "restarts", "start_estimate", "eligible_time", "collapsed_tasks", "system_comment", "requeue")
@@ -297,16 +299,18 @@ class RegisterReply(_message.Message):
     def __init__(self, heartbeat_interval: _Optional[float] = ..., kill: _Optional[_Iterable[_Union[JobRun, _Mapping]]] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
-    __slots__ = ("name", "runs", "health_reason", "gpu_use")
+    __slots__ = ("name", "runs", "health_reason", "gpu_use", "steps")
     NAME_FIELD_NUMBER: _ClassVar[int]
     RUNS_FIELD_NUMBER: _ClassVar[int]
     HEALTH_REASON_FIELD_NUMBER: _ClassVar[int]
     GPU_USE_FIELD_NUMBER: _ClassVar[int]
+    STEPS_FIELD_NUMBER: _ClassVar[int]
     name: str
     runs: _containers.RepeatedCompositeFieldContainer[JobRun]
     health_reason: str
     gpu_use: _containers.RepeatedCompositeFieldContainer[GpuUse]
-    def __init__(self, name: _Optional[str] = ..., runs: _Optional[_Iterable[_Union[JobRun, _Mapping]]] = ..., health_reason: _Optional[str] = ..., gpu_use: _Optional[_Iterable[_Union[GpuUse, _Mapping]]] = ...) -> None: ...
+    steps: _containers.RepeatedCompositeFieldContainer[StepRef]
+    def __init__(self, name: _Optional[str] = ..., runs: _Optional[_Iterable[_Union[JobRun, _Mapping]]] = ..., health_reason: _Optional[str] = ..., gpu_use: _Optional[_Iterable[_Union[GpuUse, _Mapping]]] = ..., steps: _Optional[_Iterable[_Union[StepRef, _Mapping]]] = ...) -> None: ...
 
 class GpuUse(_message.Message):
     __slots__ = ("index", "memory_used_mb", "util")
@@ -370,6 +374,101 @@ class JobsEndedRequest(_message.Message):
     ends: _containers.RepeatedCompositeFieldContainer[JobEndedRequest]
     def __init__(self, node: _Optional[str] = ..., ends: _Optional[_Iterable[_Union[JobEndedRequest, _Mapping]]] = ...) -> None: ...
 
+class StepRef(_message.Message):
+    __slots__ = ("job_id", "step_id")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    STEP_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: int
+    step_id: int
+    def __init__(self, job_id: _Optional[int] = ..., step_id: _Optional[int] = ...) -> None: ...
+
+class StepLaunch(_message.Message):
+    __slots__ = ("job_id", "restarts", "step_id", "name", "argv", "environment", "workdir", "uid", "gid", "user", "ntasks", "task_offset", "total_tasks", "node_index", "step_nodelist", "tasks_per_node", "cpus_per_task", "gpu_indices", "label", "pty")
+    class EnvironmentEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    RESTARTS_FIELD_NUMBER: _ClassVar[int]
+    STEP_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ARGV_FIELD_NUMBER: _ClassVar[int]
+    ENVIRONMENT_FIELD_NUMBER: _ClassVar[int]
+    WORKDIR_FIELD_NUMBER: _ClassVar[int]
+    UID_FIELD_NUMBER: _ClassVar[int]
+    GID_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    NTASKS_FIELD_NUMBER: _ClassVar[int]
+    TASK_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_TASKS_FIELD_NUMBER: _ClassVar[int]
+    NODE_INDEX_FIELD_NUMBER: _ClassVar[int]
+    STEP_NODELIST_FIELD_NUMBER: _ClassVar[int]
+    TASKS_PER_NODE_FIELD_NUMBER: _ClassVar[int]
+    CPUS_PER_TASK_FIELD_NUMBER: _ClassVar[int]
+    GPU_INDICES_FIELD_NUMBER: _ClassVar[int]
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    PTY_FIELD_NUMBER: _ClassVar[int]
+    job_id: int
+    restarts: int
+    step_id: int
+    name: str
+    argv: _containers.RepeatedScalarFieldContainer[str]
+    environment: _containers.ScalarMap[str, str]
+    workdir: str
+    uid: int
+    gid: int
+    user: str
+    ntasks: int
+    task_offset: int
+    total_tasks: int
+    node_index: int
+    step_nodelist: str
+    tasks_per_node: str
+    cpus_per_task: int
+    gpu_indices: _containers.RepeatedScalarFieldContainer[int]
+    label: bool
+    pty: bool
+    def __init__(self, job_id: _Optional[int] = ..., restarts: _Optional[int] = ..., step_id: _Optional[int] = ..., name: _Optional[str] = ..., argv: _Optional[_Iterable[str]] = ..., environment: _Optional[_Mapping[str, str]] = ..., workdir: _Optional[str] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., user: _Optional[str] = ..., ntasks: _Optional[int] = ..., task_offset: _Optional[int] = ..., total_tasks: _Optional[int] = ..., node_index: _Optional[int] = ..., step_nodelist: _Optional[str] = ..., tasks_per_node: _Optional[str] = ..., cpus_per_task: _Optional[int] = ..., gpu_indices: _Optional[_Iterable[int]] = ..., label: _Optional[bool] = ..., pty: _Optional[bool] = ...) -> None: ...
+
+class StepSignal(_message.Message):
+    __slots__ = ("job_id", "step_id", "signal")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    STEP_ID_FIELD_NUMBER: _ClassVar[int]
+    SIGNAL_FIELD_NUMBER: _ClassVar[int]
+    job_id: int
+    step_id: int
+    signal: int
+    def __init__(self, job_id: _Optional[int] = ..., step_id: _Optional[int] = ..., signal: _Optional[int] = ...) -> None: ...
+
+class StepEnded(_message.Message):
+    __slots__ = ("job_id", "step_id", "node", "state", "exit_code", "exit_signal", "end_time")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    STEP_ID_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    EXIT_SIGNAL_FIELD_NUMBER: _ClassVar[int]
+    END_TIME_FIELD_NUMBER: _ClassVar[int]
+    job_id: int
+    step_id: int
+    node: str
+    state: JobState
+    exit_code: int
+    exit_signal: int
+    end_time: float
+    def __init__(self, job_id: _Optional[int] = ..., step_id: _Optional[int] = ..., node: _Optional[str] = ..., state: _Optional[_Union[JobState, str]] = ..., exit_code: _Optional[int] = ..., exit_signal: _Optional[int] = ..., end_time: _Optional[float] = ...) -> None: ...
+
+class StepsEndedRequest(_message.Message):
+    __slots__ = ("node", "ends")
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    ENDS_FIELD_NUMBER: _ClassVar[int]
+    node: str
+    ends: _containers.RepeatedCompositeFieldContainer[StepEnded]
+    def __init__(self, node: _Optional[str] = ..., ends: _Optional[_Iterable[_Union[StepEnded, _Mapping]]] = ...) -> None: ...
+
 class LaunchRequest(_message.Message):
     __slots__ = ("job",)
     JOB_FIELD_NUMBER: _ClassVar[int]
@@ -415,18 +514,22 @@ class TimeLimitRequest(_message.Message):
     def __init__(self, job_id: _Optional[int] = ..., restarts: _Optional[int] = ..., time_limit: _Optional[int] = ...) -> None: ...
 
 class OutputRequest(_message.Message):
-    __slots__ = ("job_id",)
+    __slots__ = ("job_id", "step_id")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    STEP_ID_FIELD_NUMBER: _ClassVar[int]
     job_id: int
-    def __init__(self, job_id: _Optional[int] = ...) -> None: ...
+    step_id: int
+    def __init__(self, job_id: _Optional[int] = ..., step_id: _Optional[int] = ...) -> None: ...
 
 class InputChunk(_message.Message):
-    __slots__ = ("job_id", "data")
+    __slots__ = ("job_id", "data", "step_id")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     DATA_FIELD_NUMBER: _ClassVar[int]
+    STEP_ID_FIELD_NUMBER: _ClassVar[int]
     job_id: int
     data: bytes
-    def __init__(self, job_id: _Optional[int] = ..., data: _Optional[bytes] = ...) -> None: ...
+    step_id: int
+    def __init__(self, job_id: _Optional[int] = ..., data: _Optional[bytes] = ..., step_id: _Optional[int] = ...) -> None: ...
 
 class OutputChunk(_message.Message):
     __slots__ = ("stdout", "stderr", "done", "state", "exit_code", "exit_signal")

@@ -54,6 +54,11 @@ class ControllerStub:
                 request_serializer=pslurm__pb2.JobsEndedRequest.SerializeToString,
                 response_deserializer=pslurm__pb2.Empty.FromString,
                 _registered_method=True)
+        self.StepsEnded = channel.unary_unary(
+                '/pslurm.Controller/StepsEnded',
+                request_serializer=pslurm__pb2.StepsEndedRequest.SerializeToString,
+                response_deserializer=pslurm__pb2.Empty.FromString,
+                _registered_method=True)
 
 
 class ControllerServicer:
@@ -85,6 +90,13 @@ class ControllerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def StepsEnded(self, request, context):
+        """steps' ends on the agent's node, in batches as job ends
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControllerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -106,6 +118,11 @@ def add_ControllerServicer_to_server(servicer, server):
             'JobsEnded': grpc.unary_unary_rpc_method_handler(
                     servicer.JobsEnded,
                     request_deserializer=pslurm__pb2.JobsEndedRequest.FromString,
+                    response_serializer=pslurm__pb2.Empty.SerializeToString,
+            ),
+            'StepsEnded': grpc.unary_unary_rpc_method_handler(
+                    servicer.StepsEnded,
+                    request_deserializer=pslurm__pb2.StepsEndedRequest.FromString,
                     response_serializer=pslurm__pb2.Empty.SerializeToString,
             ),
     }
@@ -227,6 +244,33 @@ class Controller:
             metadata,
             _registered_method=True)
 
+    @staticmethod
+    def StepsEnded(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pslurm.Controller/StepsEnded',
+            pslurm__pb2.StepsEndedRequest.SerializeToString,
+            pslurm__pb2.Empty.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
 
 class NodeAgentStub:
     """Missing associated documentation comment in .proto file."""
@@ -265,6 +309,16 @@ class NodeAgentStub:
         self.SendInput = channel.stream_unary(
                 '/pslurm.NodeAgent/SendInput',
                 request_serializer=pslurm__pb2.InputChunk.SerializeToString,
+                response_deserializer=pslurm__pb2.Empty.FromString,
+                _registered_method=True)
+        self.LaunchStep = channel.unary_unary(
+                '/pslurm.NodeAgent/LaunchStep',
+                request_serializer=pslurm__pb2.StepLaunch.SerializeToString,
+                response_deserializer=pslurm__pb2.Empty.FromString,
+                _registered_method=True)
+        self.SignalStep = channel.unary_unary(
+                '/pslurm.NodeAgent/SignalStep',
+                request_serializer=pslurm__pb2.StepSignal.SerializeToString,
                 response_deserializer=pslurm__pb2.Empty.FromString,
                 _registered_method=True)
 
@@ -311,6 +365,20 @@ class NodeAgentServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def LaunchStep(self, request, context):
+        """a step's tasks on this node (the job must run here)
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SignalStep(self, request, context):
+        """pscancel J.S, or the step's end as the controller decides
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_NodeAgentServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -342,6 +410,16 @@ def add_NodeAgentServicer_to_server(servicer, server):
             'SendInput': grpc.stream_unary_rpc_method_handler(
                     servicer.SendInput,
                     request_deserializer=pslurm__pb2.InputChunk.FromString,
+                    response_serializer=pslurm__pb2.Empty.SerializeToString,
+            ),
+            'LaunchStep': grpc.unary_unary_rpc_method_handler(
+                    servicer.LaunchStep,
+                    request_deserializer=pslurm__pb2.StepLaunch.FromString,
+                    response_serializer=pslurm__pb2.Empty.SerializeToString,
+            ),
+            'SignalStep': grpc.unary_unary_rpc_method_handler(
+                    servicer.SignalStep,
+                    request_deserializer=pslurm__pb2.StepSignal.FromString,
                     response_serializer=pslurm__pb2.Empty.SerializeToString,
             ),
     }
@@ -506,6 +584,60 @@ class NodeAgent:
             target,
             '/pslurm.NodeAgent/SendInput',
             pslurm__pb2.InputChunk.SerializeToString,
+            pslurm__pb2.Empty.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def LaunchStep(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pslurm.NodeAgent/LaunchStep',
+            pslurm__pb2.StepLaunch.SerializeToString,
+            pslurm__pb2.Empty.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SignalStep(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pslurm.NodeAgent/SignalStep',
+            pslurm__pb2.StepSignal.SerializeToString,
             pslurm__pb2.Empty.FromString,
             options,
             channel_credentials,
