@@ -1,4 +1,4 @@
-"""The one option table of psbatch, psrun (and psalloc to come): Slurm 22.05's sbatch, srun and
+"""The one option table of psbatch, psrun and psalloc: Slurm 22.05's sbatch, srun and
 salloc options, for the command line and ``#SBATCH``/``#PSBATCH`` lines alike.
 
 Every option those three commands know is a row here, with its long names, short letter, the
@@ -98,6 +98,16 @@ TABLE: tuple[JobOpt, ...] = (
     _real("wait", "W", _N, "b", "do not exit until the job ends; exit with its exit code (an array: the highest)"),
     _real("test-only", "", _N, "b", "say when and where the job would start, without submitting it"),
     _real("input", "i", _R, "r", "stdin to the job: all (default) or none"),
+    # -- srun's steps (psrun inside an allocation: SLURM_JOB_ID set, or --jobid) and salloc's own --------
+    _real("jobid", "", _R, "r", "run as a step of this running job (default: $SLURM_JOB_ID, set inside a job)"),
+    _real("label", "l", _N, "r", "prefix each output line with its task's rank (0: ...)"),
+    _real("overlap", "", _O, "r", "the step shares the job's resources with its other steps (never waits)"),
+    _real("exact", "", _N, "r", "the step takes only the CPUs and GPUs it asks for"),
+    _real("whole", "", _N, "r", "the step takes all of the job's resources on its nodes (the default)"),
+    _real("pty", "", _N, "r", "run task 0 on a pseudo-terminal (this terminal in raw mode)"),
+    _real("gpus-per-task", "", _R, "r", "a step's GPUs per task, each task its own (psrun inside an allocation)"),
+    _real("ntasks-per-node", "", _R, "ra", "tasks per node (with -N: the task count)"),
+    _real("no-shell", "", _N, "a", "grant the allocation and exit without running a command"),
     _real("help", "h", _N, "bra", ""),  # help_text lists --help last
     _real("usage", "", _N, "bra", "print a short usage line and exit"),
     _real("version", "V", _N, "bra", "print pslurm's version and exit"),
@@ -127,7 +137,6 @@ TABLE: tuple[JobOpt, ...] = (
     _inert("disable-status", "X", _N, "r"),
     _inert("distribution", "m", _R, "bra"),
     _inert("epilog", "", _R, "r"),
-    _inert("exact", "", _N, "r", "no job steps yet"),
     _inert("exclusive", "", _O, "bra"),
     _inert("export-file", "", _R, "b"),
     _inert("extra-node-info", "B", _R, "bra"),
@@ -136,7 +145,7 @@ TABLE: tuple[JobOpt, ...] = (
     _inert("gpu-bind", "", _R, "bra"),
     _inert("gpu-freq", "", _R, "bra"),
     _inert("gpus-per-socket", "", _R, "bra"),
-    _inert("gpus-per-task", "", _R, "bra"),
+    _inert("gpus-per-task", "", _R, "ba"),
     _inert("gres-flags", "", _R, "bra"),
     _inert(("het-group", "pack-group"), "", _R, "r"),
     _inert("hint", "", _R, "bra"),
@@ -144,10 +153,8 @@ TABLE: tuple[JobOpt, ...] = (
     _inert("immediate", "I", _O, "ra"),
     _inert("input", "i", _R, "b"),  # sbatch's: the batch script's stdin
     _inert("interactive", "", _N, "r"),
-    _inert("jobid", "", _R, "r", "no job steps yet"),
     _inert("kill-command", "K", _O, "a"),
     _inert("kill-on-bad-exit", "K", _O, "r"),
-    _inert("label", "l", _N, "r"),
     _inert("licenses", "L", _R, "bra", "no licenses"),
     _inert("mail-type", "", _R, "bra", "no mailer"),
     _inert("mail-user", "", _R, "bra", "no mailer"),
@@ -163,14 +170,12 @@ TABLE: tuple[JobOpt, ...] = (
     _inert("no-allocate", "Z", _N, "r"),
     _inert("no-bell", "", _N, "a"),
     _inert("no-kill", "k", _O, "bra"),
-    _inert("no-shell", "", _N, "a"),
     _inert("nodefile", "F", _R, "bra"),
     _inert("ntasks-per-core", "", _R, "bra"),
     _inert("ntasks-per-gpu", "", _R, "bra"),
-    _inert("ntasks-per-node", "", _R, "bra"),
+    _inert("ntasks-per-node", "", _R, "b"),
     _inert("ntasks-per-socket", "", _R, "bra"),
     _inert("overcommit", "O", _N, "bra"),
-    _inert("overlap", "", _O, "r", "no job steps yet"),
     _inert("oversubscribe", "s", _N, "bra"),
     _inert("power", "", _R, "bra"),
     _inert("prefer", "", _R, "bra", "no node features"),
@@ -179,7 +184,6 @@ TABLE: tuple[JobOpt, ...] = (
     _inert("profile", "", _R, "bra"),
     _inert("prolog", "", _R, "r"),
     _inert("propagate", "", _O, "br"),
-    _inert("pty", "", _N, "r"),
     _inert("quit-on-interrupt", "", _N, "r"),
     _inert("reboot", "", _N, "bra"),
     _inert("relative", "r", _R, "r"),
@@ -205,7 +209,6 @@ TABLE: tuple[JobOpt, ...] = (
     _inert("wait", "W", _R, "r"),  # srun -W SECONDS: end the step that long after its first task
     _inert("wait-all-nodes", "", _R, "ba"),
     _inert("wckey", "", _R, "bra"),
-    _inert("whole", "", _N, "r", "no job steps yet"),
     _inert("x11", "", _O, "ra", "no X11 forwarding"),
 )
 

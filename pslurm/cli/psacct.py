@@ -34,6 +34,84 @@ FIELDS: dict[str, tuple[str, int]] = {name.lower(): (name, width) for name, widt
 )}
 
 
+# sacct prints these on a job's line only, blank on its steps' lines
+STEP_BLANK = frozenset({"partition", "timelimit", "user", "uid", "group", "gid", "reason", "qos", "comment",
+                        "systemcomment", "reqmem", "workdir", "gpuseconds", "gpumem", "gpumempeak", "gpuutil"})
+
+
+class StepDesc:
+    """A step's request as the field getters read a job's spec: its name, tasks, CPUs; the job's
+    account, user, node count, memory and GPUs."""
+
+    __slots__ = ("name", "ntasks", "cpus", "account", "user", "uid", "gid", "num_nodes", "mem_mb", "gres",
+                 "workdir", "comment", "qos")
+
+    def __init__(self, job: Job, name: str, ntasks: int, cpus: int, num_nodes: int) -> None:
+        spec = job.spec
+        self.name, self.ntasks, self.cpus, self.num_nodes = name, ntasks, cpus, num_nodes
+        self.account, self.user, self.uid, self.gid = spec.account, spec.user, spec.uid, spec.gid
+        self.mem_mb, self.gres, self.workdir, self.comment, self.qos = spec.mem_mb, spec.gres, spec.workdir, "", ""
+
+    def gpus(self, type_: str | None = None) -> int:
+        return sum(g.count for g in self.gres if g.name == "gpu" and (type_ is None or g.type == type_))
+
+
+class StepLine:
+    """A line of sacct for a job's step (``J.batch``, ``J.0``...), with the attributes a job's line
+    has (see account_fields); ``is_step`` blanks the fields sacct prints on a job's line only."""
+
+    __slots__ = ("display_id", "job_id", "spec", "state", "reason", "exit_code", "exit_signal", "start_time",
+                 "end_time", "submit_time", "time_limit", "node", "partition", "gpu_indices", "gpu_seconds",
+                 "peak_gpu_memory_mb", "mean_gpu_util", "system_comment", "is_step")
+
+    def __init__(self, job: Job, suffix: str, spec: StepDesc, state: Any, exit_code: int, exit_signal: int,
+                 start: float | None, end: float | None, nodes: str) -> None:
+        self.display_id, self.job_id = f"{job.display_id}.{suffix}", f"{job.job_id}.{suffix}"
+        self.spec, self.state, self.reason = spec, state, ""
+        self.exit_code, self.exit_signal = exit_code, exit_signal
+        self.start_time, self.end_time, self.submit_time = start, end, start or 0.0
+        self.time_limit, self.node, self.partition = None, nodes, ""
+        self.gpu_indices = job.gpu_indices
+        self.gpu_seconds = self.peak_gpu_memory_mb = self.mean_gpu_util = None
+        self.system_comment, self.is_step = "", True
+
+
+def step_lines(job: Job, steps: Sequence[dict[str, Any]]) -> list[StepLine]:
+    """A job's step lines as sacct prints them under its own: ``J.batch`` for a batch job that ran
+    (from the job's record: its state, TIMEOUT as CANCELLED, and exit code), then ``J.0``, ``J.1``...
+    (``steps``: the API's ``pslurm.steps``), each with its name (the command's), tasks, nodes and times."""
+    from pslurm.core.states import JobState
+
+    out = []
+    spec = job.spec
+    if job.start_time is not None and job.node and not spec.interactive and not spec.allocation:  # it ran on a node
+        state = job.state
+        if state is JobState.TIMEOUT:
+            state = JobState.CANCELLED  # the batch step is killed when the job's time is out (as sacct shows it)
+        elif state is JobState.COMPLETING:
+            state = JobState.RUNNING
+        out.append(StepLine(job, "batch", StepDesc(job, "batch", 1, spec.cpus, 1), state, job.exit_code,
+                            job.exit_signal, job.start_time, job.end_time, job.node or ""))
+    for step in steps:
+        nodes = str(step.get("nodes") or "")
+        out.append(StepLine(job, str(step["step_id"]),
+                            StepDesc(job, str(step.get("name") or ""), int(step.get("ntasks") or 1),
+                                     int(step.get("cpus") or 1), max(1, len(nodes.split(",")))),
+                            JobState(step["state"]), int(step.get("exit_code") or 0),
+                            int(step.get("exit_signal") or 0), step.get("start_time"), step.get("end_time"), nodes))
+    return out
+
+
+def with_steps(jobs: Sequence[Job]) -> list[Job | StepLine]:
+    """Each job followed by its step lines (the API's ``pslurm.steps``, asked with ``steps=1``)."""
+    out: list[Job | StepLine] = []
+    for job in jobs:
+        out.append(job)
+        own = getattr(job, "own", None) or {}
+        out.extend(step_lines(job, own.get("steps") or ()))
+    return out
+
+
 def _elapsed(job: Job, now: float) -> float:
     if job.start_time is None:
         return 0.0
@@ -89,7 +167,19 @@ def gpu_seconds(job: Job, now: float) -> float | None:
 
 
 def account_fields(now: float) -> dict[str, Callable[[Job], str]]:
-    """Field key (lower case, as in FIELDS) -> getter of the value sacct prints."""
+    """Field key (lower case, as in FIELDS) -> getter of the value sacct prints (on a job's line; a
+    step's line, :class:`StepLine`, has the fields of STEP_BLANK blank)."""
+    fields = _job_fields(now)
+    for key in STEP_BLANK:
+        fields[key] = _blank_on_steps(fields[key])
+    return fields
+
+
+def _blank_on_steps(get: Callable[[Job], str]) -> Callable[[Job], str]:
+    return lambda row: "" if getattr(row, "is_step", False) else get(row)
+
+
+def _job_fields(now: float) -> dict[str, Callable[[Job], str]]:
     from pslurm.core.states import JobState
     from pslurm.core.timefmt import format_slurm_duration, format_timestamp
 
@@ -133,7 +223,7 @@ def account_fields(now: float) -> dict[str, Callable[[Job], str]]:
         "timelimit": time_limit,
         "nodelist": lambda j: j.node or "None assigned",
         "nnodes": lambda j: str(j.spec.num_nodes),
-        "ntasks": lambda j: str(j.spec.ntasks),  # jobs have no steps (yet): the tasks it asked
+        "ntasks": lambda j: str(j.spec.ntasks),  # a job's line: the tasks it asked; a step's: its tasks
         "alloccpus": lambda j: str(alloc_cpus(j)),
         "ncpus": lambda j: str(alloc_cpus(j)),
         "reqcpus": lambda j: str(_cpus(j)),
@@ -171,7 +261,7 @@ def parse_fields(spec: str, known: Sequence[str]) -> list[tuple[str, str, int]]:
     return out
 
 
-def render(rows: Sequence[Job], columns: list[tuple[str, str, int]], fields: dict[str, Callable[[Job], str]],
+def render(rows: Sequence[Any], columns: list[tuple[str, str, int]], fields: dict[str, Callable[[Job], str]],
            header: bool, sep: str | None, trailing: bool) -> list[str]:
     """sacct's table (fixed widths, ``+`` marks a cut value) or, with ``sep``, parsable lines."""
     table = [[fields[key](row) for _, key, _ in columns] for row in rows]
@@ -218,8 +308,7 @@ OPTIONS = (
     a.Opt("parsable2", "P", a.NONE, help="'|' between fields"),
     a.Opt("noheader", "n", a.NONE, help="no header lines"),
     a.Opt("name", dest="names", help="jobs of these names (comma-separated)"),
-    a.Opt("allocations", "X", a.NONE,
-          help="only the jobs' allocations, not their steps (pslurm's jobs have no steps yet: no change)"),
+    a.Opt("allocations", "X", a.NONE, help="only the jobs' allocations, not their steps"),
     a.JSON, a.HELP,
 )
 
@@ -265,7 +354,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     api = connect_api(PROG)
     with reporting(PROG):
         found = [JobInfo(data) for data in api.jobs(job_ids=job_ids, users=wanted_users, include_finished=True,
-                                                     since=since)]
+                                                     since=since, steps=not v.get("allocations"))]
     names = set(filter(None, str(v.get("names") or "").split(",")))
     found = [j for j in found if (not wanted or j.state in wanted)
              and (until is None or j.submit_time <= until) and (not names or j.spec.name in names)]
@@ -280,7 +369,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(json.dumps({"jobs": [_job_json(j, now) for j in found]}, indent=2))
         return
     sep = "|" if parsable or parsable2 else None
-    lines = render(found, columns, fields, not v.get("noheader"), sep, trailing=parsable and not parsable2)
+    rows = found if v.get("allocations") else with_steps(found)
+    lines = render(rows, columns, fields, not v.get("noheader"), sep, trailing=parsable and not parsable2)
     sys.stdout.write("".join(line + "\n" for line in lines))
 
 

@@ -12,18 +12,25 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     import queue
     from collections.abc import Callable, Iterator, Mapping, Sequence
+    from typing import Any
 
-    from pslurm.client.api import Api
+    from pslurm.client.api import Api, InputCall
     from pslurm.core.jobinfo import JobInfo
+
+    Json = dict[str, Any]
 
 PROG = prog_name("psrun")
 RETRY_WAIT = 0.25  # seconds before asking again when the controller ended a wait early
+STEP_RETRY = 0.5  # seconds between attempts to create a step while the allocation is busy
 USAGE = "psrun [OPTIONS] command..."
-DESCRIPTION = "Submit COMMAND, stream its output (and its stdin), exit with its exit code; Ctrl-C cancels it."
+DESCRIPTION = ("Submit COMMAND, stream its output (and its stdin), exit with its exit code; Ctrl-C cancels it. "
+               "Inside a job (SLURM_JOB_ID) or with --jobid: run it as a step of that job.")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """psrun's command line: options up to the command, which runs with the rest as its arguments."""
+    """psrun's command line: options up to the command, which runs with the rest as its arguments.
+    Inside a job (SLURM_JOB_ID set, as in psbatch's script or psalloc's shell) or with --jobid, the
+    command runs as a step of that job (srun's behaviour); else as a job of its own."""
     from pslurm.cli.options import parse_or_fail, warn_inert
 
     cli = parse_or_fail(PROG, "srun", argv, USAGE, DESCRIPTION, (("command...", "the command and its arguments"),))
@@ -33,12 +40,27 @@ def main(argv: Sequence[str] | None = None) -> None:
     if input_.lower() not in ("all", "0", "none"):
         fail(PROG, f"Invalid --input specification: {input_} (all or none)")
     warn_inert(PROG, cli)
-    raise SystemExit(run_job(cli.job_values(), tuple(cli.positional), forward_stdin=input_.lower() != "none"))
+    forward = input_.lower() != "none"
+    command = tuple(cli.positional)
+    values = cli.values
+    if values.get("pty") and not os.isatty(0):
+        print(f"{PROG}: error: Not using a pseudo-terminal, disregarding --pty option", file=sys.stderr)
+        values["pty"] = False
+    job = values.get("jobid") or os.environ.get("SLURM_JOB_ID")
+    if job:
+        raise SystemExit(run_step(_job_id(str(job)), values, command, forward))
+    opts = cli.job_values()
+    if values.get("ntasks_per_node") and not values.get("ntasks"):  # srun: -N nodes x --ntasks-per-node tasks
+        opts["ntasks"] = str(_count("--ntasks-per-node", values["ntasks_per_node"]) * _count(
+            "--nodes", str(values.get("nodes") or "1").partition("-")[0]))
+    if values.get("pty"):
+        raise SystemExit(run_pty_job(opts, values, command, forward))
+    raise SystemExit(run_job(opts, command, forward_stdin=forward, label=bool(values.get("label"))))
 
 
-def run_job(opts: Mapping[str, object], argv: tuple[str, ...], forward_stdin: bool = True) -> int:
+def run_job(opts: Mapping[str, object], argv: tuple[str, ...], forward_stdin: bool = True, label: bool = False) -> int:
     """Submit ``argv`` as an interactive job (``opts``: JobOptions' fields by name), follow it, return
-    its exit status."""
+    its exit status. ``label``: -l, each output line prefixed with the task's rank (``0: ``)."""
     from pslurm.core.errors import SpecError
     from pslurm.core.jobdesc import spec_values
     from pslurm.core.restjson import desc_to_json
@@ -54,7 +76,7 @@ def run_job(opts: Mapping[str, object], argv: tuple[str, ...], forward_stdin: bo
     with reporting(PROG, "Unable to allocate resources: "):
         job_id = api.submit(job)
     try:
-        return _follow(api, job_id, forward_stdin)
+        return _follow(api, job_id, forward_stdin, label)
     except KeyboardInterrupt:
         import signal
 
@@ -64,7 +86,7 @@ def run_job(opts: Mapping[str, object], argv: tuple[str, ...], forward_stdin: bo
         return 128 + signal.SIGINT
 
 
-def _follow(api: Api, job_id: int, forward_stdin: bool = True) -> int:
+def _follow(api: Api, job_id: int, forward_stdin: bool = True, label: bool = False) -> int:
     """Wait for the job to start, stream its output from (and our stdin to) its node, return its
     exit status."""
     from pslurm.client.errors import ClientError
@@ -83,20 +105,17 @@ def _follow(api: Api, job_id: int, forward_stdin: bool = True) -> int:
         print(f"{PROG}: job {job_id} has been allocated resources", file=sys.stderr)
     if job.state == JobState.RUNNING and job.node:
         stdin = None
+        out = _Writer(label)
         try:
-            stdin = _StdinForwarder(api, job, forward_stdin)
+            stdin = _StdinForwarder(lambda chunks: api.send_input(job.job_id, chunks), forward_stdin)
             for stdout, stderr, done in _output(api, job):
-                if stdout:
-                    sys.stdout.buffer.write(stdout)
-                    sys.stdout.buffer.flush()
-                if stderr:
-                    sys.stderr.buffer.write(stderr)
-                    sys.stderr.buffer.flush()
+                out.write(stdout, stderr)
                 if done:
                     break
         except ClientError:
             pass  # the node went away: the controller's record below says how the job ended
         finally:
+            out.flush()
             if stdin is not None:
                 stdin.close()
     # the agent reports the end to the controller just after the stream ends
@@ -132,12 +151,12 @@ class _StdinForwarder:
     drains; :meth:`close` ends that stream once the job is over, so psrun never exits with a call
     still in flight."""
 
-    def __init__(self, api: Api, job: JobInfo, forward: bool) -> None:
+    def __init__(self, send: Callable[[Iterator[bytes]], InputCall], forward: bool) -> None:
         import queue
         import threading
 
         self._queue: queue.Queue[bytes | None] = queue.Queue()
-        self._sending = api.send_input(job.job_id, self._chunks())
+        self._sending = send(self._chunks())
         if forward:
             threading.Thread(target=self._read, daemon=True, name="stdin").start()
         else:
@@ -204,3 +223,325 @@ def _exit_status(job: JobInfo) -> int:
     print(f"{PROG}: error: job {job.job_id} ended {state.value}", file=sys.stderr)
     return int(code) or (128 + int(sig) if sig else 1)
 
+
+
+class _Writer:
+    """Output to our stdout and stderr as it comes; with -l each line prefixed with its task's rank
+    (``0: ``), as srun --label (a psrun job has one task, rank 0; a step's agent labels its own)."""
+
+    def __init__(self, label: bool) -> None:
+        self.label = label
+        self._at_start = {1: True, 2: True}
+
+    def write(self, stdout: bytes, stderr: bytes) -> None:
+        for fd, data, stream in ((1, stdout, sys.stdout), (2, stderr, sys.stderr)):
+            if not data:
+                continue
+            if self.label:
+                data = self._labelled(fd, data)
+            stream.buffer.write(data)
+            stream.buffer.flush()
+
+    def _labelled(self, fd: int, data: bytes) -> bytes:
+        lines = data.split(b"\n")
+        out = [(b"0: " if self._at_start[fd] else b"") + lines[0]]
+        out += [b"0: " + line if line else line for line in lines[1:-1]] + [b"0: " + lines[-1] if lines[-1] else b""]
+        self._at_start[fd] = not lines[-1]
+        return b"\n".join(out)
+
+    def flush(self) -> None:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except OSError:
+                pass
+
+
+def _count(flag: str, text: object) -> int:
+    """A positive count given on the command line; anything else is srun's one-line error."""
+    value = str(text).strip()
+    if not value.isdigit() or int(value) < 1:
+        fail(PROG, f"Invalid {flag} specification: {text}")
+    return int(value)
+
+
+def _job_id(text: str) -> int:
+    if not text.strip().isdigit():
+        fail(PROG, f"Invalid job id specified: {text}")
+    return int(text)
+
+
+# -- steps: psrun inside an allocation ------------------------------------------------------------
+
+def step_body(values: Mapping[str, object], argv: tuple[str, ...], environ: Mapping[str, str]) -> Json:
+    """The API's step request (docs/api.md) of psrun's options: tasks, CPUs, GPUs, the command, its
+    environment (--export) and working directory (--chdir)."""
+    from pslurm.core.errors import SpecError
+    from pslurm.core.gres import GresError, parse_gpus, parse_gres
+    from pslurm.core.jobdesc import export_environment
+
+    def count(dest: str, flag: str) -> int | None:
+        return None if values.get(dest) is None else _count(flag, values[dest])
+
+    try:
+        gres = [str(g) for g in parse_gres(str(values["gres"]))] if values.get("gres") else []
+        for gpus in (values.get("gpus"), values.get("gpus_per_node")):
+            if gpus:
+                gres += [str(g) for g in parse_gpus(str(gpus))]
+    except (GresError, SpecError) as exc:
+        fail(PROG, str(exc))
+    export = values.get("export")
+    env = export_environment(export if isinstance(export, str) else None, environ)
+    env["SLURM_UMASK"] = f"{current_umask():04o}"
+    chdir = values.get("chdir")
+    overlap = values.get("overlap", False)
+    return {
+        "argv": list(argv), "environment": env,
+        "workdir": os.path.abspath(str(chdir)) if chdir else os.getcwd(),
+        "ntasks": count("ntasks", "--ntasks"), "ntasks_per_node": count("ntasks_per_node", "--ntasks-per-node"),
+        "cpus_per_task": count("cpus_per_task", "--cpus-per-task") or 1, "gres": gres or None,
+        "gpus_per_task": count("gpus_per_task", "--gpus-per-task"),
+        "overlap": overlap is not False, "exact": bool(values.get("exact")), "label": bool(values.get("label")),
+        "pty": bool(values.get("pty")),
+        "name": str(values.get("job_name") or os.path.basename(argv[0])),
+    }
+
+
+def run_step(job_id: int, values: Mapping[str, object], argv: tuple[str, ...], forward_stdin: bool = True,
+             environ: Mapping[str, str] | None = None) -> int:
+    """Run ``argv`` as a step of the running job ``job_id`` (srun inside an allocation): create it
+    (waiting while the job's other steps hold its resources), stream its output and our stdin, wait
+    for its end; srun's exit status."""
+    body = step_body(values, argv, os.environ if environ is None else environ)
+    api = connect_api(PROG)
+    step = _create_step(api, job_id, body)
+    if step is None:
+        return 1
+    with _RawTerminal(bool(body["pty"])):
+        return _follow_step(api, job_id, int(step["step_id"]), step, forward_stdin)
+
+
+def _create_step(api: Api, job_id: int, body: Json) -> Json | None:
+    """The created step (``{"step_id", "nodes", "ntasks"}``). While the allocation is busy, srun's
+    line once and again every minute, and ask again; Ctrl-C meanwhile gives up (None)."""
+    from pslurm.client.errors import ClientError, StepBusy
+
+    waiting_since = 0.0
+    try:
+        while True:
+            try:
+                step = api.create_step(job_id, body)
+            except StepBusy:
+                now = time.monotonic()
+                if not waiting_since or now - waiting_since >= 60:
+                    word = "still" if waiting_since else "temporarily"
+                    print(f"{PROG}: Job {job_id} step creation {word} disabled, retrying (Requested nodes are busy)",
+                          file=sys.stderr, flush=True)
+                    waiting_since = now
+                time.sleep(STEP_RETRY)
+                continue
+            except ClientError as exc:
+                message = str(exc)
+                if exc.remote and not message.startswith("Unable to create step"):
+                    message = f"Unable to create step for job {job_id}: {message}"
+                fail(PROG, message)
+            if waiting_since:
+                print(f"{PROG}: Step created for job {job_id}", file=sys.stderr, flush=True)
+            return step
+    except KeyboardInterrupt:
+        print(f"{PROG}: Cancelled pending step for job {job_id}", file=sys.stderr)
+        return None
+
+
+class _Interrupts:
+    """srun's Ctrl-C while a step runs: the first prints the step's state (``interrupt (one more
+    within 1 sec to abort)``), a second within a second cancels the step (``sending Ctrl-C to
+    StepId=J.S``); the output stream then ends with the step."""
+
+    def __init__(self, api: Api, job_id: int, step_id: int, ntasks: int) -> None:
+        import signal
+
+        self.api, self.job_id, self.step_id, self.ntasks = api, job_id, step_id, ntasks
+        self.last = 0.0
+        self.cancelled = False
+        self._previous = signal.signal(signal.SIGINT, self._on_sigint)
+
+    def _on_sigint(self, signum: int, frame: object) -> None:
+        import threading
+
+        now = time.monotonic()
+        ref = f"StepId={self.job_id}.{self.step_id}"
+        if self.cancelled or now - self.last <= 1.0:
+            print(f"{PROG}: sending Ctrl-C to {ref}", file=sys.stderr, flush=True)
+            self.cancelled = True
+            threading.Thread(target=self._cancel, daemon=True, name="cancel").start()
+        else:
+            tasks = "task 0" if self.ntasks == 1 else f"tasks 0-{self.ntasks - 1}"
+            print(f"{PROG}: interrupt (one more within 1 sec to abort)\n{PROG}: {ref} {tasks}: running",
+                  file=sys.stderr, flush=True)
+        self.last = now
+
+    def _cancel(self) -> None:
+        from pslurm.client.errors import ClientError
+
+        try:
+            self.api.cancel_step(self.job_id, self.step_id)
+        except ClientError as exc:
+            print(f"{PROG}: error: {exc}", file=sys.stderr)
+
+    def close(self) -> None:
+        import signal
+
+        signal.signal(signal.SIGINT, self._previous)
+
+
+def _follow_step(api: Api, job_id: int, step_id: int, step: Json, forward_stdin: bool) -> int:
+    from pslurm.client.errors import ClientError
+
+    ntasks = int(step.get("ntasks") or 1)
+    interrupts = _Interrupts(api, job_id, step_id, ntasks)
+    stdin = None
+    out = _Writer(False)  # the step's agent labels its lines (--label is in the request)
+    try:
+        try:
+            stdin = _StdinForwarder(lambda chunks: api.step_input(job_id, step_id, chunks), forward_stdin)
+            for stdout, stderr, done in _step_output(api, job_id, step_id):
+                out.write(stdout, stderr)
+                if done:
+                    break
+        except ClientError:
+            pass  # the node went away: the controller's record below says how the step ended
+        finally:
+            out.flush()
+            if stdin is not None:
+                stdin.close()
+        ended = _wait_step(api, job_id, step_id)
+    finally:
+        interrupts.close()
+    return step_exit_status(ended, job_id, quiet=interrupts.cancelled)
+
+
+def _step_output(api: Api, job_id: int, step_id: int, patience: float = 10.0) -> Iterator[tuple[bytes, bytes, bool]]:
+    """The step's output stream; asked again while its agent has not seen its launch yet (as _output)."""
+    from pslurm.client.errors import NotFound
+    from pslurm.core.restjson import output_chunk_from_json
+
+    deadline = time.monotonic() + patience
+    while True:
+        started = False
+        try:
+            for data in api.step_output(job_id, step_id):
+                started = True
+                yield output_chunk_from_json(data)[:3]
+            return
+        except NotFound:
+            if started or time.monotonic() > deadline or _step_state(_step(api, job_id, step_id)) != "RUNNING":
+                raise
+            time.sleep(0.2)
+
+
+def _step(api: Api, job_id: int, step_id: int) -> Json | None:
+    return next((s for s in api.steps(job_id) if int(s["step_id"]) == step_id), None)
+
+
+def _step_state(step: Json | None) -> str:
+    """A step's state name (``RUNNING``); "" for none."""
+    if step is None:
+        return ""
+    state = step.get("state")
+    if isinstance(state, list):
+        state = state[0] if state else ""
+    return str(state or "")
+
+
+def _wait_step(api: Api, job_id: int, step_id: int) -> Json:
+    """The step once it has ended (the wait stream, asked again if the controller ends it early)."""
+    from pslurm.core.states import FINAL_STATES
+
+    finals = {s.value for s in FINAL_STATES}
+    while True:
+        with reporting(PROG):
+            for data in api.wait_step(job_id, step_id):
+                if _step_state(data) in finals:
+                    return data
+        time.sleep(RETRY_WAIT)
+
+
+def step_exit_status(step: Json, job_id: int, quiet: bool = False) -> int:
+    """srun's exit status for an ended step, after its error line (``srun: error: c000: task 0: Exited with
+    exit code 3``, ``...: Killed``): a signal that ended a task wins (128 + the signal), else the largest
+    exit code. The API gives the step's end, not each task's: the line names the step's tasks. ``quiet``:
+    psrun cancelled it itself (Ctrl-C): no line, as srun's."""
+    import signal
+
+    state = _step_state(step)
+    code = int(step.get("exit_code") or 0)
+    sig = int(step.get("exit_signal") or 0)
+    ntasks = int(step.get("ntasks") or 1)
+    where = f"{step.get('nodes') or '?'}: {'task 0' if ntasks == 1 else f'tasks 0-{ntasks - 1}'}"
+    if sig:
+        if not quiet:
+            print(f"{PROG}: error: {where}: {signal.strsignal(sig) or sig}", file=sys.stderr)
+        return 128 + sig
+    if code:
+        print(f"{PROG}: error: {where}: Exited with exit code {code}", file=sys.stderr)
+        return code
+    if state == "COMPLETED":
+        return 0
+    if not quiet:
+        print(f"{PROG}: error: StepId={job_id}.{step.get('step_id')} ended {state}", file=sys.stderr)
+    return 1
+
+
+class _RawTerminal:
+    """--pty: our terminal in raw mode while the step runs (its own terminal does the echo, the line
+    editing and Ctrl-C), restored however psrun ends. Nothing when stdin is not a terminal."""
+
+    def __init__(self, on: bool) -> None:
+        self.on = on
+        self._saved: list[Any] | None = None
+
+    def __enter__(self) -> _RawTerminal:
+        if self.on:
+            import termios
+            import tty
+
+            self._saved = termios.tcgetattr(0)
+            tty.setraw(0)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._saved is not None:
+            import termios
+
+            termios.tcsetattr(0, termios.TCSADRAIN, self._saved)
+
+
+def run_pty_job(opts: Mapping[str, object], values: Mapping[str, object], argv: tuple[str, ...],
+                forward_stdin: bool = True) -> int:
+    """psrun --pty outside an allocation: as srun does, an allocation of its own (``opts``), then the
+    command as its step 0 on a pseudo-terminal; the allocation is given back when the step ends."""
+    from pslurm.cli.psalloc import job_environment, submit_allocation, wait_granted
+
+    api, job_id = submit_allocation(PROG, opts, os.path.basename(argv[0]), "Unable to allocate resources: ")
+    try:
+        job = wait_granted(PROG, api, job_id, salloc=False)
+    except KeyboardInterrupt:
+        with reporting(PROG):
+            api.cancel([job_id])
+        print(f"{PROG}: Job allocation {job_id} has been revoked", file=sys.stderr)
+        return 1
+    if job is None:
+        return 1
+    status = 1
+    try:
+        environ = {**os.environ, **job_environment(job, api.config.cluster_name, ntasks=False)}
+        status = run_step(job_id, values, argv, forward_stdin, environ)
+    finally:
+        from pslurm.client.errors import ClientError
+
+        try:
+            api.relinquish(job_id, exit_code=status)
+        except ClientError:
+            pass  # it ended meanwhile (cancelled, timed out)
+    return status

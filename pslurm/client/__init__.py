@@ -28,6 +28,7 @@ from pslurm.client.errors import (
     NodeUnreachable,
     NotFound,
     PermissionDenied,
+    StepBusy,
     Unreachable,
 )
 
@@ -66,5 +67,5 @@ __all__ = [
     "AuthenticationFailed", "Client", "ClientError", "ClusterStatus", "ConfigurationError", "ControllerUnreachable",
     "InputStream", "InvalidRequest", "JobPriority", "JobReason", "JobRecord", "JobSpec", "JobState", "NodeState",
     "NodeStatus", "NodeUnreachable", "NotFound", "OutputChunk", "PartitionConfig", "PermissionDenied",
-    "PriorityWeights", "Unreachable", "WillRun",
+    "PriorityWeights", "StepBusy", "Unreachable", "WillRun",
 ]

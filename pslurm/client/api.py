@@ -27,6 +27,7 @@ from pslurm.client.errors import (
     NodeUnreachable,
     NotFound,
     PermissionDenied,
+    StepBusy,
 )
 from pslurm.client.http import Connection, ProtocolError, Response, query_string, quote
 
@@ -86,6 +87,8 @@ def _error(data: Any, status: int) -> ClientError:
     message = str(first.get("error") or first.get("description") or f"HTTP status {status}")
     if status == 502 and first.get("node_target"):
         return NodeUnreachable(str(first["node_target"]))
+    if status == 409 and isinstance(data, dict) and data.get("busy"):
+        return StepBusy(message, remote=True)
     return _ERRORS.get(status, ClientError)(message, remote=True)
 
 
@@ -246,17 +249,18 @@ class Api:
 
     def jobs(self, job_ids: Iterable[int] = (), users: Iterable[str] = (), states: Iterable[str] = (),
              include_finished: bool = False, since: float | None = None, light: bool = False,
-             collapse_arrays: bool = False, brief: bool = False) -> list[Json]:
+             collapse_arrays: bool = False, brief: bool = False, steps: bool = False) -> list[Json]:
         """The jobs' ``job_info`` objects (as :meth:`pslurm.client.Client.jobs`; ``states``: names,
         ``PENDING``). ``brief``: a listing's (docs/api.md): ``light``, without the fields that are
         unset or empty, each request sent once; every record comes back with its ``pslurm.job``
-        (records that share a request share its dict)."""
+        (records that share a request share its dict). ``steps``: each job's steps as ``pslurm.steps``."""
         job_ids, users, states = list(job_ids), list(users), list(states)
         params = [("job_id", ",".join(map(str, job_ids)))] if job_ids else []
         params += [("user", ",".join(users))] if users else []
         params += [("state", ",".join(states))] if states else []
         params += [(name, "1") for name, on in (("include_finished", include_finished), ("light", light),
-                                                ("brief", brief), ("collapse_arrays", collapse_arrays)) if on]
+                                                ("brief", brief), ("collapse_arrays", collapse_arrays),
+                                                ("steps", steps)) if on]
         if since is not None:
             params.append(("since", repr(float(since))))
         found: list[Json] = self.request("GET", f"{PSLURM}/jobs{query_string(params)}")["jobs"]
@@ -321,6 +325,47 @@ class Api:
         """Send ``chunks`` to the job's stdin in the background (see Client.send_input)."""
         headers = self._headers("application/octet-stream")
         return InputCall(lambda: self._connect(self.timeout), f"{PSLURM}/job/{int(job_id)}/input", headers, chunks)
+
+
+    # -- job steps (psrun inside an allocation) and psalloc's end ----------------------------------
+
+    def create_step(self, job_id: int, body: Json) -> Json:
+        """Create a step of running job ``job_id`` (body: docs/api.md's ``argv``, ``environment``,
+        ``workdir``, ``ntasks``, ...) and launch it: ``{"job_id", "step_id", "name", "nodes", "ntasks"}``.
+        StepBusy while the allocation is busy (ask again); InvalidRequest when the job is not running
+        (``Job/step already completing or completed``), NotFound, PermissionDenied."""
+        return self.request("POST", f"{PSLURM}/job/{int(job_id)}/steps", body)
+
+    def steps(self, job_id: int) -> list[Json]:
+        """The job's steps: ``{"job_id", "step_id", "name", "state", "nodes", "ntasks", "start_time",
+        "end_time", "exit_code", "exit_signal", "argv", ...}`` each, in step order."""
+        return list(self.request("GET", f"{PSLURM}/job/{int(job_id)}/steps")["steps"])
+
+    def wait_step(self, job_id: int, step_id: int) -> Iterator[Json]:
+        """The step now and at each change, until it ended."""
+        for data in self.stream(f"{PSLURM}/job/{int(job_id)}/step/{int(step_id)}/wait"):
+            yield data["step"]
+
+    def step_output(self, job_id: int, step_id: int) -> Iterator[Json]:
+        """The step's output lines, as :meth:`output`'s."""
+        return self.stream(f"{PSLURM}/job/{int(job_id)}/step/{int(step_id)}/output")
+
+    def step_input(self, job_id: int, step_id: int, chunks: Iterable[bytes]) -> InputCall:
+        """Send ``chunks`` to the step's stdin (its task 0's) in the background, as :meth:`send_input`."""
+        headers = self._headers("application/octet-stream")
+        return InputCall(lambda: self._connect(self.timeout), f"{PSLURM}/job/{int(job_id)}/step/{int(step_id)}/input",
+                         headers, chunks)
+
+    def cancel_step(self, job_id: int, step_id: int, signal: int = 0) -> None:
+        """Cancel step J.S (``signal`` 0) or send its tasks a signal. NotFound (``Invalid job id
+        specified``), PermissionDenied, InvalidRequest (``Job/step already completing or completed``)."""
+        query = f"?signal={int(signal)}" if signal else ""
+        self.request("DELETE", f"{PSLURM}/job/{int(job_id)}/step/{int(step_id)}{query}")
+
+    def relinquish(self, job_id: int, exit_code: int = 0) -> None:
+        """psalloc's end: give the allocation job back; it ends COMPLETED (FAILED with a non-zero
+        ``exit_code``, the command's) once its node has ended the run."""
+        self.request("POST", f"{PSLURM}/job/{int(job_id)}/relinquish", {"exit_code": int(exit_code)})
 
 
 class InputCall:

@@ -62,3 +62,8 @@ class PermissionDenied(ClientError):
 class AuthenticationFailed(ClientError):
     """No credential could be had here (``remote`` False: ``cannot authenticate: ...``), or the
     server refused the one sent (``remote`` True: ``authentication failed: ...``)."""
+
+
+class StepBusy(InvalidRequest):
+    """A step cannot start yet: the job's allocation is busy with another step (``Requested nodes are
+    busy``). psrun asks again after a moment, as srun."""

@@ -104,7 +104,7 @@ def admit(spec: JobSpec, config: ClusterConfig, *, enforce_part_limits: bool = T
         raise SpecError("Node count specification invalid: more than the partition's MaxNodes")
     if spec.num_nodes != 1:
         raise SpecError("Node count specification invalid: pslurm runs single-node jobs (-N 1) for now")
-    if spec.script is None and not spec.argv:
+    if spec.script is None and not spec.argv and not spec.allocation:  # psalloc's job runs nothing itself
         raise SpecError("No command or batch script given")
     time_limit = spec.time_limit
     if time_limit is None:

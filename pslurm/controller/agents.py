@@ -1,4 +1,4 @@
-"""The controller's client for node agents: launch and signal, over cached gRPC channels.
+"""The controller's client for node agents: launch and signal jobs and steps, over cached gRPC channels.
 
 Launches are grouped per agent as the store groups commits: :meth:`AgentClient.launch_async` queues
 the job for its agent, and one sender per agent at a time takes everything queued for it and sends
@@ -124,6 +124,16 @@ class AgentClient:
         """A running job's new time limit (seconds from its start; None: none), which its agent enforces."""
         request = pb.TimeLimitRequest(job_id=job_id, restarts=restarts, time_limit=time_limit)
         self._call(lambda stub: stub.SetTimeLimit(request, timeout=RPC_TIMEOUT, metadata=self._credentials()), target)
+
+    def launch_step(self, target: str, launch: pb.StepLaunch) -> None:
+        """Start a step's tasks on the agent's node (inside its job's run there). AgentUnreachable;
+        AgentRefused when the agent does not run that job's run (FAILED_PRECONDITION) or cannot start it."""
+        self._call(lambda stub: stub.LaunchStep(launch, timeout=RPC_TIMEOUT, metadata=self._credentials()), target)
+
+    def signal_step(self, target: str, job_id: int, step_id: int, signal: int) -> None:
+        """Signal a step's tasks on the agent's node; 0 cancels it (SIGTERM, then SIGKILL after KillWait)."""
+        request = pb.StepSignal(job_id=job_id, step_id=step_id, signal=signal)
+        self._call(lambda stub: stub.SignalStep(request, timeout=RPC_TIMEOUT, metadata=self._credentials()), target)
 
     def _call(self, fn: Callable[[pb_grpc.NodeAgentStub], object], target: str) -> None:
         try:

@@ -1,7 +1,7 @@
 """psctld: the controller's composition root.
 
 The parts, each with one job, know each other only through the small interfaces in ``ports``:
-the job service (requests to lifecycle operations), the scheduler (snapshot, plan, starts,
+the job service (requests to lifecycle operations), the step service (job steps), the scheduler (snapshot, plan, starts,
 launches; it owns the doorbell the others ring), the node monitor (registration, heartbeats,
 timeouts, reconciliation) and the job watch (the API's waits). The store is their only shared state.
 """
@@ -34,6 +34,7 @@ from pslurm.controller.monitor import NodeMonitor
 from pslurm.controller.ports import Agents
 from pslurm.controller.scheduler import Scheduler
 from pslurm.controller.servicer import ControllerServicer
+from pslurm.controller.steps import StepService
 from pslurm.controller.store import Store
 from pslurm.controller.watch import JobWatch
 from pslurm.core.config import ClusterConfig, ConfigError, find_config_path, load_cluster_config
@@ -61,6 +62,7 @@ class Parts:
     monitor: NodeMonitor
     jobs: JobService
     watch: JobWatch
+    steps: StepService
 
 
 def assemble(config: ClusterConfig, store: Store, agents: Agents, clock: Callable[[], float] = time.time,
@@ -73,7 +75,8 @@ def assemble(config: ClusterConfig, store: Store, agents: Agents, clock: Callabl
                           after_start=after_start)
     monitor = NodeMonitor(config, store, scheduler.reschedule, clock)
     jobs = JobService(config, store, agents, scheduler.reschedule, clock, operators)
-    return Parts(store, agents, scheduler, monitor, jobs, JobWatch(store, clock))
+    return Parts(store, agents, scheduler, monitor, jobs, JobWatch(store, clock),
+                 StepService(store, agents, clock, operators))
 
 
 class _Late:
@@ -109,7 +112,7 @@ def serve(conf_path: str, ready: threading.Event | None = None, stop: threading.
     parts = assemble(config, store, agents, operators=frozenset({0, os.getuid()}))
     server = grpc.server(ThreadPoolExecutor(max_workers=RPC_WORKERS, thread_name_prefix="rpc"),
                          interceptors=[auth.interceptor()], options=SERVER_OPTIONS)
-    servicer = ControllerServicer(parts.monitor, auth, parts.jobs.operators)
+    servicer = ControllerServicer(parts.monitor, auth, parts.jobs.operators, parts.steps)
     pb_grpc.add_ControllerServicer_to_server(servicer, server)
     server.add_insecure_port(config.controller_target)
     server.start()
@@ -145,7 +148,8 @@ def _rest_server(parts: Parts, auth: Authenticator, config: ClusterConfig) -> Re
     from pslurm.controller.rest.routes import Api
     from pslurm.controller.rest.server import RestServer
 
-    api = Api(parts.jobs, parts.scheduler, parts.monitor, parts.watch, AgentRelay(lambda: signed_metadata(auth.key)))
+    api = Api(parts.jobs, parts.scheduler, parts.monitor, parts.watch, AgentRelay(lambda: signed_metadata(auth.key)),
+              parts.steps)
     rest = RestServer(api, auth, config.controller_addr, config.rest_port)
     try:
         rest.start()

@@ -20,7 +20,7 @@ from typing import Any
 from pslurm.auth.credential import Identity
 from pslurm.controller.admission import admit
 from pslurm.controller.agents import AgentUnreachable
-from pslurm.controller.errors import PermissionDenied
+from pslurm.controller.errors import NotFound, PermissionDenied
 from pslurm.controller.ports import Agents, Reschedule
 from pslurm.controller.store import Store
 from pslurm.core.accounts import job_account
@@ -44,6 +44,7 @@ JOB_FINISHED = "Job has already finished"  # ESLURM_JOB_FINISHED
 NOT_PENDING = "Job is no longer pending execution"  # ESLURM_JOB_NOT_PENDING
 ACCESS_DENIED = "Access/permission denied"  # ESLURM_ACCESS_DENIED: a user raising a limit, setting a priority
 
+JOB_ENDED_ALREADY = "Job/step already completing or completed"  # ESLURM_ALREADY_DONE
 SUBMIT_LIMIT = "Job violates accounting/QOS policy (job submit limit, user's size and/or time limits)"
 
 
@@ -430,6 +431,29 @@ class JobService:
             self._end_on_node(job, self.store.cancel(job.job_id, self.clock(), "cancel requested"))
         elif job.state.holds_resources:  # a signal to a pending job has nothing to reach
             self._signal(job, signal)
+
+    def relinquish(self, job_id: int, requester_uid: int, exit_code: int = 0) -> None:
+        """psalloc's end (salloc's slurm_complete_job): the owner gives an allocation job back with
+        its command's exit code. A running one is COMPLETING until its agent, told to end the run,
+        reports the end; it then ends COMPLETED (FAILED for a non-zero exit code). A pending one is
+        cancelled. NotFound, PermissionDenied, SpecError (not an allocation job), InvalidTransition
+        (already completing or completed)."""
+        job = self.store.get_job(job_id)
+        if job is None:
+            raise NotFound(f"{INVALID_JOB_ID}: {job_id}")
+        if requester_uid not in self.operators and requester_uid != job.spec.uid:
+            raise PermissionDenied(f"{ACCESS_DENIED}: job {job_id} is not yours")
+        if not job.spec.allocation:
+            raise SpecError(f"Job {job.display_id} is not an allocation (psalloc): only an allocation is relinquished")
+        now = self.clock()
+        try:
+            if job.state is JobState.PENDING:
+                change = self.store.cancel(job_id, now, "relinquished while pending")
+            else:
+                change = self.store.relinquish(job_id, exit_code, now)
+        except InvalidTransition:
+            raise InvalidTransition(JOB_ENDED_ALREADY) from None
+        self._end_on_node(job, change)
 
     def _end_on_node(self, job: JobRecord, change: Change) -> None:
         """After a cancel or requeue request: a job now COMPLETING is ended by its agent."""

@@ -10,6 +10,11 @@ them with the runs the store holds RUNNING or COMPLETING on the node, both ways:
   the controller was away, an earlier run of a requeued job) goes back in the reply: the agent kills it.
 
 A node silent for ``SlurmdTimeout`` goes DOWN and its jobs are lost the same way.
+
+Heartbeats list the agent's steps too (job id, step id): a step the controller holds RUNNING on the
+node that the agent does not list, once the same grace has passed since it started, ends NODE_FAIL.
+A step the agent lists that the controller does not hold is left to the agent (it kills a step whose
+job's run it no longer has).
 """
 
 from __future__ import annotations
@@ -17,18 +22,18 @@ from __future__ import annotations
 import logging
 import threading
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 from pslurm.controller.allocations import NodeUsage, usage_by_node
 from pslurm.controller.errors import NotFound
 from pslurm.controller.gpuuse import Measured, gpu_usage
 from pslurm.controller.ports import Reschedule
-from pslurm.controller.store import Allocation, RunEnd, Store, StoreError
+from pslurm.controller.store import Allocation, RunEnd, StepEnd, Store, StoreError
 from pslurm.core.config import ClusterConfig
 from pslurm.core.jobspec import SpecError
 from pslurm.core.node import GpuInfo, GpuUsage, NodeRecord
-from pslurm.core.states import InvalidTransition, NodeState, node_display_state
+from pslurm.core.states import InvalidTransition, JobState, NodeState, node_display_state
 
 log = logging.getLogger("psctld")
 
@@ -102,10 +107,12 @@ class NodeMonitor:
         return kill
 
     def heartbeat(self, name: str, runs: Sequence[Run], health_reason: str,
-                  measured: Measured | None = None) -> tuple[bool, list[Run]]:
+                  measured: Measured | None = None,
+                  steps: Collection[tuple[int, int]] | None = None) -> tuple[bool, list[Run]]:
         """Returns (register again?, runs to kill). A node the controller does not hold UP is asked to
         register again; its runs are reconciled all the same. ``measured``: what the agent measured on
-        each GPU (kept in memory, for psinfo and the packing policy's tie-break)."""
+        each GPU (kept in memory, for psinfo and the packing policy's tie-break). ``steps``: the
+        (job id, step id) of the steps the agent runs, reconciled too (None: not said)."""
         node = self._known(name)
         now = self.clock()
         if measured is not None:
@@ -116,6 +123,8 @@ class NodeMonitor:
             self.reschedule()
         self.store.update_node(name, **values)
         kill = self.reconcile(name, runs, now)
+        if steps is not None:
+            self.reconcile_steps(name, steps, now)
         return node.state is not NodeState.UP and not _down_by_operator(node), kill
 
     def gpu_measured(self, node: str) -> Measured:
@@ -139,6 +148,21 @@ class NodeMonitor:
             log.info("node %s runs %s, which the controller has ended: the agent kills them", name,
                      ", ".join(f"{r.job_id}.{r.restarts}" for r in kill))
         return kill
+
+    def reconcile_steps(self, name: str, steps: Collection[tuple[int, int]], now: float) -> None:
+        """End NODE_FAIL the steps held RUNNING on the node that its agent does not list (once the
+        launch grace has passed since they started: a launch may still be on its way)."""
+        reported = set(steps)
+        with self._lock:
+            lost = [s for s in self.store.running_steps_on(name)
+                    if (s.job_id, s.step_id) not in reported and now - s.start_time > self.launch_grace]
+            if not lost:
+                return
+            ends = [StepEnd(s.job_id, s.step_id, name, JobState.NODE_FAIL, 0, 0, now) for s in lost]
+            for end, outcome in zip(ends, self.store.end_steps(ends), strict=True):
+                if not isinstance(outcome, InvalidTransition):
+                    log.warning("step %d.%d on %s: the agent does not run it; NODE_FAIL", end.job_id, end.step_id,
+                                name)
 
     def runs_ended(self, name: str, ends: Sequence[RunEnd]) -> None:
         """An agent's batch of ends (JobsEnded), applied in one transaction; the doorbell rings once.

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from pslurm.core.jobspec import JobRecord
+from pslurm.proto import pslurm_pb2 as pb
 
 
 class Reschedule(Protocol):
@@ -29,6 +30,12 @@ class Agents(Protocol):
 
     def set_time_limit(self, target: str, job_id: int, restarts: int, time_limit: int | None) -> None:
         """A running job's new time limit (pscontrol update TimeLimit=), seconds from its start; None: none."""
+
+    def launch_step(self, target: str, launch: pb.StepLaunch) -> None:
+        """A step's tasks on one of its nodes (AgentUnreachable, AgentRefused)."""
+
+    def signal_step(self, target: str, job_id: int, step_id: int, signal: int) -> None:
+        """Signal a step's tasks on one of its nodes; 0 cancels the step."""
 
 
 class NodeHealth(Protocol):

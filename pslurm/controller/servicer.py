@@ -12,7 +12,8 @@ from pslurm.auth.credential import AuthError, Identity
 from pslurm.auth.transport import Authenticator
 from pslurm.controller.monitor import NodeMonitor, Run
 from pslurm.controller.rest import access
-from pslurm.controller.store import RunEnd
+from pslurm.controller.steps import StepService
+from pslurm.controller.store import RunEnd, StepEnd
 from pslurm.core import convert
 from pslurm.proto import pslurm_pb2 as pb
 from pslurm.proto import pslurm_pb2_grpc as pb_grpc
@@ -41,8 +42,10 @@ class ControllerServicer(pb_grpc.ControllerServicer):
     """Translates the agents' RPCs (registration, heartbeats, job ends) to the node monitor; only
     operators (root, or the user psctld runs as: the agents) may send them."""
 
-    def __init__(self, monitor: NodeMonitor, auth: Authenticator, operators: Collection[int]) -> None:
+    def __init__(self, monitor: NodeMonitor, auth: Authenticator, operators: Collection[int],
+                 steps: StepService | None = None) -> None:
         self.monitor = monitor
+        self.steps = steps
         self.auth = auth
         self.operators = operators
 
@@ -71,7 +74,8 @@ class ControllerServicer(pb_grpc.ControllerServicer):
         self._operator(context, NODE_MESSAGES_ONLY_FROM_AGENTS)
         again, kill = _guard(context, lambda: self.monitor.heartbeat(request.name, _runs(request.runs),
                                                                      request.health_reason,
-                                                                     _measured(request.gpu_use)))
+                                                                     _measured(request.gpu_use),
+                                                                     [(s.job_id, s.step_id) for s in request.steps]))
         return pb.HeartbeatReply(reregister=again, kill=_runs_pb(kill))
 
     def JobEnded(self, request: pb.JobEndedRequest, context: grpc.ServicerContext) -> pb.Empty:
@@ -86,6 +90,19 @@ class ControllerServicer(pb_grpc.ControllerServicer):
         self._operator(context, NODE_MESSAGES_ONLY_FROM_AGENTS)
         ends = _guard(context, lambda: [_run_end(e, request.node) for e in request.ends])
         _guard(context, lambda: self.monitor.runs_ended(request.node, ends))
+        return pb.Empty()
+
+    def StepsEnded(self, request: pb.StepsEndedRequest, context: grpc.ServicerContext) -> pb.Empty:
+        """An agent's step ends in one call, recorded in one transaction (the step service's steps_ended)."""
+        self._operator(context, NODE_MESSAGES_ONLY_FROM_AGENTS)
+        service = self.steps
+        if service is None:
+            context.abort(grpc.StatusCode.UNIMPLEMENTED, "this controller has no step service")
+            raise AssertionError("unreachable")
+        ends = _guard(context, lambda: [StepEnd(e.job_id, e.step_id, e.node or request.node,
+                                                convert.job_state_from_pb(e.state), e.exit_code, e.exit_signal,
+                                                e.end_time) for e in request.ends])
+        _guard(context, lambda: service.steps_ended(request.node, ends))
         return pb.Empty()
 
 

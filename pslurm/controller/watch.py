@@ -9,17 +9,19 @@ thread, is handed to the waiter's loop with ``call_soon_threadsafe``.
 from __future__ import annotations
 
 import asyncio
-import functools
 import threading
 from collections import Counter
 from collections.abc import AsyncGenerator, Callable, Collection, Generator
 from concurrent.futures import Executor
+from typing import TypeVar
 
 from pslurm.controller.errors import NotFound
-from pslurm.controller.store import Store
+from pslurm.controller.store import StepRecord, Store
 from pslurm.core.jobspec import JobRecord
 from pslurm.core.states import JobState
 
+T = TypeVar("T")
+_NOTHING = object()
 RECHECK = 1.0  # seconds between re-reads of a waited-for job when no change was announced (to be safe)
 
 
@@ -77,22 +79,46 @@ class JobWatch:
     async def wait_async(self, job_id: int, executor: Executor | None = None) -> AsyncGenerator[JobRecord, None]:
         """:meth:`wait` for an asyncio loop: the job now and at each change of state, node or reason,
         until it ends. Store reads run on ``executor``; between them the waiter holds no thread."""
+        def read() -> JobRecord:
+            job = self._store.get_job(job_id, light=True)
+            if job is None:
+                raise NotFound(f"Invalid job id specified: {job_id}")
+            return job
+
+        async for job in self._follow(job_id, read, lambda j: (j.state, j.node, j.reason),
+                                      lambda j: j.state.is_final, executor):
+            yield job
+
+    async def wait_step_async(self, job_id: int, step_id: int,
+                              executor: Executor | None = None) -> AsyncGenerator[StepRecord, None]:
+        """A step now and at each change of its state, until it ended (its job's changes wake it)."""
+        def read() -> StepRecord:
+            step = self._store.get_step(job_id, step_id)
+            if step is None:
+                raise NotFound(f"Invalid job id specified: {job_id}.{step_id}")
+            return step
+
+        async for step in self._follow(job_id, read, lambda s: s.state, lambda s: s.state is not JobState.RUNNING,
+                                       executor):
+            yield step
+
+    async def _follow(self, job_id: int, read: Callable[[], T], key: Callable[[T], object],
+                      ended: Callable[[T], bool], executor: Executor | None) -> AsyncGenerator[T, None]:
+        """What ``read`` returns now and each time ``key`` of it changes, until ``ended``: read again
+        when the store says the job changed, and once a second to be safe."""
         loop = asyncio.get_running_loop()
         waiter = _AsyncWaiter(loop)
-        read = functools.partial(self._store.get_job, job_id, light=True)
-        last: tuple[JobState, str | None, str] | None = None
+        last: object = _NOTHING
         with self._changed:
             self._async.setdefault(job_id, set()).add(waiter)
         try:
             while not self._stopping.is_set():
                 waiter.event.clear()  # before the read: a change committed during it sets it again
-                job = await loop.run_in_executor(executor, read)
-                if job is None:
-                    raise NotFound(f"Invalid job id specified: {job_id}")
-                if (job.state, job.node, job.reason) != last:
-                    last = (job.state, job.node, job.reason)
-                    yield job
-                if job.state.is_final:
+                found = await loop.run_in_executor(executor, read)
+                if key(found) != last:
+                    last = key(found)
+                    yield found
+                if ended(found):
                     return
                 try:
                     await asyncio.wait_for(waiter.event.wait(), RECHECK)

@@ -19,7 +19,7 @@ A final state is left only by ``requeue`` (pscontrol requeue of a finished batch
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -56,6 +56,7 @@ OPERATIONS: Mapping[str, Operation] = MappingProxyType({op.name: op for op in (
     _op("launch_failed", (_ACTIVE, JobState.FAILED)),
     _op("finish", *((_ACTIVE, s) for s in _AGENT_ENDS), (_ACTIVE, JobState.PENDING)),  # PENDING: requeue asked
     _op("cancel", (_PENDING, JobState.CANCELLED), (frozenset({JobState.RUNNING}), JobState.COMPLETING)),
+    _op("relinquish", (frozenset({JobState.RUNNING}), JobState.COMPLETING)),  # psalloc's end: finish -> COMPLETED
     _op("request_requeue", (_ACTIVE, JobState.COMPLETING)),
     _op("requeue", (_ACTIVE | FINAL_STATES, JobState.PENDING)),
     _op("hold", (_PENDING, JobState.PENDING)),
@@ -100,6 +101,7 @@ class JobFlags:
     requeue: bool = False  # may be requeued when its node is lost
     restarts: int = 0  # the run: a requeued job runs again with one more
     node: str | None = None
+    relinquish_code: int | None = None  # psalloc's end asked, with the command's exit code; None: not asked
 
 
 @dataclass(frozen=True)
@@ -131,7 +133,7 @@ def _require(op: str, job: JobFlags) -> None:
 _FRESH_RUN = MappingProxyType(dict(
     node=None, gpu_indices=(), start_time=None, end_time=None, exit_code=0, exit_signal=0,
     cancel_requested=False, requeue_requested=False, start_estimate=None, eligible_time=None,
-    gpu_seconds=None, peak_gpu_memory_mb=None, mean_gpu_util=None, reason=JobReason.NONE,
+    gpu_seconds=None, peak_gpu_memory_mb=None, mean_gpu_util=None, reason=JobReason.NONE, relinquish_code=None,
 ))
 
 
@@ -168,7 +170,11 @@ def finish(job: JobFlags, node: str, restarts: int, reported: JobState, exit_cod
     _same_run(job, node, restarts)
     if job.requeue_requested:
         return requeue(job, now, f"requeued (pscontrol requeue), ended on {node}", op="finish")
-    if job.cancel_requested and reported not in (JobState.TIMEOUT, JobState.OUT_OF_MEMORY):
+    if job.relinquish_code is not None and reported not in (JobState.TIMEOUT, JobState.OUT_OF_MEMORY):
+        # psalloc relinquished it: its command's exit code is the job's, as salloc's slurm_complete_job
+        reported, exit_code, exit_signal = (JobState.FAILED if job.relinquish_code else JobState.COMPLETED,
+                                            job.relinquish_code, 0)
+    elif job.cancel_requested and reported not in (JobState.TIMEOUT, JobState.OUT_OF_MEMORY):
         reported = JobState.CANCELLED
     return _change("finish", job, reported, f"ended on {node}", end_time=now, exit_code=exit_code,
                    exit_signal=exit_signal, reason=end_reason(reported), **(usage or {}),
@@ -182,6 +188,14 @@ def cancel(job: JobFlags, now: float, detail: str = "cancelled", reason: JobReas
         return _change("cancel", job, JobState.CANCELLED, f"{detail} while pending", end_time=now,
                        exit_signal=15, reason=reason)
     return _change("cancel", job, JobState.COMPLETING, detail, cancel_requested=True)
+
+
+def relinquish(job: JobFlags, exit_code: int, now: float) -> Change:
+    """psalloc's end: the owner gives the allocation back (salloc's slurm_complete_job). It is
+    COMPLETING until its agent reports the run's end; ``finish`` then ends it COMPLETED, or FAILED
+    with ``exit_code`` (the command's) when that is not 0, as slurmctld's job_complete."""
+    return _change("relinquish", job, JobState.COMPLETING, f"relinquished (exit code {exit_code})",
+                   relinquish_code=exit_code)
 
 
 def request_requeue(job: JobFlags, now: float) -> Change:
@@ -244,3 +258,50 @@ def _same_run(job: JobFlags, node: str, restarts: int) -> None:
     if job.node != node or job.restarts != restarts:
         raise InvalidTransition(f"job {job.job_id}: a report from {node} of run {restarts} "
                                 f"(the job is run {job.restarts} on {job.node})")
+
+
+# -- steps -----------------------------------------------------------------------------------
+#
+#     create_step ──> RUNNING ──end_step──> COMPLETED | FAILED | CANCELLED | TIMEOUT | OUT_OF_MEMORY | NODE_FAIL
+#
+# A step is never queued: it is created RUNNING inside its job's running allocation, or refused
+# (the job not running: InvalidTransition; the allocation busy: StepBusy, and psrun retries). It ends
+# once: its agent's report, its job's end (in the job's own transaction: run_ended_steps), or its
+# node's loss.
+
+STEP_ENDS = frozenset({JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED, JobState.TIMEOUT,
+                       JobState.OUT_OF_MEMORY, JobState.NODE_FAIL})
+JOB_ENDED = "Job/step already completing or completed"  # ESLURM_ALREADY_DONE, srun's and scancel's words
+NODES_BUSY = "Requested nodes are busy"  # ESLURM_NODES_BUSY: a step waits for the allocation (psrun retries)
+
+
+class StepBusy(InvalidTransition):
+    """The allocation is busy with a step that does not overlap: the new step must wait."""
+
+
+def create_step(job: JobFlags, overlap: bool, running_overlaps: Collection[bool]) -> None:
+    """May a step start in ``job`` now? Only in a RUNNING job (not one completing: cancelled,
+    relinquished); a step without ``--overlap`` only while no other such step runs
+    (``running_overlaps``: the --overlap flag of each step running in the job). Raises
+    InvalidTransition (JOB_ENDED) or StepBusy (NODES_BUSY)."""
+    if job.state is not JobState.RUNNING:
+        raise InvalidTransition(JOB_ENDED)
+    if not overlap and not all(running_overlaps):
+        raise StepBusy(NODES_BUSY)
+
+
+def end_step(job_id: int, step_id: int, state: JobState, to: JobState) -> None:
+    """A RUNNING step ends ``to`` (one of STEP_ENDS); InvalidTransition for one already ended."""
+    if to not in STEP_ENDS:
+        raise InvalidTransition(f"step {job_id}.{step_id}: a step cannot end {to}")
+    if state is not JobState.RUNNING:
+        raise InvalidTransition(f"step {job_id}.{step_id} is {state}: {JOB_ENDED}")
+
+
+def run_ended_steps(change: Change) -> JobState | None:
+    """The state a job's still RUNNING steps end in when ``change`` ends the job's run (its finish,
+    launch failure, node loss, requeue): NODE_FAIL when its node was lost, else CANCELLED. None when
+    the run goes on (or there was none)."""
+    if change.from_state not in _ACTIVE or change.to in _ACTIVE:
+        return None
+    return JobState.NODE_FAIL if change.op == "node_lost" else JobState.CANCELLED

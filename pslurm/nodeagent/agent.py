@@ -8,6 +8,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import replace
 
 import grpc
 
@@ -21,9 +22,10 @@ from pslurm.nodeagent.cpus import affinity_for, pick_cpus
 from pslurm.nodeagent.environment import job_environment
 from pslurm.nodeagent.gpumon import GpuMeter, JobGpuUsage, SliceOverrun, UsageTracker
 from pslurm.nodeagent.gpus import GpuDevice
-from pslurm.nodeagent.launcher import JobEnd, Launcher, RunningJob, close_input, describe, step_name
+from pslurm.nodeagent.launcher import Launcher, RunningJob, close_input, describe, step_name
 from pslurm.nodeagent.runs import RunRecords, kill_leftovers
 from pslurm.nodeagent.shares import GpuSharing, SetupError, memory_slice, overrun_comment, overrun_note
+from pslurm.nodeagent.steps import RunningStep, Steps, follow_output, write_input
 from pslurm.proto import pslurm_pb2 as pb
 from pslurm.proto import pslurm_pb2_grpc as pb_grpc
 
@@ -51,6 +53,10 @@ def _key(running: RunningJob) -> RunKey:
 
 class JobNotHere(LookupError):
     """No psrun job of that id runs on this node (a stream's NOT_FOUND)."""
+
+
+class StepRefused(Exception):
+    """A step that cannot start here: its job's run is not (or no longer) running on this node."""
 
 
 class Agent:
@@ -89,6 +95,10 @@ class Agent:
         self.records = RunRecords(os.path.join(spool, "runs"))  # the runs started and not acknowledged ended
         self.launcher = Launcher(node.name, config.cluster_name, spool, config.kill_wait, self._ended,
                                  records=self.records)
+        self.steps = Steps(node.name, config.kill_wait, self.launcher.reap_timeout, self.launcher.as_root,
+                           self.launcher._spawn_lock, self._step_ended, records=self.records)
+        # a run that begins to end ends its steps first: CANCELLED, reported before the run's end
+        self.launcher.on_ending = lambda running: self.steps.job_ending(running, running.exited)
         self.jobs: dict[int, RunningJob] = {}  # the newest run of each job (signals, psrun's streams)
         self._runs: dict[RunKey, RunningJob] = {}  # every run, until its end is reported and it is forgotten
         # time limits changed for runs not launched here yet (the change overtook the launch), a few kept
@@ -163,8 +173,8 @@ class Agent:
         health = self.check_health()
         try:
             reply = self.controller.Heartbeat(pb.HeartbeatRequest(
-                name=self.node.name, runs=self.runs(), health_reason=health or "", gpu_use=self.gpu_use()),
-                timeout=5, metadata=self._credentials())
+                name=self.node.name, runs=self.runs(), health_reason=health or "", gpu_use=self.gpu_use(),
+                steps=self.steps.refs()), timeout=5, metadata=self._credentials())
         except grpc.RpcError:
             return
         if health and self.monitor is not None:
@@ -173,6 +183,7 @@ class Agent:
             self.register()
         self._kill(reply.kill)
         self._forget_old()
+        self.steps.forget_old(KEEP_ENDED)
 
     def check_health(self) -> str | None:
         """The node's GPU health as a one-line drain reason, None when healthy or not watched."""
@@ -240,6 +251,7 @@ class Agent:
                                            end.end_time - running.started)
         except Exception as exc:  # the end is reported without usage rather than not at all
             log.warning("job %d: no usage: %s", running.job.job_id, exc)
+        self.steps.wait_run(running, self.launcher.reap_timeout)  # its steps' ends go first
         with self._launched:
             self._unreported[_key(running)] = running
             self._launched.notify_all()
@@ -258,18 +270,40 @@ class Agent:
         released = False
         try:
             while True:
+                steps = self.steps.pending_ends(MAX_ENDS_PER_CALL)  # before the ends of their jobs
+                if steps and not self._send_step_ends(steps):
+                    return
                 with self._lock:
                     pending = list(self._unreported.values())[:MAX_ENDS_PER_CALL]
-                    if not pending:
+                    if not pending and not self.steps.unreported:
                         released = True
                         self._reporting = False  # under the lock: a later end finds no reporter and reports
                         return
-                if not self._send_ends(pending):
+                if pending and not self._send_ends(pending):
                     return  # the controller is unreachable: the heartbeat loop tries again
         finally:
             if not released:
                 with self._lock:
                     self._reporting = False
+
+    def _step_ended(self, step: RunningStep) -> None:
+        self._report_ends()
+
+    def _send_step_ends(self, ends: list[pb.StepEnded]) -> bool:
+        """Send these step ends in one call (StepsEnded); True once the controller has them. A
+        controller without the call has no steps to end: the ends are dropped."""
+        try:
+            self.controller.StepsEnded(pb.StepsEndedRequest(node=self.node.name, ends=ends), timeout=5,
+                                       metadata=self._credentials())
+        except grpc.RpcError as exc:
+            code = exc.code() if isinstance(exc, grpc.Call) else None
+            if code is not grpc.StatusCode.UNIMPLEMENTED:
+                log.warning("could not report the end of %s: %s; will retry",
+                            ", ".join(f"step {e.job_id}.{e.step_id}" for e in ends), code or exc)
+                return False
+            log.warning("the controller has no StepsEnded: dropping the ends of %d step(s)", len(ends))
+        self.steps.acknowledged(ends)
+        return True
 
     def _send_ends(self, ended: list[RunningJob]) -> bool:
         """Send these ends in one call; True (and no longer unreported) once the controller has them."""
@@ -393,6 +427,7 @@ class Agent:
             isolated = cgroup is not None and cgroup.devices
             visible = list(range(len(job.gpu_indices))) if isolated else list(job.gpu_indices)
             env = job_environment(job, self.node.name, self.config.cluster_name, visible, gpu_setup)
+            running.visible, running.gpu_setup = visible, gpu_setup  # its steps' environment
             self.launcher.start(job, env, cgroup, cpus, running)
             if running.proc is not None:
                 self.usage.set_session(job.job_id, running.proc.pid)  # start_new_session: pid == sid
@@ -444,17 +479,86 @@ class Agent:
         self.launcher.set_time_limit(running, time_limit)
 
     def signal(self, job_id: int, signum: int) -> None:
-        """pscancel: signal the job's run; 0 cancels it (and any older run still ending)."""
+        """pscancel: signal the job's run; 0 cancels it (and any older run still ending). A
+        negative signal relinquishes an allocation (psalloc's end, see SignalRequest): its run ends
+        COMPLETED, or FAILED with exit code ``-signum - 1`` when that is not 0."""
         with self._lock:
             newest = self.jobs.get(job_id)
             live = [r for k, r in self._runs.items() if k[0] == job_id and r.end is None]
         if newest is None:
             return
-        if signum == 0:
+        if signum < 0:
+            self.launcher.relinquish(newest, min(-signum - 1, 255))
+        elif signum == 0:
             for running in live:
                 self.launcher.cancel(running)
         else:
             self.launcher.signal(newest, signum)
+            if newest.cgroup is None:  # its steps' tasks are in sessions of their own
+                for step in self.steps.of_run(newest):
+                    self.steps.signal(step.job_id, step.step_id, signum)
+
+    # -- steps -------------------------------------------------------------------------------
+
+    def launch_step(self, launch: pb.StepLaunch, wait: float = START_WAIT) -> None:
+        """Start a step's tasks on this node in its job's run (job_id, restarts); StepRefused when
+        the agent does not run that run or it has ended. A run launched but still starting is
+        waited for (``wait`` seconds at most), one not heard of LAUNCH_GRACE seconds."""
+        key = (launch.job_id, launch.restarts)
+        begun = time.monotonic()
+        with self._launched:
+            while True:
+                running = self._runs.get(key)
+                if running is not None and (running.proc is not None or running.end is not None):
+                    break
+                left = begun + (wait if running is not None else min(wait, LAUNCH_GRACE)) - time.monotonic()
+                if left <= 0:
+                    break
+                self._launched.wait(min(left, 0.2))
+        where = f"job {launch.job_id} (run {launch.restarts})"
+        if running is None:
+            raise StepRefused(f"{where} does not run on node {self.node.name}")
+        if running.end is not None or running.cancelled or running.exited or running.proc is None:
+            raise StepRefused(f"{where} is not running on node {self.node.name}: "
+                              "Job/step already completing or completed")
+        job = running.job
+        base = replace(job, spec=replace(job.spec, environment=dict(launch.environment)))
+        job_env = job_environment(base, self.node.name, self.config.cluster_name,
+                                  running.visible or list(job.gpu_indices), running.gpu_setup)
+        self.steps.launch(running, launch, job_env)
+
+    def signal_step(self, job_id: int, step_id: int, signum: int) -> None:
+        """SignalStep: 0 cancels the step (SIGTERM, KillWait, SIGKILL), else ``signum`` to its tasks."""
+        self.steps.signal(job_id, step_id, signum)
+
+    def _step(self, job_id: int, step_id: int, allowed: Callable[[JobSpec], bool], active: Callable[[], bool],
+              grace: float) -> RunningStep:
+        """The step (waited for: psrun's stream may come before the launch), or JobNotHere;
+        PermissionError unless ``allowed`` (the job's owner, or an operator)."""
+        with self._lock:
+            running = self.jobs.get(job_id)
+        wait = START_WAIT if running is not None and running.end is None else grace
+        step = self.steps.follow(job_id, step_id, active, wait)
+        if step is None:
+            raise JobNotHere(f"Invalid job id specified: no step {job_id}.{step_id} on node {self.node.name}")
+        if not allowed(step.run.job.spec):
+            raise PermissionError(f"Access/permission denied: job {job_id} is not yours")
+        return step
+
+    def step_output(self, job_id: int, step_id: int, may_read: Callable[[JobSpec], bool],
+                    active: Callable[[], bool] = lambda: True, grace: float = LAUNCH_GRACE,
+                    opened: Callable[[RunningStep], None] = lambda step: None) -> Iterator[pb.OutputChunk]:
+        """psrun's stream of a step: its tasks' merged output as it comes, then its end."""
+        step = self._step(job_id, step_id, may_read, active, grace)
+        opened(step)
+        yield from follow_output(step, self._stop, active)
+
+    def step_input(self, job_id: int, step_id: int, chunks: Iterator[bytes], may_write: Callable[[JobSpec], bool],
+                   opened: Callable[[RunningStep], None] = lambda step: None, grace: float = LAUNCH_GRACE) -> None:
+        """psrun's stdin for a step's task 0 (its pty with ``--pty``)."""
+        step = self._step(job_id, step_id, may_write, lambda: True, grace)
+        opened(step)
+        write_input(step, chunks)
 
     def _interactive(self, job_id: int, allowed: Callable[[JobSpec], bool],
                      active: Callable[[], bool] = lambda: True, grace: float = LAUNCH_GRACE) -> RunningJob:
@@ -506,23 +610,7 @@ class Agent:
         PermissionError, ``grace``: see :meth:`_interactive`."""
         running = self._interactive(job_id, may_read, active, grace)
         opened(running)
-        sent = {"stdout": 0, "stderr": 0}
-        while True:
-            with running.changed:
-                running.changed.wait_for(lambda: _has_news(running, sent) or self._stop.is_set(), timeout=1.0)
-                chunk = {name: bytes(buf.data[sent[name]:]) for name, buf in running.outputs.items()}
-                for name, data in chunk.items():
-                    sent[name] += len(data)
-                finished = running.end is not None and all(b.closed for b in running.outputs.values())
-            if any(chunk.values()):
-                yield pb.OutputChunk(stdout=chunk.get("stdout", b""), stderr=chunk.get("stderr", b""))
-            if finished:
-                end: JobEnd = running.end  # type: ignore[assignment]
-                yield pb.OutputChunk(done=True, state=convert.job_state_to_pb(end.state), exit_code=end.exit_code,
-                                     exit_signal=end.exit_signal)
-                return
-            if self._stop.is_set() or not active():
-                return
+        yield from follow_output(running, self._stop, active)
 
     def _started(self, job_id: int) -> bool:
         running = self.jobs.get(job_id)
@@ -543,12 +631,6 @@ class Agent:
             self.cgroups.remove_parents()
         if self.monitor is not None:
             self.monitor.close()
-
-
-def _has_news(running: RunningJob, sent: dict[str, int]) -> bool:
-    if any(len(b.data) > sent[n] for n, b in running.outputs.items()):
-        return True
-    return running.end is not None and all(b.closed for b in running.outputs.values())
 
 
 def _usage_pb(usage: JobGpuUsage | None) -> pb.JobUsage | None:

@@ -71,6 +71,9 @@ class RunningJob:
     overrun: str = ""  # the agent ended it for using more than its GPU memory slice: why (its SystemComment)
     exited: bool = False  # its leader process has ended (set by the watcher)
     limit_watched: bool = False  # a thread enforces its time limit (job.time_limit, which may change)
+    relinquished: int | None = None  # an allocation its owner gave back (psalloc's end): the exit code to report
+    visible: list[int] = field(default_factory=list)  # CUDA_VISIBLE_DEVICES of the job (its steps renumber so)
+    gpu_setup: Any = None  # the job's GpuSetup (its steps' sharing variables)
 
 
 def close_input(running: RunningJob) -> None:
@@ -101,6 +104,9 @@ class Launcher:
         # A fork in one thread while another has a script open for writing makes that script's
         # exec fail with ETXTBSY: script writes and forks take turns.
         self._spawn_lock = threading.Lock()
+        # told when a run begins to end (cancel, time limit, the leader's exit), before its processes
+        # are killed: the agent ends the run's steps first (CANCELLED)
+        self.on_ending: Callable[[RunningJob], None] = lambda running: None
         os.makedirs(spool_dir, exist_ok=True)
 
     def start(self, job: JobRecord, env: dict[str, str], cgroup: JobCgroup | None,
@@ -117,7 +123,7 @@ class Launcher:
             return self.never_started(running)
         try:
             with self._spawn_lock:
-                proc = self._spawn(running, env, cgroup, cpus)
+                proc = self._hold(cgroup) if job.spec.allocation else self._spawn(running, env, cgroup, cpus)
         except LaunchError as exc:
             return self._failed(running, exc.reason)
         except Exception as exc:  # whatever it is, the run ends and the controller hears why
@@ -150,7 +156,7 @@ class Launcher:
         if running is None:
             running = RunningJob(job, None, time.time())
         running.started = time.time()  # it did not run: no time (and no GPU-seconds) to count
-        if not job.spec.interactive and running.stderr_path is None:
+        if not job.spec.interactive and not job.spec.allocation and running.stderr_path is None:
             try:
                 running.stderr_path = self._output_paths(job)[1]
             except Exception:  # no file for the message; the end is reported all the same
@@ -229,6 +235,32 @@ class Launcher:
                 threading.Thread(target=self._pump, args=(running, name, pipe), daemon=True).start()
         return proc
 
+    @staticmethod
+    def _hold(cgroup: JobCgroup | None) -> subprocess.Popen[bytes]:
+        """An allocation's (psalloc's) run: no command of the user runs, only a placeholder that holds
+        the run as a leader holds a batch job's (the watcher, time limit, cancel, records and recovery
+        are those of any run): the agent's own ``sleep``, in the job's cgroup and a session of its
+        own, in ``/``, which the job's user cannot signal. It ends when the run is cancelled, times
+        out or is relinquished (:meth:`relinquish`)."""
+        with ChildSetup(cgroup) as setup, _exec_errors():
+            proc: subprocess.Popen[bytes] = subprocess.Popen(
+                ["sleep", "infinity"], cwd="/", env={"PATH": "/usr/bin:/bin"}, start_new_session=True,
+                preexec_fn=setup, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        return proc
+
+    def relinquish(self, running: RunningJob, exit_code: int) -> None:
+        """psalloc's end: its owner gives the allocation back; its run ends COMPLETED (FAILED with
+        a non-zero ``exit_code``, the command's, as salloc's slurm_complete_job). Idempotent; a run
+        already cancelled or ended is left alone."""
+        with running.changed:
+            if running.cancelled or running.end is not None or not running.job.spec.allocation:
+                return
+            running.cancelled = True  # ended from outside: a later cancel does nothing more
+            running.relinquished = exit_code
+            if running.proc is None:
+                return
+        threading.Thread(target=self._terminate, args=(running,), daemon=True).start()
+
     def _output_paths(self, job: JobRecord) -> tuple[str, str]:
         spec = job.spec
 
@@ -295,7 +327,8 @@ class Launcher:
         with running.changed:
             running.exited = True
             running.changed.notify_all()  # its time limit is watched no more
-        rc = proc.returncode
+        self.on_ending(running)  # its steps end (CANCELLED) before the reap kills them
+        rc = proc.returncode if not running.job.spec.allocation else 0  # its placeholder's is no one's
         self._reap(running)  # what the job left running in the background goes too, before the end is told
         self._drain_output(running)
         oom_kills = self._oom_kills(running)
@@ -303,6 +336,9 @@ class Launcher:
             state = JobState.TIMEOUT
         elif oom_kills or running.overrun:
             state = JobState.OUT_OF_MEMORY
+        elif running.relinquished is not None:
+            state = JobState.COMPLETED if running.relinquished == 0 else JobState.FAILED
+            rc = running.relinquished
         elif running.cancelled:
             state = JobState.CANCELLED
         else:
@@ -373,7 +409,9 @@ class Launcher:
         assert running.proc is not None
         log.info("job %d: signal %d, %d s before its time limit%s", running.job.job_id, spec.warn_signal,
                  spec.warn_time, " (batch shell)" if spec.warn_batch else "")
-        if spec.warn_batch:
+        if spec.allocation:  # no batch shell: its steps' processes (the leader is the agent's placeholder)
+            Launcher._signal_members(running, spec.warn_signal)
+        elif spec.warn_batch:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(running.proc.pid, spec.warn_signal)
         else:
@@ -425,6 +463,7 @@ class Launcher:
         """SIGTERM to the whole job (its cgroup, session and process group), SIGKILL after KillWait.
         What is left once the leader is gone, ``_watch`` reaps."""
         assert running.proc is not None
+        self.on_ending(running)
         for signum in (signal.SIGCONT, signal.SIGTERM):
             self._signal_all(running, signum)
         try:
@@ -434,6 +473,15 @@ class Launcher:
                 running.cgroup.kill()
             kill_pgid(running.proc.pid, signal.SIGKILL)
             running.proc.wait()
+
+    @staticmethod
+    def _signal_members(running: RunningJob, signum: int) -> None:
+        """``signum`` to an allocation's processes (its steps'), never to its placeholder leader."""
+        assert running.proc is not None
+        for pid in running.cgroup.pids() if running.cgroup is not None else ():
+            if pid != running.proc.pid:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signum)
 
     @staticmethod
     def _signal_all(running: RunningJob, signum: int) -> None:
@@ -480,7 +528,10 @@ class Launcher:
     def signal(self, running: RunningJob, signum: int) -> None:
         """pscancel -s: ``signum`` to every process of the job."""
         if running.proc is not None and running.end is None:
-            self._signal_all(running, signum)
+            if running.job.spec.allocation:
+                self._signal_members(running, signum)
+            else:
+                self._signal_all(running, signum)
 
     def _note(self, running: RunningJob, why: str) -> None:
         """slurmstepd's line in the job's stderr when it is ended from outside."""

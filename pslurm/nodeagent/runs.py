@@ -178,6 +178,7 @@ class RunRecord:
     boot_id: str = ""
     cgroup: str = ""  # the run's cgroup directory ("" when it has none): v2's, else the v1 freezer's
     started: float = 0.0
+    step: str = ""  # a step's task ("<step id>.<rank>": its own session, in the job's cgroup); "" the run's leader
 
     def group(self) -> Group:
         return Group(self.pgid, self.start_ticks, JobCgroup(self.cgroup) if self.cgroup else None)
@@ -189,22 +190,22 @@ class RunRecords:
     def __init__(self, directory: str) -> None:
         self.directory = directory
 
-    def path(self, job_id: int, restarts: int) -> str:
-        return os.path.join(self.directory, f"{job_id}.{restarts}.json")
+    def path(self, job_id: int, restarts: int, step: str = "") -> str:
+        return os.path.join(self.directory, f"{job_id}.{restarts}{'.' + step if step else ''}.json")
 
     def save(self, record: RunRecord) -> None:
         """Write the record atomically: an agent that dies meanwhile leaves no half-written file.
         (No fsync: a machine that crashes takes the run's processes with it.)"""
         os.makedirs(self.directory, exist_ok=True)
-        path = self.path(record.job_id, record.restarts)
+        path = self.path(record.job_id, record.restarts, record.step)
         tmp = f"{path}.tmp{os.getpid()}"
         with open(tmp, "w") as f:
             json.dump(asdict(record), f)
         os.replace(tmp, path)
 
-    def remove(self, job_id: int, restarts: int) -> None:
+    def remove(self, job_id: int, restarts: int, step: str = "") -> None:
         try:
-            os.remove(self.path(job_id, restarts))
+            os.remove(self.path(job_id, restarts, step))
         except FileNotFoundError:
             pass
         except OSError as exc:  # left behind: a restarted agent finds nothing of the run and forgets it
@@ -229,7 +230,8 @@ class RunRecords:
                 records.append(RunRecord(
                     job_id=int(data["job_id"]), restarts=int(data["restarts"]), pgid=int(data["pgid"]),
                     start_ticks=None if ticks is None else int(ticks), boot_id=str(data.get("boot_id", "")),
-                    cgroup=str(data.get("cgroup", "")), started=float(data.get("started", 0.0))))
+                    cgroup=str(data.get("cgroup", "")), started=float(data.get("started", 0.0)),
+                    step=str(data.get("step", ""))))
             except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
                 log.warning("ignoring unreadable run record %s: %s", path, exc)
                 _remove(path)
@@ -282,6 +284,6 @@ def kill_leftovers(records: RunRecords, timeout: float) -> list[tuple[RunRecord,
             log.info("job %d (run %d): nothing of the previous agent's run is left", rec.job_id, rec.restarts)
         if rec.cgroup and rec in targets:
             JobCgroup(rec.cgroup).remove(timeout=0.5)
-        records.remove(rec.job_id, rec.restarts)
+        records.remove(rec.job_id, rec.restarts, rec.step)
         result.append((rec, count, survivors))
     return result

@@ -16,6 +16,7 @@ import grpc
 
 from pslurm.auth.transport import Authenticator
 from pslurm.core import convert
+from pslurm.core.jobspec import JobSpec
 from pslurm.nodeagent.agent import (
     FIRST_INPUT_WAIT,
     INPUT_LINGER,
@@ -25,8 +26,10 @@ from pslurm.nodeagent.agent import (
     STREAMS_PER_JOB,
     Agent,
     JobNotHere,
+    StepRefused,
 )
 from pslurm.nodeagent.launcher import RunningJob
+from pslurm.nodeagent.steps import RunningStep
 from pslurm.proto import pslurm_pb2 as pb
 from pslurm.proto import pslurm_pb2_grpc as pb_grpc
 
@@ -176,6 +179,20 @@ class AgentServicer(pb_grpc.NodeAgentServicer):
                                   request.time_limit if request.HasField("time_limit") else None)
         return pb.Empty()
 
+    def LaunchStep(self, request: pb.StepLaunch, context: grpc.ServicerContext) -> pb.Empty:
+        """A step's tasks on this node: FAILED_PRECONDITION when the agent does not run its job's run."""
+        self._from_controller(context)
+        try:
+            self.agent.launch_step(request)
+        except StepRefused as exc:
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
+        return pb.Empty()
+
+    def SignalStep(self, request: pb.StepSignal, context: grpc.ServicerContext) -> pb.Empty:
+        self._from_controller(context)
+        self.agent.signal_step(request.job_id, request.step_id, request.signal)
+        return pb.Empty()
+
     def _launch_wait(self, uid: int, job_id: int) -> tuple[float, Callable[[], None]]:
         """How long a stream of ``uid`` may wait for the launch of ``job_id``, and what to call once
         it waits no more. A user's stream for a job not launched here takes one of the waits
@@ -194,14 +211,20 @@ class AgentServicer(pb_grpc.NodeAgentServicer):
         job_id = request.job_id
         self.streams.take_slot(context)
         try:
-            self.streams.take_job(job_id, "output", context)
+            kind = f"step {request.step_id} output" if request.HasField("step_id") else "output"
+            self.streams.take_job(job_id, kind, context)
             grace, waited = self._launch_wait(uid, job_id)
             try:
-                yield from self.agent.output(job_id, lambda spec: uid in self.operators or uid == spec.uid,
-                                             context.is_active, grace, lambda running: waited())
+                if request.HasField("step_id"):  # a step's tasks (psrun inside an allocation)
+                    yield from self.agent.step_output(job_id, request.step_id,
+                                                      lambda spec: uid in self.operators or uid == spec.uid,
+                                                      context.is_active, grace, lambda step: waited())
+                else:
+                    yield from self.agent.output(job_id, lambda spec: uid in self.operators or uid == spec.uid,
+                                                 context.is_active, grace, lambda running: waited())
             finally:
                 waited()
-                self.streams.free_job(job_id, "output")
+                self.streams.free_job(job_id, kind)
         except PermissionError as exc:
             context.abort(grpc.StatusCode.PERMISSION_DENIED, str(exc))
         except JobNotHere as exc:
@@ -241,7 +264,7 @@ class AgentServicer(pb_grpc.NodeAgentServicer):
             except grpc.RpcError:
                 return  # cancelled: the job ended (INPUT_LINGER ago), or the client went
 
-        def opened(running: RunningJob) -> None:
+        def opened(running: RunningJob | RunningStep) -> None:
             def over() -> bool:
                 return running.end is not None and time.time() - running.end.end_time > INPUT_LINGER
 
@@ -249,10 +272,15 @@ class AgentServicer(pb_grpc.NodeAgentServicer):
             self.streams.cancel_when(context, over)
 
         job_id = first.job_id
-        self.streams.take_job(job_id, "input", context)
+        kind = f"step {first.step_id} input" if first.HasField("step_id") else "input"
+        self.streams.take_job(job_id, kind, context)
         grace, waited = self._launch_wait(uid, job_id)
         try:
-            self.agent.input(job_id, chunks(), lambda spec: uid in self.operators or uid == spec.uid, opened, grace)
+            allowed: Callable[[JobSpec], bool] = lambda spec: uid in self.operators or uid == spec.uid  # noqa: E731
+            if first.HasField("step_id"):  # task 0 of a step
+                self.agent.step_input(job_id, first.step_id, chunks(), allowed, opened, grace)
+            else:
+                self.agent.input(job_id, chunks(), allowed, opened, grace)
         except PermissionError as exc:
             context.abort(grpc.StatusCode.PERMISSION_DENIED, str(exc))
         except JobNotHere as exc:
@@ -260,4 +288,4 @@ class AgentServicer(pb_grpc.NodeAgentServicer):
         finally:
             waited()
             self.streams.forget(context)
-            self.streams.free_job(job_id, "input")
+            self.streams.free_job(job_id, kind)

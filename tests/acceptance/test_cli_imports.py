@@ -15,7 +15,7 @@ import pytest
 
 from tests.conftest import BIN, Cluster
 
-COMMANDS = ("psbatch", "psrun", "psqueue", "psinfo", "pscancel", "pscontrol", "psprio", "psacct")
+COMMANDS = ("psbatch", "psrun", "psalloc", "psqueue", "psinfo", "pscancel", "pscontrol", "psprio", "psacct")
 FORBIDDEN = ("typer", "click", "pydantic", "rich", "grpc", "google", "sqlalchemy", "alembic", "jinja2", "hostlist",
              "email", "http.client", "ssl", "asyncio", "aiohttp")
 
@@ -59,7 +59,7 @@ def test_help_imports_nothing_heavy(command: str) -> None:
     assert forbidden(modules) == [], f"{command} --help imports {forbidden(modules)}"
 
 
-@pytest.mark.parametrize("command", ["psbatch", "psrun"])
+@pytest.mark.parametrize("command", ["psbatch", "psrun", "psalloc"])
 def test_a_refused_option_imports_nothing_heavy(command: str) -> None:
     proc = traced(command, "--bogus-flag", "true")
     assert proc.returncode == 1
@@ -69,6 +69,7 @@ def test_a_refused_option_imports_nothing_heavy(command: str) -> None:
 REQUESTS = [
     ("psbatch", "--parsable", "-o", "/dev/null", "--wrap", "true"),
     ("psrun", "true"),
+    ("psalloc", "-J", "imports", "true"),
     ("psqueue", "-t", "all"),
     ("psinfo",),
     ("pscancel", "999999"),
@@ -94,6 +95,7 @@ def test_a_request_imports_nothing_heavy(cluster: Cluster, tmp_path: Path, argv:
 GOAL_REQUESTS = [
     ("psbatch", "--parsable", "-o", "/dev/null", "--wrap", "true"),
     ("psrun", "true"),
+    ("psalloc", "-J", "imports", "true"),
     ("psqueue",),
     ("pscancel", "999999"),
     ("psacct", "-a"),

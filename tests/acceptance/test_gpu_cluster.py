@@ -357,7 +357,7 @@ def test_psacct_defaults_and_formats(gpu_cluster: GpuCluster) -> None:
     row = next(line for line in lines if line.startswith(f"{job} "))
     assert row.split() == [job, "acct", "gpu", "1", "FAILED", "3:0"]
     parsable = gpu_cluster.run("psacct", "-j", job, "-n", "-p", "-o", "JobID,JobName,State", check=True)
-    assert parsable.stdout == f"{job}|acct|FAILED|\n"
+    assert parsable.stdout == f"{job}|acct|FAILED|\n{job}.batch|batch|FAILED|\n"  # its batch step, as sacct
     assert gpu_cluster.run("psacct", "-S", "now+1hours", "-n", "-P", "-o", "JobID", check=True).stdout == ""
     bad = gpu_cluster.run("psacct", "-o", "JobID,Nope")
     assert bad.returncode == 1 and bad.stderr.strip() == 'psacct: error: Invalid field requested: "Nope"'

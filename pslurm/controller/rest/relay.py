@@ -1,4 +1,4 @@
-"""A running interactive job's output and input, relayed between an HTTP client (psrun) and the
+"""A running interactive job's (or a job step's) output and input, relayed between an HTTP client (psrun) and the
 gRPC streams of the job's node agent (``StreamOutput``, ``SendInput``).
 
 The relay uses grpc.aio on the API's own event loop: a relayed stream is a coroutine, not a
@@ -59,10 +59,12 @@ class AgentRelay:
             channel = self._channels[target] = grpc.aio.insecure_channel(target)
         return pb_grpc.NodeAgentStub(channel)
 
-    async def output(self, target: str, job_id: int) -> AsyncGenerator[pb.OutputChunk, None]:
-        """The agent's output stream for the job; AgentStreamError when it fails. Leaving the
-        iteration cancels the call."""
-        call = self._stub(target).StreamOutput(pb.OutputRequest(job_id=job_id), metadata=self._credentials())
+    async def output(self, target: str, job_id: int, step_id: int | None = None
+                     ) -> AsyncGenerator[pb.OutputChunk, None]:
+        """The agent's output stream for the job (or its step ``step_id``); AgentStreamError when it
+        fails. Leaving the iteration cancels the call."""
+        call = self._stub(target).StreamOutput(pb.OutputRequest(job_id=job_id, step_id=step_id),
+                                               metadata=self._credentials())
         try:
             while True:
                 msg = await call.read()
@@ -74,14 +76,16 @@ class AgentRelay:
         finally:
             call.cancel()
 
-    async def send_input(self, target: str, job_id: int, data: AsyncIterator[bytes]) -> None:
-        """Forward ``data`` to the job's stdin; its end is the job's EOF. AgentStreamError."""
+    async def send_input(self, target: str, job_id: int, data: AsyncIterator[bytes],
+                         step_id: int | None = None) -> None:
+        """Forward ``data`` to the job's stdin (or its step's: task 0's); its end is the EOF.
+        AgentStreamError."""
 
         async def chunks() -> AsyncIterator[pb.InputChunk]:
-            yield pb.InputChunk(job_id=job_id)  # names the job, also when there is nothing to send
+            yield pb.InputChunk(job_id=job_id, step_id=step_id)  # names the job, also when there is nothing to send
             async for piece in data:
                 if piece:
-                    yield pb.InputChunk(job_id=job_id, data=piece)
+                    yield pb.InputChunk(job_id=job_id, data=piece, step_id=step_id)
 
         call = self._stub(target).SendInput(chunks(), metadata=self._credentials())
         try:

@@ -27,10 +27,12 @@ from pslurm.controller.monitor import NodeMonitor
 from pslurm.controller.rest import access
 from pslurm.controller.rest.relay import AgentRelay, AgentStreamError
 from pslurm.controller.scheduler import Scheduler
+from pslurm.controller.steps import StepService, step_request_from_json, step_to_json
 from pslurm.controller.watch import JobWatch
 from pslurm.core import restjson
 from pslurm.core.convert import job_state_from_pb
 from pslurm.core.jobspec import JobRecord
+from pslurm.core.lifecycle import StepBusy
 from pslurm.core.states import JobState
 
 T = TypeVar("T")
@@ -96,7 +98,7 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", f"{SLURM}/partitions", "slurm_partitions", "The partitions, in configuration order",
           tags=("slurm",)),
     Route("GET", f"{PSLURM}/jobs", "jobs", "Jobs, filtered (psqueue, psacct)",
-          query=("job_id", "user", "state", "include_finished", "since", "light", "brief", "collapse_arrays"),
+          query=("job_id", "user", "state", "include_finished", "since", "light", "brief", "collapse_arrays", "steps"),
           tags=("pslurm",)),
     Route("POST", f"{PSLURM}/jobs/cancel", "cancel", "Cancel or signal jobs; one error line per job that could "
           "not be", body="{\"job_ids\": [14], \"job_specs\": [\"15_[1-3]\"], \"signal\": 0}", tags=("pslurm",)),
@@ -118,6 +120,26 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", f"{PSLURM}/job/{{job_id}}/input", "send_input", "A running interactive job's stdin: the body, "
           "as it comes (chunked); its end is the job's EOF", body="bytes (application/octet-stream)",
           tags=("pslurm",)),
+    Route("POST", f"{PSLURM}/job/{{job_id}}/relinquish", "relinquish", "psalloc's end: the owner gives the "
+          "allocation back; it ends COMPLETED (FAILED for a non-zero exit code) once its node has ended the run",
+          body="{\"exit_code\": 0}", tags=("pslurm",)),
+    Route("POST", f"{PSLURM}/job/{{job_id}}/steps", "create_step", "Create a step (psrun in an allocation) and "
+          "launch its tasks; 409 with \"busy\": true while the allocation is busy (ask again)",
+          body="{\"argv\": [...], \"environment\": {...}, \"workdir\", \"ntasks\", \"ntasks_per_node\", "
+               "\"cpus_per_task\", \"gres\": [...], \"gpus_per_task\", \"overlap\", \"exact\", \"label\", "
+               "\"pty\", \"name\"}; reply {\"step_id\", \"nodes\", \"ntasks\"}", tags=("pslurm",)),
+    Route("GET", f"{PSLURM}/job/{{job_id}}/steps", "list_steps", "A job's steps: {\"steps\": [...]}",
+          tags=("pslurm",)),
+    Route("GET", f"{PSLURM}/job/{{job_id}}/step/{{step_id}}/wait", "wait_step",
+          "The step now, then at each change until it ended: {\"step\": ...} a line", streams=True,
+          tags=("pslurm",)),
+    Route("GET", f"{PSLURM}/job/{{job_id}}/step/{{step_id}}/output", "step_output", "A running step's output, "
+          "from its node", streams=True, tags=("pslurm",)),
+    Route("POST", f"{PSLURM}/job/{{job_id}}/step/{{step_id}}/input", "step_input", "A running step's stdin (its "
+          "task 0's): the body, as it comes (chunked); its end is EOF", body="bytes (application/octet-stream)",
+          tags=("pslurm",)),
+    Route("DELETE", f"{PSLURM}/job/{{job_id}}/step/{{step_id}}", "cancel_step", "Cancel a step (J.S) or signal it",
+          query=("signal",), tags=("pslurm",)),
     Route("GET", "/openapi/v3", "openapi", "This description (no credential needed)", tags=("openapi",)),
 )
 
@@ -142,6 +164,21 @@ def _flag(request: web.Request, name: str) -> bool:
     return request.query.get(name, "").lower() in _TRUE
 
 
+def _step_id(request: web.Request) -> int:
+    text = request.match_info["step_id"]
+    try:
+        return int(text)
+    except ValueError:
+        raise ApiError(400, f"Invalid job id specified: {request.match_info['job_id']}.{text}") from None
+
+
+def _signal(request: web.Request) -> int:
+    try:
+        return int(request.query.get("signal") or 0)
+    except ValueError:
+        raise ApiError(400, f"Invalid signal specified: {request.query['signal']}") from None
+
+
 def _job_id(request: web.Request) -> int:
     text = request.match_info["job_id"]
     try:
@@ -161,8 +198,9 @@ class Api:
     """The handlers, over the controller's parts. Blocking calls run on ``executor``."""
 
     def __init__(self, jobs: JobService, scheduler: Scheduler, monitor: NodeMonitor, watch: JobWatch,
-                 relay: AgentRelay) -> None:
+                 relay: AgentRelay, steps: StepService | None = None) -> None:
         self.service, self.scheduler, self.monitor, self.watch, self.relay = jobs, scheduler, monitor, watch, relay
+        self.steps = steps or StepService(jobs.store, jobs.agents, jobs.clock, jobs.operators)
         self.config = jobs.config
         self.executor: Executor | None = None
 
@@ -208,13 +246,20 @@ class Api:
             raise ApiError(400, "Invalid request: the body must be a JSON object")
         return data
 
-    def _listing(self, uid: int, jobs: list[JobRecord], key: str = "jobs", brief: bool = False) -> bytes:
+    def _listing(self, uid: int, jobs: list[JobRecord], key: str = "jobs", brief: bool = False,
+                 steps: bool = False) -> bytes:
         visible = access.visible_to(uid, self.service.operators, jobs)
         if brief:  # each shared request once per reply (restjson.job_to_brief_json)
             refs: dict[int, int] = {}
-            return _dumps({key: [restjson.job_to_brief_json(j, refs) for j in visible]})
-        specs: dict[int, restjson.Json] = {}  # an array's tasks: their shared spec converted once
-        return _dumps({key: [restjson.job_to_json(j, specs=specs) for j in visible]})
+            found = [restjson.job_to_brief_json(j, refs) for j in visible]
+        else:
+            specs: dict[int, restjson.Json] = {}  # an array's tasks: their shared spec converted once
+            found = [restjson.job_to_json(j, specs=specs) for j in visible]
+        if steps:  # psacct's step lines: each job's steps as pslurm.steps
+            by_job = self.service.store.steps([j.job_id for j in visible if j.start_time is not None])
+            for job, data in zip(visible, found, strict=True):
+                data.setdefault("pslurm", {})["steps"] = [step_to_json(s) for s in by_job.get(job.job_id, ())]
+        return _dumps({key: found})
 
     # -- jobs ------------------------------------------------------------------------------
 
@@ -245,11 +290,11 @@ class Api:
     async def jobs_reply(self, uid: int, job_ids: Sequence[int] = (), users: Sequence[str] = (),
                          states: Sequence[JobState] = (), include_finished: bool = False,
                          since: float | None = None, light: bool = False,
-                         collapse_arrays: bool = False, brief: bool = False) -> web.Response:
+                         collapse_arrays: bool = False, brief: bool = False, steps: bool = False) -> web.Response:
         def work() -> bytes:
             return self._listing(uid, self.service.jobs(job_ids, users, states, include_finished, since,
                                                      light=light, collapse_arrays=collapse_arrays),
-                                 brief=brief)
+                                 brief=brief, steps=steps)
 
         return web.Response(body=await self._run(work), content_type="application/json")
 
@@ -267,7 +312,8 @@ class Api:
                 raise ApiError(400, f"Invalid time specified: {q['since']}") from None
         return await self.jobs_reply(_caller(request).uid, _ids(q.getall("job_id", [])), _strings(q.getall("user", [])),
                                      states, _flag(request, "include_finished"), since, _flag(request, "light"),
-                                     _flag(request, "collapse_arrays"), _flag(request, "brief"))
+                                     _flag(request, "collapse_arrays"), _flag(request, "brief"),
+                                     _flag(request, "steps"))
 
     async def slurm_jobs(self, request: web.Request) -> web.StreamResponse:
         return await self.jobs_reply(_caller(request).uid)
@@ -400,6 +446,79 @@ class Api:
         await response.write_eof()
         return response
 
+    async def relinquish(self, request: web.Request) -> web.StreamResponse:
+        """psalloc's end: the caller's allocation job ends (COMPLETED once its node ended the run)."""
+        job_id, uid = _job_id(request), _caller(request).uid
+        body = await self._body(request)
+        code = body.get("exit_code", 0)
+        if isinstance(code, bool) or not isinstance(code, int) or not 0 <= code <= 255:
+            raise ApiError(400, f"Invalid exit code: {code!r}")
+        await self._run(lambda: self.service.relinquish(job_id, uid, code))
+        return _reply({})
+
+    # -- steps -------------------------------------------------------------------------------
+
+    async def create_step(self, request: web.Request) -> web.StreamResponse:
+        """A step of the caller's running job; 409 with ``busy`` while another step holds the
+        allocation (psrun asks again), 409 without it when the job is not running."""
+        job_id, uid = _job_id(request), _caller(request).uid
+        body = await self._body(request)
+        try:
+            step = await asyncio.get_running_loop().run_in_executor(
+                self.executor, lambda: self.steps.create(job_id, uid, step_request_from_json(body)))
+        except StepBusy as exc:
+            return _reply({**error_body(str(exc), 409, request.path), "busy": True}, 409)
+        except Exception as exc:
+            kind = access.error_kind(exc)
+            if kind is None:
+                raise
+            raise ApiError(_HTTP_STATUS[kind], str(exc)) from None
+        return _reply({"job_id": step.job_id, "step_id": step.step_id, "name": step.name, "nodes": step.nodes,
+                       "ntasks": step.ntasks}, 201)
+
+    async def list_steps(self, request: web.Request) -> web.StreamResponse:
+        job_id = _job_id(request)
+        steps = await self._run(lambda: self.steps.steps(job_id))
+        return _reply({"steps": [step_to_json(s) for s in steps]})
+
+    async def cancel_step(self, request: web.Request) -> web.StreamResponse:
+        job_id, step_id, signal, uid = _job_id(request), _step_id(request), _signal(request), _caller(request).uid
+        await self._run(lambda: self.steps.cancel(job_id, step_id, uid, signal))
+        return _reply({})
+
+    async def wait_step(self, request: web.Request) -> web.StreamResponse:
+        """NDJSON: ``{"step": step}`` a line, the step now and at each change, until it ended."""
+        job_id, step_id = _job_id(request), _step_id(request)
+        response: web.StreamResponse | None = None
+        async with contextlib.aclosing(self.watch.wait_step_async(job_id, step_id, self.executor)) as updates:
+            try:
+                async for step in updates:
+                    if response is None:
+                        response = await self._stream(request)
+                    await response.write(json.dumps({"step": step_to_json(step)}).encode() + b"\n")
+            except NotFound as exc:
+                if response is None:
+                    raise ApiError(404, str(exc)) from None
+                await response.write(json.dumps(error_body(str(exc), 404, request.path)).encode() + b"\n")
+        if response is None:  # stopping: nothing was read
+            response = await self._stream(request)
+        await response.write_eof()
+        return response
+
+    async def step_output(self, request: web.Request) -> web.StreamResponse:
+        """NDJSON as :meth:`output`, of a step's tasks (from its node's agent)."""
+        job_id, target = await self._running_job(request)
+        return await self._relay_output(request, target, job_id, _step_id(request))
+
+    async def step_input(self, request: web.Request) -> web.StreamResponse:
+        job_id, target = await self._running_job(request)
+        step_id = _step_id(request)
+        try:
+            await self.relay.send_input(target, job_id, request.content.iter_any(), step_id)
+        except AgentStreamError as exc:
+            raise ApiError(exc.status, str(exc), target if exc.status == 502 else "") from None
+        return _reply({})
+
     async def _running_job(self, request: web.Request) -> tuple[int, str]:
         """The job id and its agent's host:port, once the caller may reach the job's input and output."""
         job_id, uid = _job_id(request), _caller(request).uid
@@ -421,8 +540,12 @@ class Api:
     async def output(self, request: web.Request) -> web.StreamResponse:
         """NDJSON: the agent's output chunks (base64), the last with ``done`` and how the job ended."""
         job_id, target = await self._running_job(request)
+        return await self._relay_output(request, target, job_id, None)
+
+    async def _relay_output(self, request: web.Request, target: str, job_id: int,
+                            step_id: int | None) -> web.StreamResponse:
         response: web.StreamResponse | None = None
-        async with contextlib.aclosing(self.relay.output(target, job_id)) as chunks:
+        async with contextlib.aclosing(self.relay.output(target, job_id, step_id)) as chunks:
             try:
                 async for msg in chunks:
                     if response is None:

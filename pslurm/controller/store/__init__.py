@@ -2,8 +2,19 @@
 
 from pslurm.controller.store.live import LiveJobs
 from pslurm.controller.store.queries import Store
-from pslurm.controller.store.records import ActiveRun, Allocation, JobEvent, QueuedJob, RefRow, RunEnd, UsageRecord
+from pslurm.controller.store.records import (
+    ActiveRun,
+    Allocation,
+    JobEvent,
+    NewStep,
+    QueuedJob,
+    RefRow,
+    RunEnd,
+    StepEnd,
+    StepRecord,
+    UsageRecord,
+)
 from pslurm.controller.store.writer import StoreError
 
-__all__ = ["ActiveRun", "Allocation", "JobEvent", "LiveJobs", "QueuedJob", "RefRow", "RunEnd", "Store", "StoreError",
-           "UsageRecord"]
+__all__ = ["ActiveRun", "Allocation", "JobEvent", "LiveJobs", "NewStep", "QueuedJob", "RefRow", "RunEnd", "StepEnd",
+           "StepRecord", "Store", "StoreError", "UsageRecord"]

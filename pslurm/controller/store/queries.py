@@ -21,9 +21,12 @@ from pslurm.controller.store.records import (
     ActiveRun,
     Allocation,
     JobEvent,
+    NewStep,
     QueuedJob,
     RefRow,
     RunEnd,
+    StepEnd,
+    StepRecord,
     UsageRecord,
     gres_from_column,
     gres_to_column,
@@ -31,12 +34,14 @@ from pslurm.controller.store.records import (
     indices_to_column,
     job_from_row,
     node_from_row,
+    step_from_row,
 )
-from pslurm.controller.store.schema import job_events, jobs, nodes
+from pslurm.controller.store.schema import job_events, job_steps, jobs, nodes
 from pslurm.controller.store.writer import GroupCommit
 from pslurm.core import lifecycle
 from pslurm.core.arrays import format_ranges
 from pslurm.core.gres import GresRequest
+from pslurm.core.hostlists import expand
 from pslurm.core.jobspec import JobRecord, JobSpec, spec_to_dict
 from pslurm.core.lifecycle import Change, JobFlags
 from pslurm.core.node import NodeRecord
@@ -181,6 +186,10 @@ class Store:
                reason: JobReason = JobReason.NONE) -> Change:
         return self._apply(job_id, now, lambda job: lifecycle.cancel(job, now, detail, reason))
 
+    def relinquish(self, job_id: int, exit_code: int, now: float) -> Change:
+        """psalloc's end (lifecycle.relinquish): COMPLETING until the agent reports the run's end."""
+        return self._apply(job_id, now, lambda job: lifecycle.relinquish(job, exit_code, now))
+
     def request_requeue(self, job_id: int, now: float) -> Change:
         return self._apply(job_id, now, lambda job: lifecycle.request_requeue(job, now))
 
@@ -205,6 +214,83 @@ class Store:
         change = self._writer.write(lambda conn: _apply(conn, job_id, now, decide))
         self._jobs_changed((job_id,))
         return change
+
+    # -- steps: the lifecycle's step operations (create_step, end_step), each in one transaction;
+    # a job's end ends its RUNNING steps in the job's own transaction (see _apply).
+
+    def create_step(self, job_id: int, restarts: int, new: NewStep, now: float) -> StepRecord:
+        """Create the job's next step RUNNING (ids 0, 1, ... in creation order), in one transaction
+        that reads the job's state and run and its running steps: only in this run of the job, while
+        it is RUNNING, and (unless ``new.overlap``) while no non-overlapping step runs in it. Raises
+        InvalidTransition (lifecycle.JOB_ENDED) or lifecycle.StepBusy, nothing written."""
+        s = job_steps.c
+
+        def work(conn: Connection) -> StepRecord:
+            flags = _read_flags(conn, job_id)
+            if flags.restarts != restarts:
+                raise InvalidTransition(lifecycle.JOB_ENDED)
+            overlaps = [bool(r.overlap) for r in conn.execute(
+                select(s.overlap).where(s.job_id == job_id, s.state == JobState.RUNNING.value))]
+            lifecycle.create_step(flags, new.overlap, overlaps)
+            last = conn.execute(select(func.max(s.step_id)).where(s.job_id == job_id)).scalar()
+            step = StepRecord(job_id, 0 if last is None else int(last) + 1, new.name, JobState.RUNNING, new.nodes,
+                              new.ntasks, new.cpus, new.gres, new.overlap, tuple(new.argv), new.workdir, now)
+            conn.execute(insert(job_steps), dict(
+                job_id=job_id, step_id=step.step_id, name=step.name, state=step.state.value, nodes=step.nodes,
+                ntasks=step.ntasks, cpus=step.cpus, gres=step.gres, overlap=step.overlap,
+                argv=json.dumps(list(step.argv)), workdir=step.workdir, start_time=now, end_time=None,
+                exit_code=0, exit_signal=0))
+            return step
+
+        step = self._writer.write(work)
+        self._jobs_changed((job_id,))  # a step's waiters wait on its job's notices
+        return step
+
+    def end_steps(self, ends: Sequence[StepEnd]) -> list[StepRecord | InvalidTransition]:
+        """End RUNNING steps (an agent's batch of reports, or the controller's decision) in one
+        transaction. Each end is guarded (lifecycle.end_step: the step RUNNING, ``node`` one of its
+        nodes); one refused (a repeated report, an unknown step) comes back as its InvalidTransition,
+        nothing written for it, and the others go on. Returns each step as ended."""
+        def work(conn: Connection) -> list[StepRecord | InvalidTransition]:
+            out: list[StepRecord | InvalidTransition] = []
+            for e in ends:
+                try:
+                    out.append(_end_step(conn, e))
+                except InvalidTransition as exc:
+                    out.append(exc)
+            return out
+
+        if not ends:
+            return []
+        outcome = self._writer.write(work)
+        self._jobs_changed(sorted({e.job_id for e, o in zip(ends, outcome, strict=True)
+                                   if not isinstance(o, InvalidTransition)}))
+        return outcome
+
+    def get_step(self, job_id: int, step_id: int) -> StepRecord | None:
+        s = job_steps.c
+        with self.engine.connect() as conn:
+            row = conn.execute(select(job_steps).where(s.job_id == job_id, s.step_id == step_id)).first()
+        return step_from_row(row) if row is not None else None
+
+    def steps(self, job_ids: Collection[int]) -> dict[int, list[StepRecord]]:
+        """The steps of these jobs, by job id, in step order (a job without steps: absent)."""
+        s = job_steps.c
+        out: dict[int, list[StepRecord]] = {}
+        with self.engine.connect() as conn:
+            for part in _chunks(job_ids):
+                query = select(job_steps).where(s.job_id.in_(part)).order_by(s.job_id, s.step_id)
+                for row in conn.execute(query):
+                    out.setdefault(row.job_id, []).append(step_from_row(row))
+        return out
+
+    def running_steps_on(self, node: str) -> list[StepRecord]:
+        """The steps the controller holds RUNNING with tasks on ``node``: what its agent should run."""
+        s = job_steps.c
+        query = (select(job_steps).join_from(job_steps, jobs, s.job_id == jobs.c.job_id)
+                 .where(s.state == JobState.RUNNING.value, jobs.c.node == node))
+        with self.engine.connect() as conn:
+            return [step for step in map(step_from_row, conn.execute(query)) if node in expand(step.nodes)]
 
     # -- what is not the lifecycle: a pass's notes on pending jobs, operators' settings ---------
 
@@ -605,13 +691,22 @@ _UPDATABLE = frozenset({"name", "account", "partition", "time_limit", "cpus", "m
 _UPDATABLE_REQUEST = frozenset({"name", "account", "partition", "time_limit", "ntasks", "mem_mb", "nice", "comment"})
 
 _FLAG_COLUMNS = (jobs.c.state, jobs.c.hold, jobs.c.cancel_requested, jobs.c.requeue_requested, jobs.c.requeue,
-                 jobs.c.restarts, jobs.c.node)
+                 jobs.c.restarts, jobs.c.node, jobs.c.relinquish_code)
 
 
 # Built once: a statement built per call costs more CPU than its execution (clause building and
 # cache keys), and a lifecycle operation runs several per job.
 _READ_FLAGS = select(*_FLAG_COLUMNS).where(jobs.c.job_id == bindparam("b_job"))
 _ADD_EVENT = insert(job_events)
+# a job's run ended: its steps still RUNNING end with it (lifecycle.run_ended_steps)
+_END_RUN_STEPS = (update(job_steps).where(job_steps.c.job_id == bindparam("b_job"), job_steps.c.state == "RUNNING")
+                  .values(state=bindparam("v_state"), end_time=bindparam("v_end"), exit_signal=bindparam("v_sig")))
+_READ_STEP = select(job_steps.c.state, job_steps.c.nodes).where(job_steps.c.job_id == bindparam("b_job"),
+                                                                job_steps.c.step_id == bindparam("b_step"))
+_END_STEP = (update(job_steps).where(job_steps.c.job_id == bindparam("b_job"),
+                                     job_steps.c.step_id == bindparam("b_step"), job_steps.c.state == "RUNNING")
+             .values(state=bindparam("v_state"), end_time=bindparam("v_end"), exit_code=bindparam("v_code"),
+                     exit_signal=bindparam("v_sig")))
 _CAS: dict[tuple[str, ...], Any] = {}  # the columns a change sets -> its compare-and-set UPDATE
 
 
@@ -630,8 +725,7 @@ def _apply(conn: Connection, job_id: int, now: float, decide: Callable[[JobFlags
     row = conn.execute(_READ_FLAGS, {"b_job": job_id}).first()
     if row is None:
         raise InvalidTransition(f"job {job_id} does not exist")
-    change = decide(JobFlags(job_id, JobState(row.state), row.hold, bool(row.cancel_requested),
-                             bool(row.requeue_requested), bool(row.requeue), row.restarts, row.node))
+    change = decide(_flags(job_id, row))
     values = {k: indices_to_column(v) if k == "gpu_indices" else v for k, v in change.values.items()}
     values["state"] = change.to.value
     params = {f"v_{k}": v for k, v in values.items()}
@@ -641,7 +735,40 @@ def _apply(conn: Connection, job_id: int, now: float, decide: Callable[[JobFlags
         raise InvalidTransition(f"job {job_id} changed meanwhile")
     conn.execute(_ADD_EVENT, dict(job_id=job_id, time=now, from_state=change.from_state.value,
                                   to_state=change.to.value, detail=change.detail, op=change.op))
+    steps_end = lifecycle.run_ended_steps(change)
+    if steps_end is not None:
+        conn.execute(_END_RUN_STEPS, {"b_job": job_id, "v_state": steps_end.value, "v_end": now,
+                                      "v_sig": 15 if steps_end is JobState.CANCELLED else 0})
     return change
+
+
+def _flags(job_id: int, row: Any) -> JobFlags:
+    return JobFlags(job_id, JobState(row.state), row.hold, bool(row.cancel_requested), bool(row.requeue_requested),
+                    bool(row.requeue), row.restarts, row.node, row.relinquish_code)
+
+
+def _read_flags(conn: Connection, job_id: int) -> JobFlags:
+    row = conn.execute(_READ_FLAGS, {"b_job": job_id}).first()
+    if row is None:
+        raise InvalidTransition(f"job {job_id} does not exist")
+    return _flags(job_id, row)
+
+
+def _end_step(conn: Connection, e: StepEnd) -> StepRecord:
+    """One step's end inside the caller's transaction: read, guard (lifecycle.end_step), compare-and-set."""
+    row = conn.execute(_READ_STEP, {"b_job": e.job_id, "b_step": e.step_id}).first()
+    if row is None:
+        raise InvalidTransition(f"step {e.job_id}.{e.step_id} does not exist")
+    lifecycle.end_step(e.job_id, e.step_id, JobState(row.state), e.state)
+    if e.node and e.node not in expand(row.nodes):
+        raise InvalidTransition(f"step {e.job_id}.{e.step_id} does not run on {e.node}")
+    result = conn.execute(_END_STEP, {"b_job": e.job_id, "b_step": e.step_id, "v_state": e.state.value,
+                                      "v_end": e.end_time, "v_code": e.exit_code, "v_sig": e.exit_signal})
+    if result.rowcount != 1:
+        raise InvalidTransition(f"step {e.job_id}.{e.step_id} changed meanwhile")
+    step = conn.execute(select(job_steps).where(job_steps.c.job_id == e.job_id,
+                                                job_steps.c.step_id == e.step_id)).one()
+    return step_from_row(step)
 
 
 def _set_node_state(conn: Connection, name: str, to: NodeState, allowed: list[str],

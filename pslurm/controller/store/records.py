@@ -65,6 +65,54 @@ class RunEnd:
 
 
 @dataclass(frozen=True)
+class StepRecord:
+    """A job step (J.S): psrun's command run inside its job's allocation, on some of its nodes."""
+
+    job_id: int
+    step_id: int
+    name: str
+    state: JobState
+    nodes: str  # a hostlist expression
+    ntasks: int
+    cpus: int
+    gres: str
+    overlap: bool
+    argv: tuple[str, ...]
+    workdir: str
+    start_time: float
+    end_time: float | None = None
+    exit_code: int = 0
+    exit_signal: int = 0
+
+
+@dataclass(frozen=True)
+class NewStep:
+    """What a step is created with (Store.create_step): its id is the job's next."""
+
+    name: str
+    nodes: str
+    ntasks: int
+    cpus: int
+    gres: str
+    overlap: bool
+    argv: tuple[str, ...]
+    workdir: str
+
+
+@dataclass(frozen=True)
+class StepEnd:
+    """An agent's report that a step's tasks on its node ended (or the controller's decision)."""
+
+    job_id: int
+    step_id: int
+    node: str
+    state: JobState
+    exit_code: int
+    exit_signal: int
+    end_time: float
+
+
+@dataclass(frozen=True)
 class QueuedJob:
     """A pending job's resource request, for the scheduler's snapshot."""
 
@@ -202,3 +250,9 @@ def node_from_row(row: Row[Any]) -> NodeRecord:
         gres=gres_from_column(row.gres), state=NodeState(row.state), drain=bool(row.drain), reason=row.reason,
         last_heartbeat=row.last_heartbeat, gpus=gpus, isolation=row.isolation,
     )
+
+
+def step_from_row(row: Row[Any]) -> StepRecord:
+    return StepRecord(row.job_id, row.step_id, row.name, JobState(row.state), row.nodes, row.ntasks, row.cpus,
+                      row.gres, bool(row.overlap), tuple(json.loads(row.argv)), row.workdir, row.start_time,
+                      row.end_time, row.exit_code, row.exit_signal)

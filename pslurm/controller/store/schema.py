@@ -57,6 +57,30 @@ jobs = Table(
     Column("deadline", Float),  # ended DEADLINE once it can no longer end before it; NULL: none
     Column("comment", String(1024), nullable=False, default=""),
     Column("qos", String(64), nullable=False, default=""),  # "normal" (the only QOS), or "" in older rows
+    # psalloc's end (migration 0006): the exit code its owner relinquished it with; NULL: not relinquished
+    Column("relinquish_code", Integer),
+)
+
+# Job steps (migration 0006): psrun inside an allocation, J.0, J.1, ... Their state is a JobState
+# value, written only by the lifecycle's step operations (create_step, end_step).
+job_steps = Table(
+    "job_steps",
+    metadata,
+    Column("job_id", Integer, ForeignKey("jobs.job_id"), primary_key=True),
+    Column("step_id", Integer, primary_key=True),
+    Column("name", String(256), nullable=False, default=""),
+    Column("state", String(16), nullable=False, index=True),
+    Column("nodes", String(1024), nullable=False, default=""),  # a hostlist expression
+    Column("ntasks", Integer, nullable=False, default=1),
+    Column("cpus", Integer, nullable=False, default=1),  # the step's CPUs in all
+    Column("gres", String(256), nullable=False, default=""),  # what it asked per node ("" all of the job's)
+    Column("overlap", Boolean, nullable=False, default=False),  # --overlap: shares the allocation with others
+    Column("argv", Text, nullable=False, default="[]"),  # JSON list
+    Column("workdir", String(4096), nullable=False, default=""),
+    Column("start_time", Float, nullable=False),
+    Column("end_time", Float),
+    Column("exit_code", Integer, nullable=False, default=0),
+    Column("exit_signal", Integer, nullable=False, default=0),
 )
 
 job_events = Table(

@@ -1,0 +1,258 @@
+"""The step service: job steps (psrun inside an allocation: J.0, J.1, ...), created, signalled, ended.
+
+A step is never queued. Creating one checks who asks (the job's owner or an operator), and the
+store creates it RUNNING in one transaction only while its job is RUNNING and, unless it overlaps,
+no other non-overlapping step runs (lifecycle.create_step: ``Requested nodes are busy`` otherwise,
+and psrun retries). Then each of the step's nodes gets its tasks (``LaunchStep``, one
+:class:`~pslurm.proto.pslurm_pb2.StepLaunch` per node, built from the job's record: its node, run,
+GPUs, user, and the request). A step ends when its agent reports it (``StepsEnded``), when its job
+ends (in the job's own transaction), or when the node monitor finds its agent no longer runs it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pslurm.controller.agents import AgentRefused, AgentUnreachable
+from pslurm.controller.errors import NotFound, PermissionDenied
+from pslurm.controller.ports import Agents
+from pslurm.controller.store import NewStep, StepEnd, StepRecord, Store
+from pslurm.core import lifecycle
+from pslurm.core.gres import parse_gres
+from pslurm.core.hostlists import collect, expand
+from pslurm.core.jobspec import JobRecord, SpecError
+from pslurm.core.states import InvalidTransition, JobState
+from pslurm.proto import pslurm_pb2 as pb
+
+log = logging.getLogger("psctld")
+
+INVALID_JOB_ID = "Invalid job id specified"  # ESLURM_INVALID_JOB_ID (srun's and scancel's words)
+ACCESS_DENIED = "Access/permission denied"  # ESLURM_ACCESS_DENIED
+TOO_MANY_CPUS = "More processors requested than permitted"  # ESLURM_BAD_TASK_COUNT's neighbour, srun's words
+NODE_CONFIG = "Requested node configuration is not available"  # ESLURM_REQUESTED_NODE_CONFIG_UNAVAILABLE
+BAD_GRES = "Invalid generic resource (gres) specification"  # ESLURM_INVALID_GRES
+MAX_ARGV = 4096  # arguments of a step's command
+MAX_TASKS = 100_000
+
+
+@dataclass(frozen=True)
+class StepRequest:
+    """psrun's request for a step (the API's ``POST /pslurm/v1/job/{id}/steps`` body)."""
+
+    argv: tuple[str, ...]
+    environment: Mapping[str, str] = field(default_factory=dict)
+    workdir: str = ""  # "" the job's
+    ntasks: int | None = None  # None: the job's task count (srun inherits SLURM_NTASKS)
+    ntasks_per_node: int | None = None
+    cpus_per_task: int = 1
+    gres: tuple[str, ...] | None = None
+    gpus_per_task: int | None = None
+    overlap: bool = False
+    exact: bool = False  # accepted; a step takes the whole allocation either way (for now)
+    label: bool = False
+    pty: bool = False
+    name: str = ""  # "" the command's basename, as srun names a step
+
+
+def step_request_from_json(body: Mapping[str, Any]) -> StepRequest:
+    """The request in a step's JSON body; SpecError (one line) for a malformed one."""
+    argv = body.get("argv")
+    if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv) or len(argv) > MAX_ARGV:
+        raise SpecError("No command given: argv is a non-empty list of strings")
+    env = body.get("environment") or {}
+    if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
+        raise SpecError("Invalid environment: an object of strings")
+    gres = body.get("gres")
+    if gres is not None and (not isinstance(gres, list) or not all(isinstance(g, str) for g in gres)):
+        raise SpecError(BAD_GRES)
+    for text in (*argv, *env, *env.values(), str(body.get("workdir") or ""), str(body.get("name") or "")):
+        if "\0" in text:
+            raise SpecError("Invalid request: a NUL byte in a string")
+
+    def count(key: str, default: int | None, low: int = 1) -> int | None:
+        value = body.get(key)
+        if value is None or value == 0 and default is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= MAX_TASKS:
+            raise SpecError(f"Invalid {key}: {value!r}")
+        return value
+
+    return StepRequest(
+        argv=tuple(argv), environment=dict(env), workdir=str(body.get("workdir") or ""),
+        ntasks=count("ntasks", None), ntasks_per_node=count("ntasks_per_node", None),
+        cpus_per_task=count("cpus_per_task", 1) or 1, gres=tuple(gres) if gres else None,
+        gpus_per_task=count("gpus_per_task", None), overlap=bool(body.get("overlap")), exact=bool(body.get("exact")),
+        label=bool(body.get("label")), pty=bool(body.get("pty")), name=str(body.get("name") or "")[:256])
+
+
+def step_to_json(step: StepRecord) -> dict[str, Any]:
+    """A step as the API shows it (``GET .../steps``, ``pslurm.steps`` of a listing's job)."""
+    return {"job_id": step.job_id, "step_id": step.step_id, "name": step.name, "state": step.state.value,
+            "nodes": step.nodes, "ntasks": step.ntasks, "cpus": step.cpus, "overlap": step.overlap,
+            "start_time": step.start_time, "end_time": step.end_time, "exit_code": step.exit_code,
+            "exit_signal": step.exit_signal, "argv": list(step.argv), "workdir": step.workdir}
+
+
+def task_layout(nodes: int, ntasks: int, per_node: int | None) -> list[int]:
+    """Tasks per node in block order (srun's default distribution): as even as they go, the first
+    nodes taking one more; with ``per_node`` at most that many on each. SpecError when they do not fit."""
+    if ntasks < nodes:
+        raise SpecError(NODE_CONFIG)  # every node of the step runs a task
+    if per_node is not None:
+        if ntasks > per_node * nodes:
+            raise SpecError(NODE_CONFIG)
+        counts = []
+        left = ntasks
+        for i in range(nodes):
+            take = min(per_node, left - (nodes - i - 1))
+            counts.append(take)
+            left -= take
+        return counts
+    base, extra = divmod(ntasks, nodes)
+    return [base + (1 if i < extra else 0) for i in range(nodes)]
+
+
+def tasks_per_node_text(counts: Sequence[int]) -> str:
+    """SLURM_STEP_TASKS_PER_NODE: ``2(x3),1`` for [2, 2, 2, 1]."""
+    out: list[str] = []
+    i = 0
+    while i < len(counts):
+        j = i
+        while j + 1 < len(counts) and counts[j + 1] == counts[i]:
+            j += 1
+        n = j - i + 1
+        out.append(f"{counts[i]}(x{n})" if n > 1 else str(counts[i]))
+        i = j + 1
+    return ",".join(out)
+
+
+class StepService:
+    """Users' and agents' requests about steps, over the store and the agents."""
+
+    def __init__(self, store: Store, agents: Agents, clock: Callable[[], float] = time.time,
+                 operators: frozenset[int] = frozenset({0})) -> None:
+        self.store = store
+        self.agents = agents
+        self.clock = clock
+        self.operators = operators
+
+    def _job(self, job_id: int, requester_uid: int) -> JobRecord:
+        job = self.store.get_job(job_id)
+        if job is None:
+            raise NotFound(INVALID_JOB_ID)
+        if requester_uid not in self.operators and requester_uid != job.spec.uid:
+            raise PermissionDenied(ACCESS_DENIED)
+        return job
+
+    def create(self, job_id: int, requester_uid: int, request: StepRequest) -> StepRecord:
+        """Create the job's next step and launch its tasks on its nodes. NotFound, PermissionDenied,
+        SpecError (a request the allocation can never hold), InvalidTransition (the job not running,
+        lifecycle.JOB_ENDED; its launch refused), lifecycle.StepBusy (wait and ask again)."""
+        job = self._job(job_id, requester_uid)
+        if job.state is not JobState.RUNNING or not job.node:
+            raise InvalidTransition(lifecycle.JOB_ENDED)
+        nodes = expand(job.node)
+        ntasks = request.ntasks or (request.ntasks_per_node * len(nodes) if request.ntasks_per_node
+                                    else job.spec.ntasks)
+        counts = task_layout(len(nodes), ntasks, request.ntasks_per_node)
+        if ntasks * request.cpus_per_task > job.spec.cpus * len(nodes) and not request.overlap:
+            raise SpecError(TOO_MANY_CPUS)
+        gpus = list(job.gpu_indices)
+        self._check_gpus(request, ntasks, len(gpus))
+        name = request.name or os.path.basename(request.argv[0]) or request.argv[0]
+        new = NewStep(name=name, nodes=collect(nodes), ntasks=ntasks, cpus=ntasks * request.cpus_per_task,
+                      gres=",".join(request.gres or ()), overlap=request.overlap, argv=request.argv,
+                      workdir=request.workdir or job.spec.workdir)
+        step = self.store.create_step(job.job_id, job.restarts, new, self.clock())
+        offset = 0
+        for index, (node, here) in enumerate(zip(nodes, counts, strict=True)):
+            launch = pb.StepLaunch(
+                job_id=job.job_id, restarts=job.restarts, step_id=step.step_id, name=name, argv=list(request.argv),
+                environment=dict(request.environment), workdir=new.workdir, uid=job.spec.uid, gid=job.spec.gid,
+                user=job.spec.user, ntasks=here, task_offset=offset, total_tasks=ntasks, node_index=index,
+                step_nodelist=new.nodes, tasks_per_node=tasks_per_node_text(counts),
+                cpus_per_task=request.cpus_per_task, gpu_indices=gpus, label=request.label, pty=request.pty)
+            offset += here
+            self._launch(step, node, launch)
+        return step
+
+    @staticmethod
+    def _check_gpus(request: StepRequest, ntasks: int, job_gpus: int) -> None:
+        """A step's GPUs come from its job's: it may not ask more than the job holds."""
+        wanted = 0
+        try:
+            for g in parse_gres(",".join(request.gres or ())) if request.gres else ():
+                if g.name == "gpu":
+                    wanted = max(wanted, g.count)
+        except (SpecError, ValueError):
+            raise SpecError(BAD_GRES) from None
+        if request.gpus_per_task:
+            wanted = max(wanted, request.gpus_per_task * ntasks)
+        if wanted > job_gpus:
+            raise SpecError(BAD_GRES)
+
+    def _launch(self, step: StepRecord, node: str, launch: pb.StepLaunch) -> None:
+        """Send one node its tasks; a launch that fails ends the step (FAILED, or NODE_FAIL for an
+        agent that does not answer) and the others of its nodes are told to cancel it."""
+        record = self.store.get_node(node)
+        try:
+            if record is None:
+                raise AgentUnreachable(f"{node}: unknown node")
+            self.agents.launch_step(record.target, launch)
+            return
+        except (AgentUnreachable, AgentRefused) as exc:
+            why = str(exc)
+            lost = isinstance(exc, AgentUnreachable)
+        ref = f"{step.job_id}.{step.step_id}"
+        log.warning("step %s: its launch on %s failed: %s", ref, node, why)
+        self.store.end_steps([StepEnd(step.job_id, step.step_id, node, JobState.NODE_FAIL if lost else JobState.FAILED,
+                                      1, 0, self.clock())])
+        for other in expand(step.nodes):
+            if other != node:
+                self._signal_node(step, other, 0)
+        raise InvalidTransition(f"Unable to launch step {ref} on {node}: {why}")
+
+    def steps(self, job_id: int) -> list[StepRecord]:
+        """A job's steps in order; NotFound for an unknown job (anybody may list them, as squeue -s)."""
+        if self.store.get_job(job_id, light=True) is None:
+            raise NotFound(f"{INVALID_JOB_ID}: {job_id}")
+        return self.store.steps([job_id]).get(job_id, [])
+
+    def step(self, job_id: int, step_id: int) -> StepRecord:
+        found = self.store.get_step(job_id, step_id)
+        if found is None:
+            raise NotFound(INVALID_JOB_ID)
+        return found
+
+    def cancel(self, job_id: int, step_id: int, requester_uid: int, signal: int = 0) -> None:
+        """pscancel J.S (``signal`` 0: cancel, SIGTERM then SIGKILL after KillWait; else that signal)
+        to the step's tasks on each of its nodes. The step ends when its agents report it. NotFound,
+        PermissionDenied, InvalidTransition (lifecycle.JOB_ENDED) with scancel's words."""
+        job = self._job(job_id, requester_uid)
+        step = self.step(job.job_id, step_id)
+        if step.state is not JobState.RUNNING:
+            raise InvalidTransition(lifecycle.JOB_ENDED)
+        for node in expand(step.nodes):
+            self._signal_node(step, node, signal)
+
+    def _signal_node(self, step: StepRecord, node: str, signal: int) -> None:
+        record = self.store.get_node(node)
+        if record is None:
+            return
+        try:
+            self.agents.signal_step(record.target, step.job_id, step.step_id, signal)
+        except (AgentUnreachable, AgentRefused) as exc:  # the node monitor ends it if the agent lost it
+            log.warning("cannot signal step %d.%d on %s: %s", step.job_id, step.step_id, node, exc)
+
+    def steps_ended(self, node: str, ends: Sequence[StepEnd]) -> None:
+        """An agent's batch of step ends (StepsEnded), in one transaction. A repeated report, or one of
+        a step already ended (with its job), is logged and ignored; StoreError when the store could
+        not record them (the agent sends them again)."""
+        for end, outcome in zip(ends, self.store.end_steps(ends), strict=True):
+            if isinstance(outcome, InvalidTransition):
+                log.info("step %d.%d: end reported by %s, ignored: %s", end.job_id, end.step_id, node, outcome)
