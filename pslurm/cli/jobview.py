@@ -70,3 +70,46 @@ def time_left_text(job: Job, now: float | None = None) -> str:
     from pslurm.core.timefmt import format_duration
 
     return format_duration(left)
+
+
+def job_nodes(job: Job) -> tuple[str, ...]:
+    """The nodes of the job's allocation, in order (the first is its batch host); () before it started."""
+    return tuple(job.nodes) or ((job.node,) if job.node else ())
+
+
+def nodelist_text(job: Job) -> str:
+    """squeue's %N, scontrol's NodeList=, sacct's NodeList: the allocation as a hostlist ("" before it)."""
+    nodes = job_nodes(job)
+    if len(nodes) <= 1:
+        return nodes[0] if nodes else ""
+    from pslurm.core.hostlists import collect
+
+    return collect(nodes)
+
+
+def node_count(job: Job) -> int:
+    """squeue's %D, scontrol's NumNodes=: the nodes it has, or (before it starts) the nodes it asks for."""
+    return len(job_nodes(job)) or job.spec.num_nodes
+
+
+def total_cpus(job: Job) -> int:
+    """The job's CPUs on all of its nodes (squeue's %C, sacct's AllocCPUS): each node's tasks times
+    --cpus-per-task (core/layout.py's node_layout)."""
+    spec = job.spec
+    nodes = node_count(job)
+    if nodes <= 1 and not spec.ntasks_per_node:
+        return spec.cpus
+    from pslurm.core.layout import tasks_per_node
+
+    return sum(tasks_per_node(nodes, spec.ntasks, spec.ntasks_per_node)) * max(1, spec.cpus_per_task)
+
+
+def total_tasks(job: Job) -> int:
+    """NumTasks=: -n, or (for -N without -n) a task on each node."""
+    spec = job.spec
+    nodes = node_count(job)
+    if spec.ntasks >= nodes:
+        return spec.ntasks
+    from pslurm.core.layout import tasks_per_node
+
+    return sum(tasks_per_node(nodes, spec.ntasks, spec.ntasks_per_node))

@@ -45,7 +45,8 @@ def spec_json(spec: JobSpec | JobDesc, partition: str, full: bool) -> dict[str, 
     data["partition"] = partition
     _present(data, stdout=spec.stdout, stderr=spec.stderr,
              time_limit=None if spec.time_limit is None else _i64(spec.time_limit))
-    data.update(num_nodes=spec.num_nodes, ntasks=spec.ntasks, cpus_per_task=spec.cpus_per_task,
+    data.update(num_nodes=spec.num_nodes, max_nodes=spec.max_nodes, ntasks=spec.ntasks,
+                ntasks_per_node=spec.ntasks_per_node, cpus_per_task=spec.cpus_per_task,
                 mem_mb=_i64(spec.mem_mb), gres=gres_json(spec.gres), interactive=spec.interactive,
                 account=spec.account, nice=spec.nice, dependency=spec.dependency)
     _present(data, requeue=spec.requeue)
@@ -63,8 +64,9 @@ def job_json(job: JobRecord | JobInfo, full: bool = False) -> dict[str, Any]:
         "state": job.state.value, "reason": str(job.reason), "submit_time": float(job.submit_time),
     }
     _present(data, start_time=job.start_time, end_time=job.end_time)
-    data.update(node=job.node or "", gpu_indices=list(job.gpu_indices), exit_code=job.exit_code,
-                exit_signal=job.exit_signal, node_target="")
+    data.update(node=job.node or "", nodes=list(job.nodes), gpu_indices=list(job.gpu_indices),
+                exit_code=job.exit_code, exit_signal=job.exit_signal, node_target="",
+                node_gpus=[{"indices": list(g)} for g in job.node_gpus], node_index=0)  # the wire's (launches')
     _present(data, time_limit=None if job.time_limit is None else _i64(job.time_limit), gpu_seconds=job.gpu_seconds,
              peak_gpu_memory_mb=None if job.peak_gpu_memory_mb is None else _i64(job.peak_gpu_memory_mb),
              mean_gpu_util=job.mean_gpu_util)

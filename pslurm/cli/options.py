@@ -60,12 +60,12 @@ TABLE: tuple[JobOpt, ...] = (
     _real("time", "t", _R, "bra", "time limit: M, M:S, H:M:S, D-H[:M[:S]]"),
     _real("output", "o", _R, "br", "stdout file pattern (%j %x %u %N %A %a)"),
     _real("error", "e", _R, "br", "stderr file pattern"),
-    _real("nodes", "N", _R, "bra", "number of nodes (1)"),
+    _real("nodes", "N", _R, "bra", "number of nodes: N or MIN-MAX (pslurm allocates MIN; default 1)"),
     _real("ntasks", "n", _R, "bra", "number of tasks"),
     _real("cpus-per-task", "c", _R, "bra", "CPUs per task"),
     _real("mem", "", _R, "bra", "memory per node (MB, or with K/M/G/T)"),
     _real("gres", "", _R, "bra", "generic resources per node, e.g. gpu:a100:2"),
-    _real("gpus", "G", _R, "bra", "GPUs for the job: N or TYPE:N"),
+    _real("gpus", "G", _R, "bra", "GPUs for the job in all: N or TYPE:N (ceil(N / nodes) on each node)"),
     _real("gpus-per-node", "", _R, "bra", "GPUs per node: N or TYPE:N"),
     _real("gpu-mem", "", _R, "bra", "a slice of one shared GPU's memory (pslurm's own): SIZE[K|M|G|T] or auto"),
     _real("chdir", "D", _R, "bra", "working directory of the job"),
@@ -106,7 +106,7 @@ TABLE: tuple[JobOpt, ...] = (
     _real("whole", "", _N, "r", "the step takes all of the job's resources on its nodes (the default)"),
     _real("pty", "", _N, "r", "run task 0 on a pseudo-terminal (this terminal in raw mode)"),
     _real("gpus-per-task", "", _R, "r", "a step's GPUs per task, each task its own (psrun inside an allocation)"),
-    _real("ntasks-per-node", "", _R, "ra", "tasks per node (with -N: the task count)"),
+    _real("ntasks-per-node", "", _R, "bra", "tasks per node (with -N: the task count)"),
     _real("no-shell", "", _N, "a", "grant the allocation and exit without running a command"),
     _real("help", "h", _N, "bra", ""),  # help_text lists --help last
     _real("usage", "", _N, "bra", "print a short usage line and exit"),
@@ -173,7 +173,6 @@ TABLE: tuple[JobOpt, ...] = (
     _inert("nodefile", "F", _R, "bra"),
     _inert("ntasks-per-core", "", _R, "bra"),
     _inert("ntasks-per-gpu", "", _R, "bra"),
-    _inert("ntasks-per-node", "", _R, "b"),
     _inert("ntasks-per-socket", "", _R, "bra"),
     _inert("overcommit", "O", _N, "bra"),
     _inert("oversubscribe", "s", _N, "bra"),
@@ -218,7 +217,7 @@ JOB_FIELDS = frozenset({
     "job_name", "partition", "time", "output", "error", "nodes", "ntasks", "cpus_per_task", "mem", "gres", "gpus",
     "gpus_per_node", "chdir", "export", "account", "nice", "dependency", "array", "requeue", "hold",
     "kill_on_invalid_dep", "nodelist", "exclude", "open_mode", "gpu_mem", "begin", "deadline", "comment", "signal",
-    "qos",
+    "qos", "ntasks_per_node",
 })
 NICE_DEFAULT = "100"  # --nice without a value, as Slurm
 

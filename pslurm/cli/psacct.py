@@ -130,12 +130,35 @@ def _allocated(job: Job) -> bool:
     return job.start_time is not None
 
 
+def _nnodes(job: Job) -> int:
+    """The nodes of a job (those it had, else those it asks for) or of a step line."""
+    if isinstance(job, StepLine):
+        return job.spec.num_nodes
+    from pslurm.cli.jobview import node_count
+
+    return node_count(job)
+
+
 def _gpus(job: Job) -> int:
-    return job.spec.gpus()
+    """GPUs in all: those asked per node times the nodes."""
+    return job.spec.gpus() * (1 if isinstance(job, StepLine) else _nnodes(job))
 
 
 def _cpus(job: Job) -> int:
-    return job.spec.cpus
+    """CPUs in all (every node's tasks times --cpus-per-task)."""
+    if isinstance(job, StepLine):
+        return job.spec.cpus
+    from pslurm.cli.jobview import total_cpus
+
+    return total_cpus(job)
+
+
+def _nodelist(job: Job) -> str:
+    if isinstance(job, StepLine):
+        return job.node or "None assigned"
+    from pslurm.cli.jobview import nodelist_text
+
+    return nodelist_text(job) or "None assigned"
 
 
 def alloc_tres(job: Job) -> str:
@@ -149,12 +172,14 @@ def tres(job: Job) -> str:
     gpus = _gpus(job)
     if gpus:
         parts.append(f"gres/gpu={gpus}")
-        parts += [f"gres/gpu:{g.type}={g.count}" for g in job.spec.gres if g.name == "gpu" and g.type]
+        each = gpus // max(job.spec.gpus(), 1)  # the nodes
+        parts += [f"gres/gpu:{g.type}={g.count * each}" for g in job.spec.gres if g.name == "gpu" and g.type]
     parts += [f"gres/{g.name}={g.count}{'M' if g.name == 'gpumem' else ''}" for g in job.spec.gres
               if g.name in ("shard", "mps", "gpumem")]  # a share of one GPU
+    nodes = _nnodes(job)
     if job.spec.mem_mb:
-        parts.append(f"mem={job.spec.mem_mb}M")
-    parts.append("node=1")
+        parts.append(f"mem={job.spec.mem_mb * nodes}M")  # --mem is per node
+    parts.append(f"node={nodes}")
     return ",".join(parts)
 
 
@@ -200,6 +225,13 @@ def _job_fields(now: float) -> dict[str, Callable[[Job], str]]:
     def cpu_time(job: Job) -> float:
         return _elapsed(job, now) * alloc_cpus(job)
 
+    def ntasks(job: Job) -> str:
+        if isinstance(job, StepLine):
+            return str(job.spec.ntasks)
+        from pslurm.cli.jobview import total_tasks
+
+        return str(total_tasks(job))
+
     return {
         "jobid": lambda j: j.display_id,  # 3_0 for task 0 of array 3, as sacct
         "jobidraw": lambda j: str(j.job_id),
@@ -221,9 +253,9 @@ def _job_fields(now: float) -> dict[str, Callable[[Job], str]]:
         "start": lambda j: format_timestamp(j.start_time),  # Unknown before it starts
         "end": lambda j: format_timestamp(j.end_time),  # Unknown while it runs
         "timelimit": time_limit,
-        "nodelist": lambda j: j.node or "None assigned",
-        "nnodes": lambda j: str(j.spec.num_nodes),
-        "ntasks": lambda j: str(j.spec.ntasks),  # a job's line: the tasks it asked; a step's: its tasks
+        "nodelist": _nodelist,
+        "nnodes": lambda j: str(_nnodes(j)),
+        "ntasks": ntasks,  # a job's line: the tasks it asked; a step's: its tasks
         "alloccpus": lambda j: str(alloc_cpus(j)),
         "ncpus": lambda j: str(alloc_cpus(j)),
         "reqcpus": lambda j: str(_cpus(j)),

@@ -36,11 +36,6 @@ def main(argv: Sequence[str] | None = None) -> None:
     warn_inert(PROG, cli)
     opts = cli.job_values()
     values = cli.values
-    per_node = values.get("ntasks_per_node")
-    if per_node and not values.get("ntasks"):  # salloc: its nodes (one) x --ntasks-per-node tasks
-        if not str(per_node).isdigit() or int(str(per_node)) < 1:
-            fail(PROG, f"Invalid --ntasks-per-node specification: {per_node}")
-        opts["ntasks"] = str(per_node)
     no_shell = bool(values.get("no_shell"))
     command = tuple(cli.positional)
     if not command and not no_shell:
@@ -123,20 +118,27 @@ def job_environment(job: JobInfo, cluster: str, ntasks: bool) -> dict[str, str]:
     partition, CPUs, its submit directory and host; SLURM_NTASKS only when -n was given."""
     import socket
 
+    from pslurm.cli.jobview import node_count, nodelist_text
+    from pslurm.core.layout import compress_counts, tasks_per_node
+
     spec = job.spec
-    node = job.node or ""
+    node, nodes = nodelist_text(job), node_count(job)
+    tasks = tasks_per_node(nodes, spec.ntasks, spec.ntasks_per_node)  # core/layout.py's node_layout's
+    cpus = tuple(t * max(1, spec.cpus_per_task) for t in tasks)
     env = {
         "SLURM_JOB_ID": str(job.job_id), "SLURM_JOBID": str(job.job_id), "SLURM_JOB_NAME": spec.name,
-        "SLURM_JOB_NODELIST": node, "SLURM_NODELIST": node, "SLURM_JOB_NUM_NODES": str(spec.num_nodes),
-        "SLURM_NNODES": str(spec.num_nodes), "SLURM_JOB_PARTITION": job.partition,
-        "SLURM_JOB_CPUS_PER_NODE": str(spec.cpus), "SLURM_TASKS_PER_NODE": str(spec.ntasks),
+        "SLURM_JOB_NODELIST": node, "SLURM_NODELIST": node, "SLURM_JOB_NUM_NODES": str(nodes),
+        "SLURM_NNODES": str(nodes), "SLURM_JOB_PARTITION": job.partition,
+        "SLURM_JOB_CPUS_PER_NODE": compress_counts(cpus), "SLURM_TASKS_PER_NODE": compress_counts(tasks),
         "SLURM_SUBMIT_DIR": spec.workdir, "SLURM_SUBMIT_HOST": socket.gethostname(), "SLURM_CLUSTER_NAME": cluster,
     }
     if spec.account:
         env["SLURM_JOB_ACCOUNT"] = spec.account
     if spec.mem_mb:
         env["SLURM_MEM_PER_NODE"] = str(spec.mem_mb)
-    if ntasks:
+    if spec.ntasks_per_node:
+        env["SLURM_NTASKS_PER_NODE"] = str(spec.ntasks_per_node)
+    if ntasks or spec.ntasks_per_node:  # salloc: the count, or nodes x --ntasks-per-node
         env["SLURM_NTASKS"] = env["SLURM_NPROCS"] = str(spec.ntasks)
     return env
 

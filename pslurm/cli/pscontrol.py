@@ -22,7 +22,7 @@ PROG = prog_name("pscontrol")
 
 def show_job(job: JobRecord | JobInfo) -> str:
     """scontrol show job's Key=Value block."""
-    from pslurm.cli.jobview import dependency_text, gres_text
+    from pslurm.cli.jobview import dependency_text, gres_text, node_count, nodelist_text, total_cpus, total_tasks
     from pslurm.core.timefmt import format_duration, format_timestamp
 
     spec = job.spec
@@ -30,8 +30,11 @@ def show_job(job: JobRecord | JobInfo) -> str:
     expected = start if start is not None else job.start_estimate
     run_time = 0.0 if start is None else (end or time.time()) - start
     gres = gres_text(spec)
-    tres = f"cpu={spec.cpus},mem={spec.mem_mb}M,node=1" + (f",gres/gpu={sum(g.count for g in spec.gres)}"
-                                                          if gres else "")
+    nodes, cpus = node_count(job), total_cpus(job)
+    started = bool(job.node)
+    num_nodes = str(nodes) if started or not spec.max_nodes else f"{nodes}-{spec.max_nodes}"  # Slurm's MIN-MAX
+    tres = f"cpu={cpus},mem={spec.mem_mb * nodes}M,node={nodes}" + (
+        f",gres/gpu={sum(g.count for g in spec.gres) * nodes}" if gres else "")  # the GRES asked per node, in all
     dependency = dependency_text(job)
     array = (f" ArrayJobId={job.array_job_id} ArrayTaskId={job.array_task_id}"
              if job.array_job_id is not None else "")
@@ -48,9 +51,10 @@ def show_job(job: JobRecord | JobInfo) -> str:
         f"SubmitTime={format_timestamp(job.submit_time)} EligibleTime={format_timestamp(job.eligible_time)}",
         f"StartTime={format_timestamp(expected)} EndTime={format_timestamp(end)} "
         f"Deadline={format_timestamp(spec.deadline) if spec.deadline else 'N/A'}",
-        f"Partition={job.partition} NodeList={job.node or '(null)'}",
+        f"Partition={job.partition} NodeList={nodelist_text(job) or '(null)'}",
         f"ReqNodeList={spec.nodelist or '(null)'} ExcNodeList={spec.exclude or '(null)'}",
-        f"NumNodes={spec.num_nodes} NumCPUs={spec.cpus} NumTasks={spec.ntasks} CPUs/Task={spec.cpus_per_task}",
+        *([f"BatchHost={job.node}"] if started else []),
+        f"NumNodes={num_nodes} NumCPUs={cpus} NumTasks={total_tasks(job)} CPUs/Task={spec.cpus_per_task}",
         f"TRES={tres}",
         f"TresPerNode={'gres/' + gres if gres else '(null)'} "
         f"GpuIndices={','.join(map(str, job.gpu_indices)) or '(null)'}",

@@ -30,11 +30,21 @@ def row_id(job: Job) -> str:
 
 
 def _reason_or_nodes(job: Job) -> str:
-    return job.node or "" if job.state.holds_resources or job.node else f"({job.reason})"
+    from pslurm.cli.jobview import nodelist_text
+
+    return nodelist_text(job) if job.state.holds_resources or job.node else f"({job.reason})"
 
 
 def job_fields() -> dict[str, tuple[str, Any]]:
-    from pslurm.cli.jobview import dependency_text, time_left_text, time_used, tres_per_node_text
+    from pslurm.cli.jobview import (
+        dependency_text,
+        node_count,
+        nodelist_text,
+        time_left_text,
+        time_used,
+        total_cpus,
+        tres_per_node_text,
+    )
     from pslurm.core.states import JobState
     from pslurm.core.timefmt import format_duration, format_timestamp
 
@@ -64,10 +74,10 @@ def job_fields() -> dict[str, tuple[str, Any]]:
         "M": ("TIME", lambda j: format_duration(time_used(j))),
         "L": ("TIME_LEFT", time_left_text),
         "l": ("TIME_LIMIT", lambda j: format_duration(j.time_limit)),
-        "D": ("NODES", lambda j: str(j.spec.num_nodes)),
-        "C": ("CPUS", lambda j: str(j.spec.cpus)),
+        "D": ("NODES", lambda j: str(node_count(j))),
+        "C": ("CPUS", lambda j: str(total_cpus(j))),
         "m": ("MIN_MEMORY", lambda j: f"{j.spec.mem_mb}M" if j.spec.mem_mb else "0"),
-        "N": ("NODELIST", lambda j: j.node or ""),
+        "N": ("NODELIST", nodelist_text),
         "R": ("NODELIST(REASON)", _reason_or_nodes),
         "r": ("REASON", lambda j: str(j.reason)),
         "P": ("PARTITION", lambda j: j.partition),
@@ -113,7 +123,7 @@ def sort_jobs(found: Sequence[Job], spec: str) -> list[Job]:
     a letter that is no field."""
     import time
 
-    from pslurm.cli.jobview import time_used
+    from pslurm.cli.jobview import node_count, time_used, total_cpus
 
     now = time.time()
     fields = job_fields()
@@ -130,7 +140,7 @@ def sort_jobs(found: Sequence[Job], spec: str) -> list[Job]:
                         if j.array_job_id is not None else (j.job_id, big)),
         "A": lambda j: j.job_id, "F": lambda j: j.array_job_id if j.array_job_id is not None else j.job_id,
         "p": lambda j: j.priority, "Q": lambda j: j.priority, "y": lambda j: j.spec.nice,
-        "D": lambda j: j.spec.num_nodes, "C": lambda j: j.spec.cpus, "m": lambda j: j.spec.mem_mb or 0,
+        "D": node_count, "C": total_cpus, "m": lambda j: j.spec.mem_mb or 0,
         "U": lambda j: j.spec.uid, "M": lambda j: time_used(j, now), "V": lambda j: j.submit_time or 0,
         "S": start, "e": lambda j: j.end_time or 0,
         "l": lambda j: big if j.time_limit is None else j.time_limit,

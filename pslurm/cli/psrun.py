@@ -49,10 +49,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     job = values.get("jobid") or os.environ.get("SLURM_JOB_ID")
     if job:
         raise SystemExit(run_step(_job_id(str(job)), values, command, forward))
-    opts = cli.job_values()
-    if values.get("ntasks_per_node") and not values.get("ntasks"):  # srun: -N nodes x --ntasks-per-node tasks
-        opts["ntasks"] = str(_count("--ntasks-per-node", values["ntasks_per_node"]) * _count(
-            "--nodes", str(values.get("nodes") or "1").partition("-")[0]))
+    opts = cli.job_values()  # --ntasks-per-node without -n: -N nodes x that many tasks (spec_values)
     if values.get("pty"):
         raise SystemExit(run_pty_job(opts, values, command, forward))
     raise SystemExit(run_job(opts, command, forward_stdin=forward, label=bool(values.get("label"))))

@@ -127,16 +127,18 @@ def job_tres(job: Job) -> list[tuple[str, str | None, int]]:
     """The job's trackable resources as (type, name, count), in the order slurmctld lists them
     (``cpu``, ``mem`` (MB), ``node``, ``billing``, then the GRES): ``gres/gpu`` for all its GPUs, one
     per GPU type asked (``gres/gpu:a100``), and a share of one GPU by its own name."""
+    from pslurm.cli.jobview import node_count, total_cpus
+
     spec = job.spec
-    cpus = spec.cpus
+    cpus, nodes = total_cpus(job), node_count(job)
     items: list[tuple[str, str | None, int]] = [("cpu", None, cpus)]
     if spec.mem_mb:
-        items.append(("mem", None, spec.mem_mb))
-    items += [("node", None, spec.num_nodes), ("billing", None, cpus)]  # billing: Slurm's default weights
-    gpus = spec.gpus()
+        items.append(("mem", None, spec.mem_mb * nodes))  # --mem is per node
+    items += [("node", None, nodes), ("billing", None, cpus)]  # billing: Slurm's default weights
+    gpus = spec.gpus() * nodes  # the GRES is asked per node
     if gpus:
         items.append(("gres", "gpu", gpus))
-        items += [("gres", f"gpu:{g.type}", g.count) for g in spec.gres if g.name == "gpu" and g.type]
+        items += [("gres", f"gpu:{g.type}", g.count * nodes) for g in spec.gres if g.name == "gpu" and g.type]
     items += [("gres", g.name, g.count) for g in spec.gres if g.name in SHARES]
     return items
 
@@ -183,6 +185,8 @@ def _gres_detail(job: Job) -> list[str]:
 
 def job_json(job: Job, cluster: str) -> Json:
     """One job of ``squeue --json`` (openapi/v0.0.38's ``job_info``, ``dump_job_info``'s order)."""
+    from pslurm.cli.jobview import job_nodes, node_count, nodelist_text, total_cpus, total_tasks
+
     spec = job.spec
     state = job.state
     running = state.holds_resources
@@ -200,6 +204,7 @@ def job_json(job: Job, cluster: str) -> Json:
     # pslurm notes when a pending job became eligible; one that started was eligible by then
     eligible = _epoch(job.eligible_time or (job.submit_time if started else None))
     tres = job_tres(job)
+    cpus, nodelist = total_cpus(job), nodelist_text(job)
     gid = spec.gid
     data: Json = {
         "account": spec.account, "accrue_time": eligible, "admin_comment": "",
@@ -208,12 +213,12 @@ def job_json(job: Job, cluster: str) -> Json:
         "array_max_tasks": int(throttle) if throttle.isdigit() else 0,
         "array_task_string": f"{job.collapsed_tasks}{'%' + throttle if throttle else ''}" if collapsed else "",
         "association_id": 0, "batch_features": "", "batch_flag": not spec.interactive,
-        "batch_host": (job.node or "").split(",")[0] if started else "",
+        "batch_host": job_nodes(job)[0] if started and job_nodes(job) else "",
         "flags": ["KILL_INV_DEP"] if spec.kill_on_invalid_dep else [],
         "burst_buffer": "", "burst_buffer_state": "", "cluster": cluster, "cluster_features": "",
         "command": " ".join(spec.argv) if spec.interactive else "", "comment": getattr(spec, "comment", ""),
         "container": "", "contiguous": False, "core_spec": None, "thread_spec": None, "cores_per_socket": None,
-        "billable_tres": float(spec.cpus) if started else None, "cpus_per_task": spec.cpus_per_task,
+        "billable_tres": float(cpus) if started else None, "cpus_per_task": spec.cpus_per_task,
         "cpu_frequency_minimum": None, "cpu_frequency_maximum": None, "cpu_frequency_governor": None,
         "cpus_per_tres": "", "deadline": _epoch(getattr(spec, "deadline", None)), "delay_boot": 0,
         "dependency": spec.dependency, "derived_exit_code": wait_status(job),
@@ -224,15 +229,17 @@ def job_json(job: Job, cluster: str) -> Json:
     }
     if running and job.node:  # the allocation (22.05 lists each core; pslurm keeps no core map)
         data["job_resources"] = {
-            "nodes": job.node, "allocated_cores": spec.cpus, "allocated_hosts": spec.num_nodes,
+            "nodes": nodelist, "allocated_cores": cpus, "allocated_hosts": len(job_nodes(job)),
             "allocated_nodes": [{"sockets": {}, "nodename": name, "cpus_used": 0, "memory_used": 0,
-                                 "memory_allocated": spec.mem_mb} for name in job.node.split(",")]}
+                                 "memory_allocated": spec.mem_mb} for name in job_nodes(job)]}
     data.update({
         "job_state": state.value, "last_sched_evaluation": _epoch(job.start_time or job.submit_time),
-        "licenses": "", "max_cpus": 0, "max_nodes": 0, "mcs_label": "", "memory_per_tres": "", "name": spec.name,
-        "nodes": job.node or "", "nice": spec.nice or None, "tasks_per_core": None, "tasks_per_node": 0,
-        "tasks_per_socket": None, "tasks_per_board": 0, "cpus": spec.cpus, "node_count": spec.num_nodes,
-        "tasks": spec.ntasks, "het_job_id": 0, "het_job_id_set": "", "het_job_offset": 0,
+        "licenses": "", "max_cpus": 0, "max_nodes": spec.max_nodes or 0, "mcs_label": "", "memory_per_tres": "",
+        "name": spec.name,
+        "nodes": nodelist, "nice": spec.nice or None, "tasks_per_core": None,
+        "tasks_per_node": spec.ntasks_per_node or 0, "tasks_per_socket": None, "tasks_per_board": 0, "cpus": cpus,
+        "node_count": node_count(job), "tasks": total_tasks(job), "het_job_id": 0, "het_job_id_set": "",
+        "het_job_offset": 0,
         "partition": job.partition, "prefer": "", "memory_per_node": spec.mem_mb or None, "memory_per_cpu": None,
         "minimum_cpus_per_node": spec.cpus_per_task, "minimum_tmp_disk_per_node": 0, "preempt_time": 0,
         "pre_sus_time": 0, "priority": 0 if job.hold else job.priority,  # a held job's priority is 0 in Slurm
@@ -275,7 +282,7 @@ def exit_code_json(code: int, sig: int) -> Json:
 def account_json(job: Job, cluster: str, now: float) -> Json:
     """One job of ``sacct --json`` (openapi/dbv0.0.38's job, in its order). pslurm's jobs have no
     steps (yet): ``steps`` is empty."""
-    from pslurm.cli.jobview import time_used
+    from pslurm.cli.jobview import node_count, nodelist_text, time_used
 
     spec = job.spec
     started = job.start_time is not None
@@ -286,7 +293,7 @@ def account_json(job: Job, cluster: str, now: float) -> Json:
     return {
         "account": spec.account,
         "comment": {"administrator": None, "job": None, "system": job.system_comment or None},
-        "allocation_nodes": spec.num_nodes if started else 0,
+        "allocation_nodes": node_count(job) if started else 0,
         "array": {"job_id": job.array_job_id or 0, "limits": {"max": {"running": {
             "tasks": int(throttle) if throttle.isdigit() else 0}}},
             "task": job.collapsed_tasks or None, "task_id": job.array_task_id},
@@ -299,7 +306,7 @@ def account_json(job: Job, cluster: str, now: float) -> Json:
                  "user": dict(zero)},
         "exit_code": code, "flags": [], "group": group_name(spec.gid),
         "het": {"job_id": 0, "job_offset": None}, "job_id": job.job_id, "name": spec.name,
-        "mcs": {"label": ""}, "nodes": job.node or "None assigned", "partition": job.partition,
+        "mcs": {"label": ""}, "nodes": nodelist_text(job) or "None assigned", "partition": job.partition,
         "priority": 0 if job.hold else job.priority, "qos": getattr(spec, "qos", "") or "normal",
         "required": {"CPUs": spec.cpus, "memory": spec.mem_mb}, "kill_request_user": None,
         "reservation": {"id": 0, "name": 0},  # sic: 22.05 writes the reservation's name as a number

@@ -14,6 +14,7 @@ from pslurm.core.config import ClusterConfig, NodeConfig, PartitionConfig
 from pslurm.core.directives import script_problem
 from pslurm.core.gres import format_gres
 from pslurm.core.jobspec import JobSpec, SpecError
+from pslurm.core.layout import node_layout
 from pslurm.core.request import hostlist_option
 from pslurm.core.sharing import sharing_error
 
@@ -56,10 +57,11 @@ class Admitted:
     time_limit: int | None  # seconds in force; None is unlimited
 
 
-def could_ever_run(spec: JobSpec, node: NodeConfig, gpu_memory_mb: int | None = None) -> bool:
+def could_ever_run(spec: JobSpec, node: NodeConfig, gpu_memory_mb: int | None = None, cpus: int | None = None) -> bool:
     """True when the node, empty, has what the job asks for. ``gpu_memory_mb``: the memory of the
-    node's largest GPU as its agent reported it (None: not known yet, so a memory slice may fit)."""
-    if node.cpus < spec.cpus or node.real_memory < spec.mem_mb:
+    node's largest GPU as its agent reported it (None: not known yet, so a memory slice may fit).
+    ``cpus``: the CPUs it needs there (a multi-node job's share of one node; None: ``spec.cpus``)."""
+    if node.cpus < (spec.cpus if cpus is None else cpus) or node.real_memory < spec.mem_mb:
         return False
     for req in spec.gres:
         if req.name == "gpu":
@@ -102,8 +104,9 @@ def admit(spec: JobSpec, config: ClusterConfig, *, enforce_part_limits: bool = T
         raise SpecError("User's group not permitted to use this partition")
     if partition.max_nodes is not None and spec.num_nodes > partition.max_nodes:
         raise SpecError("Node count specification invalid: more than the partition's MaxNodes")
-    if spec.num_nodes != 1:
-        raise SpecError("Node count specification invalid: pslurm runs single-node jobs (-N 1) for now")
+    if spec.num_nodes > 1 and any(g.name in _SHARES for g in spec.gres):
+        raise SpecError("Node count specification invalid: a shared GPU (--gres=shard/mps, --gpu-mem) "
+                        "is for single-node jobs: pslurm shares GPUs with -N 1 only")
     if spec.script is None and not spec.argv and not spec.allocation:  # psalloc's job runs nothing itself
         raise SpecError("No command or batch script given")
     time_limit = spec.time_limit
@@ -114,7 +117,13 @@ def admit(spec: JobSpec, config: ClusterConfig, *, enforce_part_limits: bool = T
     candidates = [name for name in partition.nodes if name in config.nodes]
     if spec.nodelist or spec.exclude:
         candidates = _requested_nodes(spec, config, candidates)
+    if spec.num_nodes > len(candidates):  # as slurmctld: the partition (less -x) has fewer nodes
+        raise SpecError("Node count specification invalid: the partition has "
+                        f"{len(candidates)} usable node(s), the job asks {spec.num_nodes}")
     known = gpu_memory or {}
+    if spec.num_nodes > 1:
+        _check_nodes(spec, config, candidates, known)
+        return Admitted(partition.name, time_limit)
     if not any(could_ever_run(spec, config.nodes[name], known.get(name)) for name in candidates):
         slices = [g.count for g in spec.gres if g.name == "gpumem"]
         if slices and any(could_ever_run(spec, config.nodes[name]) for name in candidates):
@@ -123,6 +132,26 @@ def admit(spec: JobSpec, config: ClusterConfig, *, enforce_part_limits: bool = T
                             f"the partition has {largest} MB")
         raise SpecError(UNAVAILABLE)
     return Admitted(partition.name, time_limit)
+
+
+_SHARES = ("shard", "mps", "gpumem")
+
+
+def _check_nodes(spec: JobSpec, config: ClusterConfig, candidates: list[str], known: Mapping[str, int]) -> None:
+    """A multi-node job: each node's share (core/layout.py) must fit some node, and some set of
+    ``num_nodes`` distinct candidates must hold the shares all at once (the nodes named by -w among them)."""
+    needs = sorted((n.cpus for n in node_layout(spec)), reverse=True)
+    fitting = [sum(could_ever_run(spec, config.nodes[name], known.get(name), cpus) for name in candidates)
+               for cpus in needs]
+    if not fitting or fitting[-1] == 0:
+        raise SpecError(UNAVAILABLE)
+    # the shares differ only in CPUs, so the nodes that fit a larger one fit every smaller one: the
+    # i-th largest share needs i+1 fitting nodes
+    if any(count < i + 1 for i, count in enumerate(fitting)):
+        raise SpecError(f"{UNAVAILABLE}: no {spec.num_nodes} nodes of the partition can each hold their share")
+    required = hostlist_option("--nodelist", spec.nodelist) if spec.nodelist else []
+    if any(not could_ever_run(spec, config.nodes[name], known.get(name), needs[-1]) for name in required):
+        raise SpecError(UNAVAILABLE)
 
 
 def _check_request(spec: JobSpec) -> None:
@@ -156,8 +185,11 @@ def _check_request(spec: JobSpec) -> None:
             raise SpecError(f"Invalid generic resource (gres) specification: {req}")
     if len(format_gres(spec.gres)) > GRES_MAX_CHARS:
         raise SpecError(f"Invalid generic resource (gres) specification: longer than {GRES_MAX_CHARS} characters")
-    if not 1 <= spec.num_nodes <= INT32_MAX:
+    if not 1 <= spec.num_nodes <= INT32_MAX or not (spec.max_nodes == 0 or spec.num_nodes <= spec.max_nodes
+                                                      <= INT32_MAX):
         raise SpecError("Node count specification invalid")
+    if not 0 <= spec.ntasks_per_node <= INT32_MAX:
+        raise SpecError("Invalid task or CPU count specification")
     if not (1 <= spec.ntasks <= INT32_MAX and 1 <= spec.cpus_per_task <= INT32_MAX):
         raise SpecError("Invalid task or CPU count specification")
     if not 0 <= spec.mem_mb <= MEM_MAX_MB:
@@ -185,14 +217,16 @@ def _requested_nodes(spec: JobSpec, config: ClusterConfig, candidates: list[str]
     unknown = [name for name in [*required, *excluded] if name not in config.nodes]
     if unknown:
         raise SpecError(f"Invalid node name specified: {unknown[0]}")
-    if len(required) > 1:
+    if len(required) > spec.num_nodes:  # every named node is in the allocation: -N must cover them
         raise SpecError(f"Node count specification invalid: -w names {len(required)} nodes, "
-                        f"and pslurm runs single-node jobs (-N 1) for now")
+                        f"and the job asks {spec.num_nodes} (-N {len(required)} or more)")
     if not required:
         return [name for name in candidates if name not in excluded]
-    if required[0] in excluded or required[0] not in candidates:  # excluded, or not in the job's partition
+    if any(name in excluded or name not in candidates for name in required):  # excluded, or not in the partition
         raise SpecError(UNAVAILABLE)
-    return required
+    if len(required) == spec.num_nodes:
+        return required
+    return [*required, *(name for name in candidates if name not in excluded and name not in required)]
 
 
 

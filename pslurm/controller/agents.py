@@ -50,7 +50,7 @@ class AgentClient:
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="launch")
         # per agent: the launches queued for its next call; a target is a key while its sender runs
-        self._queued: dict[str, list[tuple[JobRecord, OnError]]] = {}
+        self._queued: dict[str, list[tuple[JobRecord, OnError, int]]] = {}
 
     def _stub(self, target: str) -> pb_grpc.NodeAgentStub:
         with self._lock:
@@ -60,16 +60,18 @@ class AgentClient:
                 self._stubs[target] = stub
             return stub
 
-    def launch(self, target: str, job: JobRecord) -> None:
+    def launch(self, target: str, job: JobRecord, node_index: int = 0) -> None:
         """Ask the agent to start the job (idempotent on the agent's side)."""
-        self._call(lambda stub: stub.LaunchJob(pb.LaunchRequest(job=job_to_pb(job)), timeout=RPC_TIMEOUT,
+        self._call(lambda stub: stub.LaunchJob(pb.LaunchRequest(job=launch_pb(job, node_index)), timeout=RPC_TIMEOUT,
                                                metadata=self._credentials()), target)
 
-    def launch_jobs(self, target: str, jobs: Sequence[JobRecord]) -> dict[int, str]:
+    def launch_jobs(self, target: str, jobs: Sequence[JobRecord], node_indices: Sequence[int] = ()) -> dict[int, str]:
         """Ask the agent to start these jobs, in one call; returns the launches it refused (job id ->
         why). Raises AgentUnreachable, or AgentRefused when it refused the call as a whole. An agent
         without LaunchJobs (older) is sent one LaunchJob per job."""
-        request = pb.LaunchJobsRequest(launches=[pb.LaunchRequest(job=job_to_pb(job)) for job in jobs])
+        indices = list(node_indices) or [0] * len(jobs)
+        request = pb.LaunchJobsRequest(launches=[pb.LaunchRequest(job=launch_pb(job, i))
+                                                 for job, i in zip(jobs, indices, strict=True)])
         reply: list[pb.LaunchJobsReply] = []
         try:
             self._call(lambda stub: reply.append(stub.LaunchJobs(
@@ -77,20 +79,21 @@ class AgentClient:
                 target)
         except _Unimplemented:
             refused = {}
-            for job in jobs:
+            for job, i in zip(jobs, indices, strict=True):
                 try:
-                    self.launch(target, job)
+                    self.launch(target, job, i)
                 except AgentRefused as exc:
                     refused[job.job_id] = str(exc)
             return refused
         return {r.job_id: r.error for r in reply[0].refused}
 
-    def launch_async(self, target: str, job: JobRecord, on_error: OnError) -> None:
+    def launch_async(self, target: str, job: JobRecord, on_error: OnError, node_index: int = 0) -> None:
         """Queue the job's launch for its agent's next LaunchJobs call; ``on_error(job, exc)`` when the
-        agent cannot be reached (AgentUnreachable) or refuses it (AgentRefused)."""
+        agent cannot be reached (AgentUnreachable) or refuses it (AgentRefused). ``node_index``: the
+        node's position in a multi-node job's allocation (``job.gpu_indices``: that node's own)."""
         with self._lock:
             queued = self._queued.get(target)
-            self._queued.setdefault(target, []).append((job, on_error))
+            self._queued.setdefault(target, []).append((job, on_error, node_index))
         if queued is None:  # no sender for this agent: start one
             self._pool.submit(self._send, target)
 
@@ -105,13 +108,15 @@ class AgentClient:
                 self._queued[target] = []
             failed: dict[int, Exception]
             try:
-                failed = {i: AgentRefused(why) for i, why in self.launch_jobs(target, [j for j, _ in batch]).items()}
+                jobs, indices = [j for j, _, _ in batch], [i for _, _, i in batch]
+                refused = self.launch_jobs(target, jobs, indices) if any(indices) else self.launch_jobs(target, jobs)
+                failed = {i: AgentRefused(why) for i, why in refused.items()}
             except (AgentUnreachable, AgentRefused) as exc:
-                failed = {job.job_id: exc for job, _ in batch}
+                failed = {job.job_id: exc for job, _, _ in batch}
             except Exception as exc:  # a sender that died would leave its agent's launches queued for ever
                 log.exception("launches to %s failed", target)
-                failed = {job.job_id: AgentRefused(f"{type(exc).__name__}: {exc}") for job, _ in batch}
-            for job, on_error in batch:
+                failed = {job.job_id: AgentRefused(f"{type(exc).__name__}: {exc}") for job, _, _ in batch}
+            for job, on_error, _ in batch:
                 if job.job_id in failed:
                     _report(on_error, job, failed[job.job_id])
 
@@ -148,6 +153,14 @@ class AgentClient:
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def launch_pb(job: JobRecord, node_index: int = 0) -> pb.Job:
+    """The Job message of a launch: the job, with the receiving node's position in its allocation."""
+    msg = job_to_pb(job)
+    if node_index:
+        msg.node_index = node_index
+    return msg
 
 
 def _report(on_error: OnError, job: JobRecord, error: Exception) -> None:

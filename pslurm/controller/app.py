@@ -75,6 +75,7 @@ def assemble(config: ClusterConfig, store: Store, agents: Agents, clock: Callabl
                           after_start=after_start)
     monitor = NodeMonitor(config, store, scheduler.reschedule, clock)
     jobs = JobService(config, store, agents, scheduler.reschedule, clock, operators)
+    monitor.end_on_nodes = jobs.end_on_nodes
     return Parts(store, agents, scheduler, monitor, jobs, JobWatch(store, clock),
                  StepService(store, agents, clock, operators))
 

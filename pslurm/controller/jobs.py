@@ -461,14 +461,29 @@ class JobService:
             self._signal(job, 0)
         self.reschedule()
 
-    def _signal(self, job: JobRecord, signal: int) -> None:
-        node = self.store.get_node(job.node or "")
-        if node is None:
-            return
-        try:
-            self.agents.signal(node.target, job.job_id, signal)
-        except AgentUnreachable as exc:  # the node monitor will take it as lost when it stays silent
-            log.warning("cannot reach %s to signal job %d: %s", node.name, job.job_id, exc)
+    def _signal(self, job: JobRecord, signal: int, nodes: Sequence[str] | None = None) -> None:
+        """Signal the job's processes on every node of its allocation (or on ``nodes``); 0 cancels."""
+        for name in job.all_nodes if nodes is None else nodes:
+            node = self.store.get_node(name)
+            if node is None:
+                continue
+            try:
+                self.agents.signal(node.target, job.job_id, signal)
+            except AgentUnreachable as exc:  # the node monitor will take it as lost when it stays silent
+                log.warning("cannot reach %s to signal job %d: %s", node.name, job.job_id, exc)
+
+    def end_on_nodes(self, job_id: int, nodes: Sequence[str]) -> None:
+        """A multi-node job's run ended (its first node's end, a lost node): its runs on these other
+        nodes are ended at once (reconciliation kills whatever is left). Their own ends are then
+        ignored: the controller no longer holds them."""
+        for name in nodes:
+            node = self.store.get_node(name)
+            if node is None:
+                continue
+            try:
+                self.agents.signal(node.target, job_id, 0)
+            except AgentUnreachable as exc:
+                log.warning("cannot reach %s to end job %d there: %s", name, job_id, exc)
 
     # -- job ends ---------------------------------------------------------------------------
 

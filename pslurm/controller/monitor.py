@@ -31,7 +31,9 @@ from pslurm.controller.gpuuse import Measured, gpu_usage
 from pslurm.controller.ports import Reschedule
 from pslurm.controller.store import Allocation, RunEnd, StepEnd, Store, StoreError
 from pslurm.core.config import ClusterConfig
+from pslurm.core.hostlists import expand
 from pslurm.core.jobspec import SpecError
+from pslurm.core.lifecycle import Change
 from pslurm.core.node import GpuInfo, GpuUsage, NodeRecord
 from pslurm.core.states import InvalidTransition, JobState, NodeState, node_display_state
 
@@ -72,6 +74,8 @@ class NodeMonitor:
         self._started = clock()  # after a restart every node gets a full SlurmdTimeout to be heard again
         self._lock = threading.Lock()  # one reconciliation of a node at a time
         self.measured: dict[str, Measured] = {}  # per node, per GPU: (memory used MB, util %) at its last heartbeat
+        # a multi-node job's run ended: end its runs on these other nodes (JobService.end_on_nodes)
+        self.end_on_nodes: Callable[[int, Sequence[str]], None] = lambda job_id, nodes: None
         partitions: dict[str, frozenset[str]] = defaultdict(frozenset)
         for part in config.partitions.values():
             for name in part.nodes:
@@ -191,10 +195,12 @@ class NodeMonitor:
         changed = False
         for end, outcome in outcomes:
             if isinstance(outcome, InvalidTransition):
-                # an agent repeats a report whose answer it did not get
+                # an agent repeats a report whose answer it did not get, or a multi-node job's other node
+                # reports the end of its part, which the controller ended
                 log.info("job %d: end of run %d reported by %s, ignored: %s", end.job_id, end.restarts, name, outcome)
             else:
                 changed = True
+                self._end_others(outcome, name)
         if changed:
             self.reschedule()
 
@@ -279,7 +285,17 @@ class NodeMonitor:
             return
         log.warning("job %d on %s: %s; %s", job_id, node, why,
                     "requeued" if change.to.value == "PENDING" else "NODE_FAIL")
+        self._end_others(change, node)
         self.reschedule()
+
+    def _end_others(self, change: object, node: str) -> None:
+        """After a change that ended a multi-node job's run (``Change.nodes`` set) on ``node``."""
+        if not isinstance(change, Change) or not change.nodes or change.to.holds_resources:
+            return
+        try:
+            self.end_on_nodes(change.job_id, [n for n in expand(change.nodes) if n != node])
+        except Exception:  # reconciliation ends what is left
+            log.exception("job %d: its other nodes' runs could not be ended", change.job_id)
 
     def _known(self, name: str) -> NodeRecord:
         node = self.store.get_node(name)

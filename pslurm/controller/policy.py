@@ -34,14 +34,26 @@ only when none takes it. For whole-GPU planning a shared GPU is busy (not in ``f
 last job sharing it is expected to end; a shared job counts no whole GPU (limits included), starts on a
 node with a reservation only if it delays none, reserves one whole GPU when it cannot start, and in
 the main pass claims the nodes with a GPU that could ever hold its share.
+
+Multi-node jobs (``num_nodes`` > 1, or ``required_nodes`` given): each node takes a share, ``per_node[i]``
+(CPUs, memory) for the i-th node, the GPU request ``gres`` on every node. The job starts only on N distinct
+nodes that can each take their share now (partition, -w/-x, every node of ``required_nodes`` among them, and
+on a node holding a reservation only where it delays none), all at once or not at all: the placement's
+``node`` takes share 0 and ``more`` the others, in order. The largest shares are matched first (a block
+distribution's shares only shrink). One that cannot start claims the nodes it could use in the main pass, as
+a single-node job, unless fewer than N could ever take it (nodes down): then it claims none. The backfill
+pass reserves it at the earliest time T at which N nodes each hold their share throughout [T, T + its limit)
+(candidates: each node's own earliest start, in increasing order), on all N (``reserved_on`` the first,
+``reserved_more`` the others). A share of a GPU is never multi-node (BadConstraints).
 """
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 from collections import defaultdict
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 
 from pslurm.controller.sharing_policy import Sharing, hold_running
@@ -99,6 +111,9 @@ class PendingJob:
     allowed_nodes: frozenset[str] | None = None  # -w / -x: the only nodes it may run on; None: any
     share: GpuShare | None = None  # a share of one GPU: share_of(gres) (then ``gres`` asks no whole GPU)
     begin_time: float | None = None  # --begin: not considered before this time (reason BeginTime)
+    num_nodes: int = 1  # -N: the job takes this many distinct nodes, all at once (a share: one only)
+    per_node: tuple[tuple[int, int], ...] = ()  # (cpus, mem_mb) of each node's share, in node order; (): cpus, mem_mb
+    required_nodes: frozenset[str] | None = None  # -w naming several nodes: all of them among the job's nodes
 
 
 @dataclass(frozen=True)
@@ -143,6 +158,7 @@ class Placement:
     job_id: int
     node: str
     gpu_indices: tuple[int, ...]  # a shared job: its one GPU
+    more: tuple[tuple[str, tuple[int, ...]], ...] = ()  # a multi-node job: the nodes after the first, GPUs on each
 
 
 @dataclass
@@ -150,7 +166,8 @@ class Plan:
     placements: list[Placement]
     reasons: dict[int, str]  # why each job left pending waits, in Slurm's words
     estimates: dict[int, float] = field(default_factory=dict)  # expected start of jobs holding a reservation
-    reserved_on: dict[int, str] = field(default_factory=dict)  # the node each reservation is on
+    reserved_on: dict[int, str] = field(default_factory=dict)  # the node each reservation is on (the first one)
+    reserved_more: dict[int, tuple[str, ...]] = field(default_factory=dict)  # a multi-node one: its other nodes
 
 
 def pick_gpus(free: Sequence[tuple[int, str | None]], gres: Sequence[GresRequest]) -> tuple[int, ...] | None:
@@ -269,6 +286,19 @@ class _Node:
             i = bad + 1  # every start up to pts[bad] would cover pts[bad], which does not fit
         return INF
 
+    def fits_during(self, need: tuple[float, ...], start: float, end: float) -> bool:
+        """Whether ``need`` is free on this node throughout [start, end)."""
+        pts = self.steps()
+        k = max(0, bisect.bisect_right(pts, start, key=lambda p: p[0]) - 1)  # the step in effect at start
+        n = len(pts)
+        while k < n:
+            if not _fits(pts[k][1], need):
+                return False
+            k += 1
+            if k < n and pts[k][0] >= end:
+                break
+        return True
+
 
 def _gpu_ask(job: PendingJob) -> tuple[int, tuple[tuple[str, int], ...]]:
     """The job's GPU count and its typed counts: what a node's inventory must hold to ever run it."""
@@ -301,6 +331,7 @@ def plan(snapshot: Snapshot, backfill: bool = True) -> Plan:
     now = snapshot.now
     nodes = [_Node(v, now) for v in snapshot.nodes]
     by_name = {n.name: n for n in nodes}
+    by_index = {n.name: i for i, n in enumerate(nodes)}
     array_running: dict[int, int] = defaultdict(int)
     user_jobs: dict[str, int] = defaultdict(int)
     user_gpus: dict[str, int] = defaultdict(int)
@@ -357,6 +388,7 @@ def plan(snapshot: Snapshot, backfill: bool = True) -> Plan:
     reasons: dict[int, str] = {}
     estimates: dict[int, float] = {}
     reserved_on: dict[int, str] = {}
+    reserved_more: dict[int, tuple[str, ...]] = {}
     waiting_in: set[str] = set()
     reservations = 0
     # main pass: nodes claimed by a blocked job, and the (partition, -w/-x, GPU ask) whose nodes all are
@@ -365,15 +397,26 @@ def plan(snapshot: Snapshot, backfill: bool = True) -> Plan:
     asks: dict[tuple[GresRequest, ...], Hashable] = {}  # a whole-GPU ask (_gpu_ask) or a share
     for job in sorted(snapshot.pending, key=lambda j: (-j.priority, j.job_id)):
         reason = _static_reason(job, snapshot)
-        gpus = sum(g.count for g in job.gres if g.name == "gpu")
+        gpus = sum(g.count for g in job.gres if g.name == "gpu")  # per node
+        # a multi-node job (or one naming the nodes it must have): its shares, one per node, in node order
+        many = job.num_nodes != 1 or job.required_nodes is not None
+        if many:
+            shares = job.per_node or ((job.cpus, job.mem_mb),) * job.num_nodes
+            total_cpus, total_gpus = sum(c for c, _ in shares), gpus * len(shares)
+            if reason is None and (job.share is not None or len(job.required_nodes or ()) > len(shares)):
+                reason = "BadConstraints"  # a share is on one GPU; -w names more nodes than it takes
+            if reason is None and job.required_nodes and not job.required_nodes <= available:
+                reason = "ReqNodeNotAvail"
         if reason is None and job.array_job_id is not None and job.array_max_running:
             if array_running[job.array_job_id] >= job.array_max_running:
                 reason = "JobArrayTaskLimit"
         if reason is None and limits.max_jobs_per_user and user_jobs[job.user] >= limits.max_jobs_per_user:
             reason = "QOSMaxJobsPerUserLimit"
-        if reason is None and limits.max_gpus_per_user and user_gpus[job.user] + gpus > limits.max_gpus_per_user:
+        if (reason is None and limits.max_gpus_per_user
+                and user_gpus[job.user] + (total_gpus if many else gpus) > limits.max_gpus_per_user):
             reason = "QOSMaxGRESPerUser"
-        if reason is None and limits.max_cpus_per_user and user_cpus[job.user] + job.cpus > limits.max_cpus_per_user:
+        if (reason is None and limits.max_cpus_per_user
+                and user_cpus[job.user] + (total_cpus if many else job.cpus) > limits.max_cpus_per_user):
             reason = "QOSMaxCpuPerUserLimit"
         if reason is None and job.allowed_nodes is not None and not job.allowed_nodes & available:
             reason = "ReqNodeNotAvail"  # every node it may run on is down or drained
@@ -413,28 +456,56 @@ def plan(snapshot: Snapshot, backfill: bool = True) -> Plan:
                 user_cpus[job.user] += job.cpus
                 continue
         placed = None
-        tried = 0
-        for level in range(gpus, len(levels)):
-            for i in levels[level]:
-                node = nodes[i]
-                if job.allowed_nodes is not None and node.name not in job.allowed_nodes:
-                    continue  # -w / -x: not counted as tried, so a named node is always reached
-                tried += 1
-                if node.cpus < job.cpus or node.mem < job.mem_mb:
-                    continue
-                chosen = pick_gpus(node.free, job.gres)
-                if chosen is None:
-                    continue
-                if node.reserved:
-                    # what it would take is the GPUs chosen, types included: an untyped request
-                    # that gets a typed GPU must not hold it into a reservation for that type
-                    need = node.vector(job.cpus, job.mem_mb, chosen)
-                    if node.earliest(need, duration, stop=now + 1e-6) != now:
+        if many:
+            group = _start_many(job, shares, duration, nodes, levels, gpus, now, by_index)
+            if group is not None:  # all its nodes at once, each with its share
+                for i, on_node, c, m in group:
+                    node = nodes[i]
+                    old = len(node.free)
+                    release = node.vector(c, m, on_node)
+                    node.cpus -= c
+                    node.mem -= m
+                    node.free = [g for g in node.free if g[0] not in on_node]
+                    if backfill:
+                        node.add_event(now + duration, release)
+                    if len(node.free) != old:
+                        for p in node.parts:
+                            if p in buckets:
+                                del buckets[p][old][i]
+                                buckets[p][len(node.free)][i] = None
+                    taken.append((i, on_node, now + duration))
+                first, more = group[0], group[1:]
+                placements.append(Placement(job.job_id, nodes[first[0]].name, first[1],
+                                            tuple((nodes[i].name, on) for i, on, _, _ in more)))
+                if job.array_job_id is not None:
+                    array_running[job.array_job_id] += 1
+                user_jobs[job.user] += 1
+                user_gpus[job.user] += total_gpus
+                user_cpus[job.user] += total_cpus
+                continue
+        else:
+            tried = 0
+            for level in range(gpus, len(levels)):
+                for i in levels[level]:
+                    node = nodes[i]
+                    if job.allowed_nodes is not None and node.name not in job.allowed_nodes:
+                        continue  # -w / -x: not counted as tried, so a named node is always reached
+                    tried += 1
+                    if node.cpus < job.cpus or node.mem < job.mem_mb:
                         continue
-                placed = (i, chosen)
-                break
-            if placed or tried >= SCAN_LIMIT:
-                break
+                    chosen = pick_gpus(node.free, job.gres)
+                    if chosen is None:
+                        continue
+                    if node.reserved:
+                        # what it would take is the GPUs chosen, types included: an untyped request
+                        # that gets a typed GPU must not hold it into a reservation for that type
+                        need = node.vector(job.cpus, job.mem_mb, chosen)
+                        if node.earliest(need, duration, stop=now + 1e-6) != now:
+                            continue
+                    placed = (i, chosen)
+                    break
+                if placed or tried >= SCAN_LIMIT:
+                    break
         if placed is not None:
             i, chosen = placed
             node = nodes[i]
@@ -463,6 +534,11 @@ def plan(snapshot: Snapshot, backfill: bool = True) -> Plan:
             if share is None:
                 whole = _gpu_ask(job)
                 mine = [i for i, n in enumerate(nodes) if _could_use(n, job, whole)]
+                if many and not _could_hold(job, shares, mine, nodes):
+                    # too few nodes could ever take it (some are down): it waits, claiming none
+                    reasons[job.job_id] = "Priority" if job.partition in waiting_in else "Resources"
+                    waiting_in.add(job.partition)
+                    continue
             else:
                 assert sharing is not None
                 mine = sharing.could_use(job, share)
@@ -481,6 +557,21 @@ def plan(snapshot: Snapshot, backfill: bool = True) -> Plan:
         waiting_in.add(job.partition)
         if reservations >= snapshot.max_reservations:
             continue
+        if many:
+            multi = _reserve_many(job, shares, duration, buckets.get(job.partition, []), nodes)
+            if multi is None:
+                continue
+            start, held = multi
+            for i, need in held:
+                node = nodes[i]
+                node.add_event(start, tuple(-x for x in need))
+                node.add_event(start + duration, need)
+                node.reserved = True
+            estimates[job.job_id] = start
+            reserved_on[job.job_id] = nodes[held[0][0]].name
+            reserved_more[job.job_id] = tuple(nodes[i].name for i, _ in held[1:])
+            reservations += 1
+            continue
         if share is None:
             found = _earliest(job, gpus, duration, heap_for(job.partition, gpus), nodes)
         else:  # as if it held one whole GPU, on a node with a GPU that could hold its share
@@ -496,7 +587,7 @@ def plan(snapshot: Snapshot, backfill: bool = True) -> Plan:
         estimates[job.job_id] = start
         reserved_on[job.job_id] = node.name
         reservations += 1
-    return Plan(placements, reasons, estimates, reserved_on)
+    return Plan(placements, reasons, estimates, reserved_on, reserved_more)
 
 
 DEADLINE_MIN_TIME = 60  # a job without a time limit needs at least this long before its deadline (Slurm's time_min)
@@ -572,3 +663,146 @@ def _earliest(job: PendingJob, gpus: int, duration: float, heap: list[tuple[floa
     for item in held:
         heapq.heappush(heap, item)
     return best
+
+
+_Group = list[tuple[int, tuple[int, ...], int, int]]  # (node, GPUs, cpus, mem_mb) of each share, in share order
+
+
+def _assign(shares: Sequence[tuple[int, int]], cands: Sequence[tuple[int, tuple[int, ...]]], required: int,
+            fits: Callable[[int, tuple[int, ...], tuple[int, int]], bool]) -> _Group | None:
+    """One candidate node per share (``cands``: (node, GPUs), the ``required`` first ones must all be
+    taken), each fitting its share, or None. The largest shares are matched first, each to the first
+    candidate that fits it: the shares of a block distribution only shrink, so a node that fits a
+    larger share fits every smaller one and this finds a match wherever there is one."""
+    n = len(shares)
+    order = sorted(range(n), key=lambda k: (-shares[k][0], -shares[k][1]))
+    out: list[tuple[int, tuple[int, ...], int, int] | None] = [None] * n
+    used: set[int] = set()
+    left_required = required
+    for pos, k in enumerate(order):
+        only_required = left_required >= n - pos  # the slots left are the required nodes'
+        for rank, (i, chosen) in enumerate(cands):
+            if i in used:
+                continue
+            if only_required and rank >= required:
+                break
+            if fits(i, chosen, shares[k]):
+                used.add(i)
+                out[k] = (i, chosen, *shares[k])
+                if rank < required:
+                    left_required -= 1
+                break
+        if out[k] is None:
+            return None
+    return [o for o in out if o is not None]
+
+
+def _start_many(job: PendingJob, shares: tuple[tuple[int, int], ...], duration: float, nodes: list[_Node],
+                levels: Sequence[dict[int, None]], gpus: int, now: float,
+                by_index: dict[str, int]) -> _Group | None:
+    """The nodes (with their GPUs and shares, in share order) where a multi-node job starts now, or None:
+    distinct available nodes of its partition not claimed (those in ``levels``), allowed by -w/-x, every
+    node -w names among them, each with its share and GPUs free now and, where it holds a reservation,
+    free for the job's whole duration (a start delays no reservation)."""
+    n = len(shares)
+    small = (min(c for c, _ in shares), min(m for _, m in shares))
+
+    def fits(i: int, chosen: tuple[int, ...], share: tuple[int, int]) -> bool:
+        node = nodes[i]
+        if node.cpus < share[0] or node.mem < share[1]:
+            return False
+        if node.reserved:
+            return node.earliest(node.vector(share[0], share[1], chosen), duration, stop=now + 1e-6) == now
+        return True
+
+    cands: list[tuple[int, tuple[int, ...]]] = []
+    required = sorted(job.required_nodes or ())
+    for name in required:
+        i = by_index.get(name)
+        if i is None:
+            return None
+        node = nodes[i]
+        level = len(node.free)
+        if level >= len(levels) or i not in levels[level]:
+            return None  # not in its partition, down, or claimed by a higher-priority job
+        if job.allowed_nodes is not None and name not in job.allowed_nodes:
+            return None
+        chosen = pick_gpus(node.free, job.gres)
+        if chosen is None or not fits(i, chosen, small):
+            return None
+        cands.append((i, chosen))
+    seen = {i for i, _ in cands}
+    tried = 0
+    for level in range(gpus, len(levels)):
+        for i in levels[level]:
+            if i in seen:
+                continue
+            node = nodes[i]
+            if job.allowed_nodes is not None and node.name not in job.allowed_nodes:
+                continue
+            tried += 1
+            chosen = pick_gpus(node.free, job.gres)
+            if chosen is None or not fits(i, chosen, small):
+                continue
+            cands.append((i, chosen))
+            if len(cands) >= n:
+                got = _assign(shares, cands, len(required), fits)
+                if got is not None:
+                    return got
+            if tried >= SCAN_LIMIT:
+                break
+        if tried >= SCAN_LIMIT:
+            break
+    return _assign(shares, cands, len(required), fits) if len(cands) >= n else None
+
+
+def _could_hold(job: PendingJob, shares: tuple[tuple[int, int], ...], mine: Sequence[int], nodes: list[_Node]) -> bool:
+    """Whether the nodes a multi-node job could use (``mine``) are enough: as many as it takes, every
+    node -w names among them."""
+    names = {nodes[i].name for i in mine}
+    return len(mine) >= len(shares) and (job.required_nodes or frozenset()) <= names
+
+
+def _reserve_many(job: PendingJob, shares: tuple[tuple[int, int], ...], duration: float,
+                  levels: Sequence[dict[int, None]],
+                  nodes: list[_Node]) -> tuple[float, list[tuple[int, tuple[float, ...]]]] | None:
+    """The earliest time T at which N distinct nodes each hold their share of a multi-node job from T
+    for its duration, given every start and reservation so far, and what it holds on each (in share
+    order), or None. Candidate times: each node's own earliest start for a share, in increasing order;
+    at each, the nodes whose earliest start is by then are tested with ``fits_during``."""
+    n = len(shares)
+    required = job.required_nodes or frozenset()
+    kinds = sorted(set(shares))
+    base: dict[int, tuple[float, ...]] = {}
+    first: list[tuple[float, int]] = []  # (the node's earliest start for any share, node)
+    for level in levels:
+        for i in level:
+            node = nodes[i]
+            if job.allowed_nodes is not None and node.name not in job.allowed_nodes:
+                continue
+            need = node.need(job)
+            if need is None:
+                continue
+            base[i] = need
+            e = min(node.earliest((c, m, *need[2:]), duration) for c, m in kinds)
+            if e < INF:
+                first.append((e, i))
+    first.sort()
+    req_idx = [i for _, i in first if nodes[i].name in required]
+    if len(req_idx) < len(required) or len(first) < n:
+        return None
+    start_at = max((e for e, i in first if nodes[i].name in required), default=-INF)
+    times = sorted({e for e, _ in first if e >= start_at})
+    for t in times:
+        end = t + duration
+
+        def fits(i: int, _chosen: tuple[int, ...], share: tuple[int, int], t: float = t, end: float = end) -> bool:
+            return nodes[i].fits_during((share[0], share[1], *base[i][2:]), t, end)
+
+        active = req_idx + [i for e, i in first if e <= t and nodes[i].name not in required]
+        if len(active) < n:
+            continue
+        got = _assign(shares, [(i, ()) for i in active], len(req_idx), fits)
+        if got is not None:
+            return t, [(i, (c, m, *base[i][2:])) for i, _, c, m in got]
+    return None

@@ -24,7 +24,9 @@ class Agents(Protocol):
     """The node agents, as the controller calls them (pslurm.controller.agents.AgentClient)."""
 
     def launch_async(self, target: str, job: JobRecord,
-                     on_error: Callable[[JobRecord, Exception], None]) -> None: ...
+                     on_error: Callable[[JobRecord, Exception], None], node_index: int = 0) -> None:
+        """Queue the job's launch on the agent; ``node_index``: the node's position in a multi-node
+        job's allocation (the launch carries it, and that node's own GPU indices as ``job.gpu_indices``)."""
 
     def signal(self, target: str, job_id: int, signal: int) -> None: ...
 

@@ -30,12 +30,13 @@ from pslurm.controller.policy import (
     plan,
 )
 from pslurm.controller.ports import Agents, NodeHealth
-from pslurm.controller.store import Allocation, LiveJobs, QueuedJob, Store
+from pslurm.controller.store import Allocation, LiveJobs, NodeShare, QueuedJob, Store
 from pslurm.core.accounts import account_members, account_shares
 from pslurm.core.config import ClusterConfig, scheduler_config
 from pslurm.core.dependency import DepStatus, Ref, RefJob, evaluate, parse_dependency
-from pslurm.core.hostlists import expand
+from pslurm.core.hostlists import collect, expand
 from pslurm.core.jobspec import JobRecord, JobSpec, SpecError
+from pslurm.core.layout import node_layout
 from pslurm.core.node import NodeRecord
 from pslurm.core.sharing import share_of
 from pslurm.core.states import InvalidTransition, JobReason, JobState
@@ -172,7 +173,7 @@ class Scheduler:
             self._after_start(started)
         for job in self.store.get_jobs(job_ids=started) if started else ():
             if job.state is JobState.RUNNING and job.node:
-                self.agents.launch_async(targets[job.node], job, self._launch_failed)
+                self._launch(job, targets)
         placed = set(started)
         changes = {}
         for q in pending:
@@ -223,7 +224,9 @@ class Scheduler:
                                                                                              now),
                                 q.user, q.array_job_id, q.array_max_running,
                                 deps.get(q.job_id, DepStatus.SATISFIED).value, q.hold,
-                                self._allowed_nodes(q.req_nodes, q.exc_nodes), share_of(q.gres), q.begin_time)
+                                self._allowed_nodes(q.req_nodes, q.exc_nodes, q.num_nodes), share_of(q.gres),
+                                q.begin_time, q.num_nodes, tuple((c, q.mem_mb) for c in q.node_cpus),
+                                self._required_nodes(q.req_nodes, q.num_nodes))
                      for q in pending],
             nodes=[node_view(n, usage.get(n.name, NodeUsage()), self.partitions_of(n.name),
                              self.nodes.gpu_measured(n.name)) for n in nodes],
@@ -250,7 +253,8 @@ class Scheduler:
         allocations = self.store.allocations()
         probe = QueuedJob(job_id, partition, spec.cpus, spec.mem_mb, spec.gres, JobReason.NONE.value, spec.user,
                           spec.name, spec.account, spec.nice, now, time_limit, req_nodes=spec.nodelist,
-                          exc_nodes=spec.exclude, eligible_time=now, deadline=spec.deadline)
+                          exc_nodes=spec.exclude, eligible_time=now, deadline=spec.deadline, num_nodes=spec.num_nodes,
+                          node_cpus=tuple(n.cpus for n in node_layout(spec)) if spec.num_nodes > 1 else ())
         queue = [*pending, probe]
         priorities = self._priority_of(queue, allocations, now)
         snapshot = self._snapshot(queue, priorities, self._dependencies(pending), self.store.get_nodes(),
@@ -258,7 +262,7 @@ class Scheduler:
         decided = plan(dataclasses.replace(snapshot, max_reservations=len(queue)), backfill=True)
         placed = next((p for p in decided.placements if p.job_id == job_id), None)
         if placed is not None:
-            start, node = now, placed.node
+            start, node = now, collect((placed.node, *(n for n, _ in placed.more))) if placed.more else placed.node
         elif job_id in decided.estimates:
             start, node = decided.estimates[job_id], decided.reserved_on[job_id]
         else:
@@ -291,11 +295,38 @@ class Scheduler:
             end = ends.get(p.job_id)
             if end is not None:
                 limits[p.job_id] = max(1, int(end - now))  # deadline_time_limit without a limit of its own
+        shares = {}
+        queued = {q.job_id: q for q in pending} if any(p.more for p in placements) else {}
+        for p in placements:
+            if p.more:
+                q = queued[p.job_id]
+                cpus = q.node_cpus or (q.cpus,) * q.num_nodes
+                nodes = ((p.node, p.gpu_indices), *p.more)
+                shares[p.job_id] = [NodeShare(node, tuple(gpus), cpus[i] if i < len(cpus) else cpus[-1], q.mem_mb)
+                                    for i, (node, gpus) in enumerate(nodes)]
         return self.store.start_jobs([(p.job_id, p.node, p.gpu_indices) for p in placements], now,
-                                     time_limits=limits)
+                                     time_limits=limits, shares=shares)
 
-    def _allowed_nodes(self, required: str, excluded: str) -> frozenset[str] | None:
-        """The nodes a job may run on by its -w and -x (None: any), from a cache of both expressions."""
+    def _launch(self, job: JobRecord, targets: dict[str, str]) -> None:
+        """Launch a started job on every node of its allocation: the first runs it (the batch script,
+        psrun's command, or psalloc's hold), the others hold the allocation for its steps. Each node
+        is sent its own GPU indices and its position (node_index)."""
+        nodes = job.all_nodes
+        if len(nodes) <= 1:
+            self.agents.launch_async(targets[job.node or ""], job, self._launch_failed)
+            return
+        for index, node in enumerate(nodes):
+            launch = dataclasses.replace(job, gpu_indices=job.node_gpus[index] if index < len(job.node_gpus) else ())
+            self.agents.launch_async(targets[node], launch, self._launch_failed_on(node), node_index=index)
+
+    def _launch_failed_on(self, node: str) -> Callable[[JobRecord, Exception], None]:
+        return lambda job, error: self._launch_failed(job, error, node)
+
+    def _allowed_nodes(self, required: str, excluded: str, num_nodes: int = 1) -> frozenset[str] | None:
+        """The nodes a job may run on by its -w and -x (None: any), from a cache of both expressions.
+        A multi-node job's -w names nodes it must have among others (``_required_nodes``): only -x limits it."""
+        if num_nodes > 1:
+            required = ""
         if not required and not excluded:
             return None
         key = (required, excluded)
@@ -303,6 +334,16 @@ class Scheduler:
         if found is None:
             names = set(expand(required)) if required else set(self.config.nodes)
             found = self._allowed_cache[key] = frozenset(names - set(expand(excluded) if excluded else ()))
+        return found
+
+    def _required_nodes(self, required: str, num_nodes: int) -> frozenset[str] | None:
+        """A multi-node job's -w: the nodes that must all be among its nodes (None: none named)."""
+        if num_nodes <= 1 or not required:
+            return None
+        key = (required, "+")
+        found = self._allowed_cache.get(key)
+        if found is None:
+            found = self._allowed_cache[key] = frozenset(expand(required))
         return found
 
     # -- priority and fair share ----------------------------------------------------------
@@ -420,15 +461,18 @@ class Scheduler:
             out[q.job_id] = evaluate(dep, table, own_task_id=q.array_task_id, singleton_clear=clear)
         return out
 
-    def _launch_failed(self, job: JobRecord, error: Exception) -> None:
+    def _launch_failed(self, job: JobRecord, error: Exception, node: str | None = None) -> None:
         """The launch did not reach the agent: the node is taken as unreachable (its jobs lost,
-        requeued where they may be). The agent refused it: the job ends FAILED, JobLaunchFailure."""
-        log.warning("launch of job %d on %s failed: %s", job.job_id, job.node, error)
+        requeued where they may be). The agent refused it: the job ends FAILED, JobLaunchFailure
+        (a multi-node job's too, whichever node refused; the others' runs are then ended)."""
+        node = node or job.node or ""
+        log.warning("launch of job %d on %s failed: %s", job.job_id, node, error)
         if isinstance(error, AgentUnreachable):
-            self.nodes.unreachable(job.node or "", f"launch of job {job.job_id} failed: {error}")
+            self.nodes.unreachable(node, f"launch of job {job.job_id} failed: {error}")
             return
         try:
-            self.store.launch_failed(job.job_id, job.node or "", job.restarts, str(error), self.clock())
+            why = str(error) if node == job.node else f"on {node}: {error}"
+            self.store.launch_failed(job.job_id, job.node or "", job.restarts, why, self.clock())
         except InvalidTransition as exc:
             log.info("job %d: launch failure not recorded: %s", job.job_id, exc)
         self.reschedule()

@@ -26,6 +26,7 @@ from pslurm.core import lifecycle
 from pslurm.core.gres import parse_gres
 from pslurm.core.hostlists import collect, expand
 from pslurm.core.jobspec import JobRecord, SpecError
+from pslurm.core.layout import node_layout
 from pslurm.core.states import InvalidTransition, JobState
 from pslurm.proto import pslurm_pb2 as pb
 
@@ -156,21 +157,25 @@ class StepService:
         job = self._job(job_id, requester_uid)
         if job.state is not JobState.RUNNING or not job.node:
             raise InvalidTransition(lifecycle.JOB_ENDED)
-        nodes = expand(job.node)
-        ntasks = request.ntasks or (request.ntasks_per_node * len(nodes) if request.ntasks_per_node
-                                    else job.spec.ntasks)
+        all_nodes = list(job.all_nodes)
+        layout = node_layout(job.spec)
+        ntasks = request.ntasks or (request.ntasks_per_node * len(all_nodes) if request.ntasks_per_node
+                                    else sum(n.tasks for n in layout) if len(all_nodes) > 1 else job.spec.ntasks)
+        nodes = all_nodes[:ntasks]  # fewer tasks than nodes: the first nodes (srun takes as many nodes as tasks)
         counts = task_layout(len(nodes), ntasks, request.ntasks_per_node)
-        if ntasks * request.cpus_per_task > job.spec.cpus * len(nodes) and not request.overlap:
+        job_cpus = sum(n.cpus for n in layout[:len(nodes)]) if len(all_nodes) > 1 else job.spec.cpus
+        if ntasks * request.cpus_per_task > job_cpus and not request.overlap:
             raise SpecError(TOO_MANY_CPUS)
-        gpus = list(job.gpu_indices)
-        self._check_gpus(request, ntasks, len(gpus))
+        node_gpus = [list(job.node_gpus[i]) if i < len(job.node_gpus) else list(job.gpu_indices)
+                     for i in range(len(nodes))]
+        self._check_gpus(request, max(counts), min(len(g) for g in node_gpus))
         name = request.name or os.path.basename(request.argv[0]) or request.argv[0]
         new = NewStep(name=name, nodes=collect(nodes), ntasks=ntasks, cpus=ntasks * request.cpus_per_task,
                       gres=",".join(request.gres or ()), overlap=request.overlap, argv=request.argv,
                       workdir=request.workdir or job.spec.workdir)
         step = self.store.create_step(job.job_id, job.restarts, new, self.clock())
         offset = 0
-        for index, (node, here) in enumerate(zip(nodes, counts, strict=True)):
+        for index, (node, here, gpus) in enumerate(zip(nodes, counts, node_gpus, strict=True)):
             launch = pb.StepLaunch(
                 job_id=job.job_id, restarts=job.restarts, step_id=step.step_id, name=name, argv=list(request.argv),
                 environment=dict(request.environment), workdir=new.workdir, uid=job.spec.uid, gid=job.spec.gid,

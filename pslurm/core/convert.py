@@ -54,7 +54,7 @@ def spec_to_pb(spec: JobSpec) -> pb.JobSpec:
         gres=gres_to_pb(spec.gres), interactive=spec.interactive, account=spec.account, nice=spec.nice,
         dependency=spec.dependency, hold=spec.hold, array=spec.array, kill_on_invalid_dep=spec.kill_on_invalid_dep,
         nodelist=spec.nodelist, exclude=spec.exclude, open_mode=spec.open_mode, gpu_mem=spec.gpu_mem,
-        allocation=spec.allocation,
+        allocation=spec.allocation, max_nodes=spec.max_nodes, ntasks_per_node=spec.ntasks_per_node,
     )
     _set_present(msg, spec, _SPEC_OPTIONAL)
     for name in _SPEC_GIVEN:  # set only when given: a request without them is the message it always was
@@ -80,7 +80,8 @@ def spec_from_pb(msg: pb.JobSpec) -> JobSpec:
         begin_time=msg.begin_time if msg.HasField("begin_time") else None,
         deadline=msg.deadline if msg.HasField("deadline") else None, comment=msg.comment, qos=msg.qos,
         warn_signal=msg.warn_signal, warn_time=msg.warn_time, warn_batch=msg.warn_batch,
-        warn_reservation=msg.warn_reservation, allocation=msg.allocation,
+        warn_reservation=msg.warn_reservation, allocation=msg.allocation, max_nodes=msg.max_nodes,
+        ntasks_per_node=msg.ntasks_per_node,
     )
 
 
@@ -98,6 +99,9 @@ def job_to_pb(job: JobRecord, specs: dict[int, pb.JobSpec] | None = None) -> pb.
         exit_code=job.exit_code, exit_signal=job.exit_signal, priority=job.priority,
         hold=job.hold, restarts=job.restarts, collapsed_tasks=job.collapsed_tasks,
     )
+    if job.nodes:
+        msg.nodes.extend(job.nodes)
+        msg.node_gpus.extend(pb.NodeGpus(indices=list(g)) for g in job.node_gpus)
     if job.array_job_id is not None:
         msg.array_job_id = job.array_job_id
         msg.array_task_id = job.array_task_id or 0
@@ -147,6 +151,7 @@ def job_from_pb(msg: pb.Job, specs: dict[bytes, JobSpec] | None = None) -> JobRe
         peak_gpu_memory_mb=msg.peak_gpu_memory_mb if msg.HasField("peak_gpu_memory_mb") else None,
         mean_gpu_util=msg.mean_gpu_util if msg.HasField("mean_gpu_util") else None,
         system_comment=msg.system_comment, requeue=msg.requeue, collapsed_tasks=msg.collapsed_tasks,
+        nodes=tuple(msg.nodes), node_gpus=tuple(tuple(g.indices) for g in msg.node_gpus),
     )
 
 

@@ -42,13 +42,37 @@ def _count(flag: str, text: str | None, default: int) -> int:
     return int(text)
 
 
-def _nodes(text: str | None) -> int:
+def _nodes(text: str | None) -> tuple[int, int]:
+    """``-N MIN[-MAX]``: (MIN, MAX), MAX 0 when not given. pslurm allocates MIN nodes (Slurm may give
+    up to MAX)."""
     if text is None:
-        return 1
-    low, _, high = text.partition("-")  # -N min[-max]: pslurm places single-node jobs
-    if not low.isdigit() or (high and not high.isdigit()):
+        return 1, 0
+    low, dash, high = text.strip().partition("-")
+    if not (low.isdigit() and low.isascii()) or (dash and not (high.isdigit() and high.isascii())):
         raise SpecError(f"Invalid node count specification: {text}")
-    return int(low)
+    if int(low) < 1 or (dash and int(high) < int(low)):
+        raise SpecError(f"Invalid node count specification: {text}")
+    return int(low), int(high) if dash else 0
+
+
+def _task_counts(opts: Mapping[str, Any]) -> tuple[int, int, int, int]:
+    """(num_nodes, max_nodes, ntasks, ntasks_per_node) of -N, -n and --ntasks-per-node, as Slurm
+    reads them together: --ntasks-per-node without -n makes the task count (nodes x per node);
+    with -n, more tasks than MIN nodes hold raise the node count (up to MAX), as slurmctld does, and
+    fewer tasks than nodes lower it to the task count, as sbatch and srun do."""
+    num_nodes, max_nodes = _nodes(opts.get("nodes"))
+    per_node = _count("--ntasks-per-node", opts.get("ntasks_per_node"), 0) if opts.get("ntasks_per_node") else 0
+    if opts.get("ntasks") is None:
+        return num_nodes, max_nodes, per_node * num_nodes if per_node else 1, per_node
+    ntasks = _count("--ntasks", opts.get("ntasks"), 1)
+    if ntasks < num_nodes:  # Slurm: "can't run 2 processes on 3 nodes, setting nnodes to 2"
+        num_nodes = ntasks
+    if per_node and ntasks > per_node * num_nodes:
+        need = -(-ntasks // per_node)
+        if opts.get("nodes") is not None and need > (max_nodes or num_nodes):
+            raise SpecError("Requested node configuration is not available")
+        num_nodes = need
+    return num_nodes, max_nodes, ntasks, per_node
 
 
 def export_environment(export: str | None, environ: Mapping[str, str]) -> dict[str, str]:
@@ -185,16 +209,20 @@ def time_option(flag: str, text: str | None, now: float) -> float | None:
         raise SpecError(f"Invalid {flag} specification: {text}") from None
 
 
-def _gres(opts: Mapping[str, Any]) -> tuple[GresRequest, ...]:
+def _gres(opts: Mapping[str, Any], num_nodes: int = 1) -> tuple[GresRequest, ...]:
+    """The GRES asked per node: --gres and --gpus-per-node as given; --gpus=N is the job's total,
+    ceil(N / nodes) on each node (pslurm places the same count on every node of a job)."""
     if not (opts.get("gres") or opts.get("gpus") or opts.get("gpus_per_node")):
         return ()
-    from pslurm.core.gres import GresError, parse_gpus, parse_gres
+    from pslurm.core.gres import GresError, GresRequest, parse_gpus, parse_gres
 
     try:
         gres: tuple[GresRequest, ...] = parse_gres(opts["gres"]) if opts.get("gres") else ()
-        for gpus in (opts.get("gpus"), opts.get("gpus_per_node")):  # -N 1: the same thing as --gres=gpu:N
-            if gpus:
-                gres += parse_gpus(gpus)
+        if opts.get("gpus"):  # -N 1: the same thing as --gres=gpu:N
+            gres += tuple(GresRequest(g.name, g.type, -(-g.count // max(num_nodes, 1)))
+                          for g in parse_gpus(opts["gpus"]))
+        if opts.get("gpus_per_node"):
+            gres += parse_gpus(opts["gpus_per_node"])
     except GresError as exc:
         raise SpecError(str(exc)) from exc
     return gres
@@ -223,7 +251,8 @@ def spec_values(opts: Mapping[str, Any], *, user: str, uid: int, gid: int, cwd: 
     def o(key: str) -> Any:  # an option's value as given (a string, a flag's bool), None when not
         return opts.get(key)
 
-    gres = _gres(opts)
+    num_nodes, max_nodes, ntasks, per_node = _task_counts(opts)
+    gres = _gres(opts, num_nodes)
     time_limit = _time_limit(o("time"))
     chdir = o("chdir")
     workdir = os.path.abspath(os.path.join(cwd, chdir)) if chdir else cwd
@@ -262,7 +291,8 @@ def spec_values(opts: Mapping[str, Any], *, user: str, uid: int, gid: int, cwd: 
         name=o("job_name") or default_name or "sbatch", user=user, uid=uid, gid=gid, workdir=workdir,
         script=script, argv=argv, environment=_with_umask(export_environment(o("export"), environ), umask),
         partition=o("partition"), stdout=o("output"), stderr=o("error"), time_limit=time_limit,
-        num_nodes=_nodes(o("nodes")), ntasks=_count("--ntasks", o("ntasks"), 1),
+        num_nodes=num_nodes, max_nodes=max_nodes if max_nodes > num_nodes else 0, ntasks=ntasks,
+        ntasks_per_node=per_node,
         cpus_per_task=_count("--cpus-per-task", o("cpus_per_task"), 1),
         mem_mb=parse_mem(o("mem")) if o("mem") else 0, gres=gres, interactive=interactive,
         account=o("account") or "", nice=nice, dependency=o("dependency") or "", requeue=o("requeue"),

@@ -25,13 +25,13 @@ SPEC_FIELDS = (
     "time_limit", "num_nodes", "ntasks", "cpus_per_task", "mem_mb", "gres", "interactive", "account", "nice",
     "dependency", "requeue", "hold", "array", "kill_on_invalid_dep", "nodelist", "exclude", "open_mode",
     "gpu_mem", "allocation", "begin_time", "deadline", "comment", "qos", "warn_signal", "warn_time", "warn_batch",
-    "warn_reservation",
+    "warn_reservation", "max_nodes", "ntasks_per_node",
 )
 RECORD_FIELDS = (
     "job_id", "state", "reason", "submit_time", "start_time", "end_time", "node", "gpu_indices", "exit_code",
     "exit_signal", "partition", "time_limit", "gpu_seconds", "peak_gpu_memory_mb", "mean_gpu_util", "array_job_id",
     "array_task_id", "priority", "hold", "restarts", "start_estimate", "eligible_time", "requeue",
-    "collapsed_tasks", "system_comment",
+    "collapsed_tasks", "system_comment", "nodes", "node_gpus",
 )
 
 
@@ -86,6 +86,15 @@ class JobDesc:
     stderr = property(lambda self: opt_str(self.data.get("standard_error")))
     num_nodes = property(lambda self: int(self.data.get("minimum_nodes") or 1))
     ntasks = property(lambda self: int(self.data.get("tasks") or 1))
+    ntasks_per_node = property(lambda self: int(from_no_val(self.data.get("tasks_per_node")) or 0))
+
+    @property
+    def max_nodes(self) -> int:
+        """-N MIN-MAX's MAX: pslurm's own key, else ``maximum_nodes`` when above the minimum; 0: MIN."""
+        if "max_nodes" in self.own:
+            return int(self.own["max_nodes"] or 0)
+        high = int(from_no_val(self.data.get("maximum_nodes")) or 0)
+        return high if high > self.num_nodes else 0
     cpus_per_task = property(lambda self: int(self.data.get("cpus_per_task") or 1))
     mem_mb = property(lambda self: int(from_no_val(self.data.get("memory_per_node")) or 0))
     interactive = property(lambda self: bool(self.own.get("interactive", False)))
@@ -191,7 +200,9 @@ class JobInfo:
     start_time = property(lambda self: from_no_val(self.data.get("start_time")))
     end_time = property(lambda self: from_no_val(self.data.get("end_time")))
     eligible_time = property(lambda self: from_no_val(self.data.get("eligible_time")))
-    node = property(lambda self: self.data.get("nodes") or None)
+    node = property(lambda self: self.data.get("batch_host", self.data.get("nodes")) or None)
+    nodes = property(lambda self: tuple(self.own.get("nodes") or ()))
+    node_gpus = property(lambda self: tuple(tuple(g) for g in self.own.get("node_gpus") or ()))
     gpu_indices = property(lambda self: tuple(self.own.get("gpu_indices") or ()))
     exit_code = property(lambda self: from_no_val((self.data.get("exit_code") or {}).get("return_code")) or 0)
     exit_signal = property(

@@ -52,6 +52,8 @@ class JobSpec:
     warn_time: int = 0  # ... this many seconds before the time limit (Slurm's default 60)
     warn_batch: bool = False  # --signal=B:...: to the batch shell only (else to all of the job's processes)
     warn_reservation: bool = False  # --signal=R:...: also at its reservation's end: accepted, pslurm has none
+    max_nodes: int = 0  # -N MIN-MAX's MAX; 0: MIN (pslurm allocates MIN nodes)
+    ntasks_per_node: int = 0  # --ntasks-per-node; 0: not given (ntasks spread in block order, core/layout.py)
 
     @property
     def cpus(self) -> int:
@@ -74,8 +76,8 @@ class JobRecord:
     submit_time: float = 0.0
     start_time: float | None = None
     end_time: float | None = None
-    node: str | None = None  # one node per job for now
-    gpu_indices: tuple[int, ...] = ()  # the node's own GPU indices
+    node: str | None = None  # the first node of its allocation (the batch host)
+    gpu_indices: tuple[int, ...] = ()  # the first node's own GPU indices
     exit_code: int = 0
     exit_signal: int = 0
     cancel_requested: bool = False
@@ -95,6 +97,13 @@ class JobRecord:
     requeue_requested: bool = False  # pscontrol requeue asked: back to PENDING once its end is seen
     collapsed_tasks: str = ""  # in a collapsed listing: this record stands for these pending tasks (``0-999``)
     system_comment: str = ""  # why the system ended or requeued it (a launch failure, a lost node): SystemComment=
+    nodes: tuple[str, ...] = ()  # every node of its allocation, in order (the first is ``node``); () before start
+    node_gpus: tuple[tuple[int, ...], ...] = ()  # each node's own GPU indices, in the order of ``nodes``
+
+    @property
+    def all_nodes(self) -> tuple[str, ...]:
+        """The allocation's nodes: ``nodes``, or ``(node,)`` for a record that has only that."""
+        return self.nodes or ((self.node,) if self.node else ())
 
     @property
     def display_id(self) -> str:

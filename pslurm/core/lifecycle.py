@@ -102,6 +102,7 @@ class JobFlags:
     restarts: int = 0  # the run: a requeued job runs again with one more
     node: str | None = None
     relinquish_code: int | None = None  # psalloc's end asked, with the command's exit code; None: not asked
+    nodes: str = ""  # the allocation's hostlist (a multi-node job's; ``node`` is its first)
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,7 @@ class Change:
     to: JobState
     detail: str
     values: Mapping[str, Any] = field(default_factory=dict)
+    nodes: str = ""  # the store's note: the hostlist of the multi-node allocation it changed ("" one node)
 
 
 def _change(op: str, job: JobFlags, to: JobState, detail: str, **values: Any) -> Change:
@@ -131,22 +133,29 @@ def _require(op: str, job: JobFlags) -> None:
 
 # Fields a new run starts without: what the last run left (node, times, status, usage, flags).
 _FRESH_RUN = MappingProxyType(dict(
-    node=None, gpu_indices=(), start_time=None, end_time=None, exit_code=0, exit_signal=0,
+    node=None, nodes="", gpu_indices=(), start_time=None, end_time=None, exit_code=0, exit_signal=0,
     cancel_requested=False, requeue_requested=False, start_estimate=None, eligible_time=None,
     gpu_seconds=None, peak_gpu_memory_mb=None, mean_gpu_util=None, reason=JobReason.NONE, relinquish_code=None,
 ))
 
 
-def start(job: JobFlags, node: str, gpu_indices: tuple[int, ...], now: float, time_limit: int | None = None) -> Change:
-    """The scheduler placed it: PENDING -> RUNNING on ``node`` with those GPUs. Not a held job
+def start(job: JobFlags, node: str, gpu_indices: tuple[int, ...], now: float, time_limit: int | None = None,
+          more: tuple[str, ...] = ()) -> Change:
+    """The scheduler placed it: PENDING -> RUNNING on ``node`` with those GPUs (and on the nodes
+    ``more`` too: a multi-node job, ``node`` its first, the batch host). Not a held job
     (one held after the snapshot was taken loses the race here). ``time_limit``: the limit it runs
     under instead of its own (a job with a deadline and no limit runs until its deadline, as Slurm's)."""
     _require("start", job)
     if job.hold:
         raise InvalidTransition(f"job {job.job_id} is held")
     limit = {} if time_limit is None else {"time_limit": time_limit}
-    return _change("start", job, JobState.RUNNING, f"start on {node}", node=node, gpu_indices=gpu_indices,
-                   start_time=now, reason=JobReason.NONE, **limit)
+    nodes = node
+    if more:
+        from pslurm.core.hostlists import collect
+
+        nodes = collect((node, *more))
+    return _change("start", job, JobState.RUNNING, f"start on {nodes}", node=node, nodes=nodes,
+                   gpu_indices=gpu_indices, start_time=now, reason=JobReason.NONE, **limit)
 
 
 def launch_failed(job: JobFlags, node: str, restarts: int, why: str, now: float) -> Change:
@@ -229,7 +238,7 @@ def release(job: JobFlags, by_operator: bool) -> Change:
 def node_lost(job: JobFlags, node: str, now: float, why: str) -> Change:
     """Its node went down, or its agent no longer runs it: requeued when it may be, else NODE_FAIL."""
     _require("node_lost", job)
-    if job.node != node:
+    if job.node != node and not _holds(job, node):
         raise InvalidTransition(f"job {job.job_id} does not run on {node}")
     if job.requeue_requested or (job.requeue and not job.cancel_requested):
         return requeue(job, now, f"requeued after node failure: {why}", op="node_lost")
@@ -251,6 +260,15 @@ def end_reason(state: JobState) -> JobReason:
     return {JobState.FAILED: JobReason.NON_ZERO_EXIT_CODE, JobState.TIMEOUT: JobReason.TIME_LIMIT,
             JobState.NODE_FAIL: JobReason.NODE_DOWN, JobState.OUT_OF_MEMORY: JobReason.OUT_OF_MEMORY,
             }.get(state, JobReason.NONE)
+
+
+def _holds(job: JobFlags, node: str) -> bool:
+    """Whether ``node`` is one of a multi-node job's nodes."""
+    if not job.nodes or job.nodes == job.node:
+        return False
+    from pslurm.core.hostlists import expand
+
+    return node in expand(job.nodes)
 
 
 def _same_run(job: JobFlags, node: str, restarts: int) -> None:
@@ -296,6 +314,20 @@ def end_step(job_id: int, step_id: int, state: JobState, to: JobState) -> None:
         raise InvalidTransition(f"step {job_id}.{step_id}: a step cannot end {to}")
     if state is not JobState.RUNNING:
         raise InvalidTransition(f"step {job_id}.{step_id} is {state}: {JOB_ENDED}")
+
+
+# a step's end over its nodes: the worst of theirs (a lost node worst of all)
+_STEP_END_RANK = {JobState.COMPLETED: 0, JobState.FAILED: 1, JobState.OUT_OF_MEMORY: 2, JobState.TIMEOUT: 3,
+                  JobState.CANCELLED: 4, JobState.NODE_FAIL: 5}
+
+
+def combine_step_ends(a: tuple[JobState, int, int] | None, b: tuple[JobState, int, int]) -> tuple[JobState, int, int]:
+    """Two nodes' ends of one step, (state, exit code, signal), as one: the worst state, the largest
+    exit code, a signal over none (the later's when both were killed). ``a`` None: ``b``."""
+    if a is None:
+        return b
+    state = max(a[0], b[0], key=lambda s: _STEP_END_RANK.get(s, 0))
+    return state, max(a[1], b[1]), b[2] or a[2]
 
 
 def run_ended_steps(change: Change) -> JobState | None:

@@ -50,6 +50,7 @@ class JobOptions:
     comment: str | None = None
     signal: str | None = None
     qos: str | None = None
+    ntasks_per_node: str | None = None
 
     def over(self, base: JobOptions) -> JobOptions:
         """These options where given, ``base`` (e.g. the script's directives) elsewhere."""

@@ -75,7 +75,8 @@ def desc_to_json(spec: Mapping[str, Any]) -> Json:
         "name": spec["name"], "user_id": str(spec["uid"]), "group_id": str(spec["gid"]),
         "current_working_directory": spec["workdir"], "argv": list(spec["argv"]),
         "environment": [f"{k}={v}" for k, v in spec["environment"].items()],
-        "minimum_nodes": spec["num_nodes"], "maximum_nodes": spec["num_nodes"], "tasks": spec["ntasks"],
+        "minimum_nodes": spec["num_nodes"], "maximum_nodes": spec.get("max_nodes") or spec["num_nodes"],
+        "tasks": spec["ntasks"],
         "cpus_per_task": spec["cpus_per_task"], "memory_per_node": no_val(spec["mem_mb"] or None),
         "tres_per_node": _tres_per_node(gres), "account": spec["account"], "nice": spec["nice"],
         "dependency": spec["dependency"], "hold": spec["hold"], "array": spec["array"],
@@ -85,9 +86,11 @@ def desc_to_json(spec: Mapping[str, Any]) -> Json:
         "pslurm": {"user_name": spec["user"], "interactive": spec["interactive"], "gres": _gres_json(gres),
                    "time_limit": spec["time_limit"]},
     }
-    for own_key in ("open_mode", "gpu_mem", "allocation"):
+    for own_key in ("open_mode", "gpu_mem", "allocation", "max_nodes"):
         if spec.get(own_key):
             data["pslurm"][own_key] = spec[own_key]
+    if spec.get("ntasks_per_node"):
+        data["tasks_per_node"] = spec["ntasks_per_node"]
     _job_options_json(data, spec)
     for key, name in (("script", "script"), ("partition", "partition"), ("standard_output", "stdout"),
                       ("standard_error", "stderr"), ("requeue", "requeue")):
@@ -148,7 +151,8 @@ def job_to_json(job: JobRecord, node_target: str = "", specs: dict[int, Json] | 
     return {
         "job_id": job.job_id, "name": s.name, "user_name": s.user, "user_id": s.uid, "group_id": s.gid,
         "account": s.account, "partition": job.partition, "job_state": [job.state.value],
-        "state_reason": job.reason.value, "nodes": job.node or "", "submit_time": no_val(job.submit_time),
+        "state_reason": job.reason.value, "nodes": _hostlist(job), "batch_host": job.node or "",
+        "node_count": no_val(len(job.all_nodes) or job.spec.num_nodes), "submit_time": no_val(job.submit_time),
         "start_time": no_val(job.start_time), "end_time": no_val(job.end_time),
         "eligible_time": no_val(job.eligible_time), "time_limit": _minutes(job.time_limit),
         "priority": no_val(job.priority),
@@ -160,9 +164,19 @@ def job_to_json(job: JobRecord, node_target: str = "", specs: dict[int, Json] | 
             "job": spec, "hold": job.hold, "gpu_indices": list(job.gpu_indices), "time_limit": job.time_limit,
             "start_estimate": job.start_estimate, "gpu_seconds": job.gpu_seconds,
             "peak_gpu_memory_mb": job.peak_gpu_memory_mb, "mean_gpu_util": job.mean_gpu_util,
-            "collapsed_tasks": job.collapsed_tasks, "node_target": node_target,
+            "collapsed_tasks": job.collapsed_tasks, "node_target": node_target, "nodes": list(job.nodes),
+            "node_gpus": [list(g) for g in job.node_gpus],
         },
     }
+
+
+def _hostlist(job: JobRecord) -> str:
+    """Slurm's ``nodes`` (NodeList): the allocation's hostlist."""
+    if len(job.nodes) > 1:
+        from pslurm.core.hostlists import collect
+
+        return collect(job.nodes)
+    return job.node or ""
 
 
 def _set(value: float) -> Json:
@@ -187,7 +201,8 @@ def brief_spec_json(spec: JobSpec, partition: str) -> Json:
         own["gres"] = _gres_json(spec.gres)
     for key, value, default in (
             ("partition", partition or spec.partition, None), ("current_working_directory", spec.workdir, ""),
-            ("minimum_nodes", spec.num_nodes, 1), ("maximum_nodes", spec.num_nodes, 1), ("tasks", spec.ntasks, 1),
+            ("minimum_nodes", spec.num_nodes, 1), ("maximum_nodes", spec.max_nodes or spec.num_nodes, 1),
+            ("tasks", spec.ntasks, 1), ("tasks_per_node", spec.ntasks_per_node, 0),
             ("cpus_per_task", spec.cpus_per_task, 1), ("account", spec.account, ""), ("nice", spec.nice, 0),
             ("dependency", spec.dependency, ""), ("hold", spec.hold, False), ("array", spec.array, ""),
             ("kill_on_invalid_dependency", spec.kill_on_invalid_dep, False), ("script", spec.script, None),
@@ -213,6 +228,8 @@ def brief_spec_json(spec: JobSpec, partition: str) -> Json:
         own["gpu_mem"] = spec.gpu_mem
     if spec.allocation:
         own["allocation"] = True
+    if spec.max_nodes:
+        own["max_nodes"] = spec.max_nodes
     _job_options_json(data, vars(spec))
     return data
 
@@ -238,7 +255,11 @@ def job_to_brief_json(job: JobRecord, specs: dict[int, int]) -> Json:
     if s.account:
         data["account"] = s.account
     if job.node:
-        data["nodes"] = job.node
+        data["nodes"] = _hostlist(job)
+        data["batch_host"] = job.node
+    if job.nodes:
+        own["nodes"] = list(job.nodes)
+        own["node_gpus"] = [list(g) for g in job.node_gpus]
     for key, value in (("start_time", job.start_time), ("end_time", job.end_time),
                        ("eligible_time", job.eligible_time), ("array_job_id", job.array_job_id),
                        ("array_task_id", job.array_task_id)):

@@ -19,7 +19,7 @@ from pslurm.core.jobspec import JobRecord, JobSpec
 from pslurm.nodeagent.cgroupnode import NodeCgroups
 from pslurm.nodeagent.cgroups import CgroupError, JobCgroup
 from pslurm.nodeagent.cpus import affinity_for, pick_cpus
-from pslurm.nodeagent.environment import job_environment
+from pslurm.nodeagent.environment import job_environment, node_counts
 from pslurm.nodeagent.gpumon import GpuMeter, JobGpuUsage, SliceOverrun, UsageTracker
 from pslurm.nodeagent.gpus import GpuDevice
 from pslurm.nodeagent.launcher import Launcher, RunningJob, close_input, describe, step_name
@@ -365,8 +365,13 @@ class Agent:
 
     # -- jobs ------------------------------------------------------------------------------
 
-    def launch(self, job: JobRecord) -> None:
+    def launch(self, job: JobRecord, node_index: int = 0) -> None:
         """Start a run of a job; never raises: a run that cannot start ends FAILED with the reason.
+
+        ``node_index``: this node's position in the job's allocation (``job.nodes``). The first node
+        runs the job (its script, psrun's command, or holds psalloc's allocation); any other holds
+        the allocation as an allocation job does, so that the job's steps run there, and never runs
+        the script: its run ends when the controller cancels it.
 
         A repeated launch of the same run (or of an older one) is a no-op: the controller may retry.
         A newer run of a job (requeued: the same id, more restarts) whose older run is still alive
@@ -379,7 +384,9 @@ class Agent:
                     return
                 if (job.job_id, job.restarts) in self._early_limits:
                     job.time_limit = self._early_limits.pop((job.job_id, job.restarts))
-                running = RunningJob(job, None, time.time())
+                if node_index > 0:
+                    job = replace(job, spec=replace(job.spec, allocation=True))
+                running = RunningJob(job, None, time.time(), node_index=node_index)
                 older = [r for k, r in self._runs.items() if k[0] == job.job_id and not r.settled.is_set()]
                 self.jobs[job.job_id] = running
                 self._runs[_key(running)] = running
@@ -426,7 +433,8 @@ class Agent:
             # behind a device cgroup CUDA enumerates only the job's GPUs, so its ordinals start at 0
             isolated = cgroup is not None and cgroup.devices
             visible = list(range(len(job.gpu_indices))) if isolated else list(job.gpu_indices)
-            env = job_environment(job, self.node.name, self.config.cluster_name, visible, gpu_setup)
+            env = job_environment(job, self.node.name, self.config.cluster_name, visible, gpu_setup,
+                                  running.node_index)
             running.visible, running.gpu_setup = visible, gpu_setup  # its steps' environment
             self.launcher.start(job, env, cgroup, cpus, running)
             if running.proc is not None:
@@ -452,7 +460,10 @@ class Agent:
             with self._lock:  # forget the CPUs of runs that ended
                 self._run_cpus = {k: c for k, c in self._run_cpus.items()
                                   if (r := self._runs.get(k)) is not None and r.end is None}
-                picked = pick_cpus(job.spec.cpus, os.sched_getaffinity(0), near or (), self._run_cpus.values())
+                run = self._runs.get((job.job_id, job.restarts))
+                _, per_node = node_counts(job)  # this node's share of a multi-node job's CPUs
+                here = per_node[min(run.node_index if run is not None else 0, len(per_node) - 1)]
+                picked = pick_cpus(here, os.sched_getaffinity(0), near or (), self._run_cpus.values())
                 self._run_cpus[(job.job_id, job.restarts)] = picked
             cpus = set(picked)
         if self.cgroups is None:
@@ -524,7 +535,7 @@ class Agent:
         job = running.job
         base = replace(job, spec=replace(job.spec, environment=dict(launch.environment)))
         job_env = job_environment(base, self.node.name, self.config.cluster_name,
-                                  running.visible or list(job.gpu_indices), running.gpu_setup)
+                                  running.visible or list(job.gpu_indices), running.gpu_setup, running.node_index)
         self.steps.launch(running, launch, job_env)
 
     def signal_step(self, job_id: int, step_id: int, signum: int) -> None:

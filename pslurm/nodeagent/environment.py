@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from pslurm.core.hostlists import collect
 from pslurm.core.jobspec import JobRecord
+from pslurm.core.layout import compress_counts, node_layout
 from pslurm.core.sharing import GpuShare
 
 # set only for a job on a shared (or simulated) GPU that has them: never the submitter's
@@ -50,15 +52,33 @@ def sharing_environment(setup: GpuSetup) -> dict[str, str]:
     return env
 
 
+def node_counts(job: JobRecord) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(tasks, CPUs) on each node of the job's allocation, in its order (core/layout.py's
+    node_layout; spread over the nodes it has where the record's count differs from the request's)."""
+    spec = job.spec
+    count = len(job.all_nodes) or 1
+    if spec.num_nodes != count:
+        spec = replace(spec, num_nodes=count)
+    layout = node_layout(spec)
+    return tuple(n.tasks for n in layout), tuple(n.cpus for n in layout)
+
+
 def job_environment(job: JobRecord, node: str, cluster: str, visible: list[int],
-                    gpu_setup: GpuSetup | None = None) -> dict[str, str]:
-    """Slurm's job variables for a single-node job. ``visible`` is what CUDA_VISIBLE_DEVICES lists:
+                    gpu_setup: GpuSetup | None = None, node_index: int = 0) -> dict[str, str]:
+    """Slurm's job variables, on node ``node``, the ``node_index``-th of the job's allocation
+    (``job.nodes``; a record without them: ``node`` alone). ``visible`` is what CUDA_VISIBLE_DEVICES lists:
     the node's GPU indices, or 0..n-1 when a device cgroup hides the other GPUs; an MPS client
     sees its GPU as device 0 whatever its index (NVIDIA: the daemon, which sees only that GPU,
     renumbers it for its clients). ``gpu_setup``: the job's share of its GPU
     (:func:`sharing_environment`)."""
     spec = job.spec
     gpus = ",".join(str(i) for i in job.gpu_indices)
+    nodes = job.nodes or (node,)
+    nodelist = collect(nodes)
+    tasks, cpus = node_counts(replace(job, nodes=nodes))
+    here = min(max(node_index, 0), len(nodes) - 1)
+    # -N 2 without -n: a task on each node (the request's count of 1 is no count: Slurm sets none)
+    ntasks = spec.ntasks if spec.ntasks >= len(nodes) else sum(tasks)
     env = dict(spec.environment)
     env.update({
         "SLURM_JOB_ID": str(job.job_id),
@@ -69,20 +89,20 @@ def job_environment(job: JobRecord, node: str, cluster: str, visible: list[int],
         "SLURM_JOB_GID": str(spec.gid),
         "SLURM_JOB_PARTITION": job.partition,
         "SLURM_CLUSTER_NAME": cluster,
-        "SLURM_JOB_NODELIST": node,
-        "SLURM_NODELIST": node,
-        "SLURM_JOB_NUM_NODES": "1",
-        "SLURM_NNODES": "1",
+        "SLURM_JOB_NODELIST": nodelist,
+        "SLURM_NODELIST": nodelist,
+        "SLURM_JOB_NUM_NODES": str(len(nodes)),
+        "SLURM_NNODES": str(len(nodes)),
         "SLURMD_NODENAME": node,
-        "SLURM_NTASKS": str(spec.ntasks),
-        "SLURM_NPROCS": str(spec.ntasks),
-        "SLURM_TASKS_PER_NODE": str(spec.ntasks),  # one node: its task count (Slurm's N(xK) is for several)
+        "SLURM_NTASKS": str(ntasks),
+        "SLURM_NPROCS": str(ntasks),
+        "SLURM_TASKS_PER_NODE": compress_counts(tasks),  # Slurm's 2(x3),1
         "SLURM_PROCID": "0",
         "SLURM_LOCALID": "0",
-        "SLURM_NODEID": "0",
+        "SLURM_NODEID": str(here),
         "SLURM_CPUS_PER_TASK": str(spec.cpus_per_task),
-        "SLURM_CPUS_ON_NODE": str(spec.cpus),
-        "SLURM_JOB_CPUS_PER_NODE": str(spec.cpus),
+        "SLURM_CPUS_ON_NODE": str(cpus[here]),
+        "SLURM_JOB_CPUS_PER_NODE": compress_counts(cpus),
         "SLURM_SUBMIT_DIR": spec.workdir,
         "PWD": spec.workdir,
         "SLURM_SUBMIT_HOST": spec.environment.get("SLURM_SUBMIT_HOST", socket.gethostname()),
@@ -114,7 +134,8 @@ def job_environment(job: JobRecord, node: str, cluster: str, visible: list[int],
     if spec.open_mode:  # as slurmctld passes it on to the job's steps
         env["SLURM_OPEN_MODE"] = "a" if spec.open_mode == "append" else "t"
     env["SLURM_JOB_QOS"] = spec.qos or "normal"  # Slurm's default QOS, the only one pslurm has
-    # SLURM_NTASKS_PER_NODE: only for --ntasks-per-node, which has no effect here yet
+    if spec.ntasks_per_node:
+        env["SLURM_NTASKS_PER_NODE"] = str(spec.ntasks_per_node)
     if spec.mem_mb:
         env["SLURM_MEM_PER_NODE"] = str(spec.mem_mb)
     if job.time_limit is not None:

@@ -74,6 +74,7 @@ class RunningJob:
     relinquished: int | None = None  # an allocation its owner gave back (psalloc's end): the exit code to report
     visible: list[int] = field(default_factory=list)  # CUDA_VISIBLE_DEVICES of the job (its steps renumber so)
     gpu_setup: Any = None  # the job's GpuSetup (its steps' sharing variables)
+    node_index: int = 0  # this node's position in the job's allocation (> 0: it holds the run for steps only)
 
 
 def close_input(running: RunningJob) -> None:

@@ -150,7 +150,7 @@ class AgentServicer(pb_grpc.NodeAgentServicer):
 
     def LaunchJob(self, request: pb.LaunchRequest, context: grpc.ServicerContext) -> pb.Empty:
         self._from_controller(context)
-        self.agent.launch(convert.job_from_pb(request.job))
+        self.agent.launch(convert.job_from_pb(request.job), request.job.node_index)
         return pb.Empty()
 
     def LaunchJobs(self, request: pb.LaunchJobsRequest, context: grpc.ServicerContext) -> pb.LaunchJobsReply:
@@ -165,7 +165,7 @@ class AgentServicer(pb_grpc.NodeAgentServicer):
             except Exception as exc:  # as LaunchJob's error would be, for this job alone
                 refused.append(pb.LaunchRefusal(job_id=launch.job.job_id, error=f"{type(exc).__name__}: {exc}"))
                 continue
-            self.agent.launch(job)
+            self.agent.launch(job, launch.job.node_index)
         return pb.LaunchJobsReply(refused=refused)
 
     def SignalJob(self, request: pb.SignalRequest, context: grpc.ServicerContext) -> pb.Empty:

@@ -87,6 +87,7 @@ def task_environment(job_env: Mapping[str, str], launch: pb.StepLaunch, local: i
         "SLURM_LOCALID": str(local),
         "SLURM_NODEID": str(launch.node_index),
         "SLURM_STEP_NODELIST": launch.step_nodelist,
+        "SLURM_NODELIST": launch.step_nodelist or env.get("SLURM_NODELIST", ""),  # srun's: the step's nodes
         "SLURM_STEP_NUM_NODES": str(len(nodes) or 1),
         "SLURM_STEP_NUM_TASKS": str(total),
         "SLURM_STEP_TASKS_PER_NODE": tasks_per_node,

@@ -8,12 +8,16 @@ that the caller owns the job (or is an operator) before it relays anything.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+import asyncio
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 
 import grpc
 import grpc.aio
 
 from pslurm.auth.transport import Metadata
+from pslurm.core.convert import job_state_from_pb, job_state_to_pb
+from pslurm.core.lifecycle import combine_step_ends
+from pslurm.core.states import JobState
 from pslurm.proto import pslurm_pb2 as pb
 from pslurm.proto import pslurm_pb2_grpc as pb_grpc
 
@@ -75,6 +79,65 @@ class AgentRelay:
             raise stream_error(exc, target) from None
         finally:
             call.cancel()
+
+    async def merged_output(self, targets: Sequence[str], job_id: int, step_id: int
+                            ) -> AsyncGenerator[tuple[pb.OutputChunk, str], None]:
+        """A step's output from each of its nodes' agents, merged: whole lines, in the order they
+        come (a node's partial line waits for its end), and one last ``done`` chunk once every node
+        sent its own, with their ends combined (the worst state, the largest exit code, a signal).
+        Each chunk comes with the target it came from. AgentStreamError when one stream fails."""
+        if len(targets) == 1:
+            async for only in self.output(targets[0], job_id, step_id):
+                yield only, targets[0]
+            return
+        queue: asyncio.Queue[tuple[str, pb.OutputChunk | None, AgentStreamError | None]] = asyncio.Queue()
+
+        async def pump(target: str) -> None:
+            try:
+                async for msg in self.output(target, job_id, step_id):
+                    await queue.put((target, msg, None))
+            except AgentStreamError as exc:
+                await queue.put((target, None, exc))
+                return
+            await queue.put((target, None, None))
+
+        tasks = [asyncio.ensure_future(pump(t)) for t in targets]
+        partial: dict[tuple[str, int], bytes] = {}
+        end: tuple[JobState, int, int] | None = None
+        left = set(targets)
+        try:
+            while left:
+                target, msg, error = await queue.get()
+                if error is not None:
+                    raise error
+                if msg is None:
+                    left.discard(target)
+                    continue
+                out = pb.OutputChunk()
+                for which, data in ((0, msg.stdout), (1, msg.stderr)):
+                    text = partial.pop((target, which), b"") + data
+                    cut = len(text) if msg.done else text.rfind(b"\n") + 1
+                    if cut < len(text):
+                        partial[(target, which)] = text[cut:]
+                    if which == 0:
+                        out.stdout = text[:cut]
+                    else:
+                        out.stderr = text[:cut]
+                if msg.done:
+                    left.discard(target)
+                    try:
+                        state = job_state_from_pb(msg.state)
+                    except ValueError:
+                        state = JobState.COMPLETED
+                    end = combine_step_ends(end, (state, msg.exit_code, msg.exit_signal))
+                if out.stdout or out.stderr:
+                    yield out, target
+            if end is not None:
+                yield pb.OutputChunk(done=True, state=job_state_to_pb(end[0]), exit_code=end[1],
+                                     exit_signal=end[2]), targets[0]
+        finally:
+            for task in tasks:
+                task.cancel()
 
     async def send_input(self, target: str, job_id: int, data: AsyncIterator[bytes],
                          step_id: int | None = None) -> None:

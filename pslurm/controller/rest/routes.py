@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import dataclasses
 import json
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -31,6 +31,7 @@ from pslurm.controller.steps import StepService, step_request_from_json, step_to
 from pslurm.controller.watch import JobWatch
 from pslurm.core import restjson
 from pslurm.core.convert import job_state_from_pb
+from pslurm.core.hostlists import expand
 from pslurm.core.jobspec import JobRecord
 from pslurm.core.lifecycle import StepBusy
 from pslurm.core.states import JobState
@@ -506,9 +507,18 @@ class Api:
         return response
 
     async def step_output(self, request: web.Request) -> web.StreamResponse:
-        """NDJSON as :meth:`output`, of a step's tasks (from its node's agent)."""
+        """NDJSON as :meth:`output`, of a step's tasks (from each of its nodes' agents, merged)."""
         job_id, target = await self._running_job(request)
-        return await self._relay_output(request, target, job_id, _step_id(request))
+        step_id = _step_id(request)
+
+        def targets() -> list[str]:
+            step = self.service.store.get_step(job_id, step_id)
+            if step is None or "," not in step.nodes and "[" not in step.nodes:
+                return [target]
+            found = [self.service.store.get_node(name) for name in expand(step.nodes)]
+            return [n.target for n in found if n is not None] or [target]
+
+        return await self._relay_output(request, target, job_id, step_id, await self._run(targets))
 
     async def step_input(self, request: web.Request) -> web.StreamResponse:
         job_id, target = await self._running_job(request)
@@ -543,11 +553,15 @@ class Api:
         return await self._relay_output(request, target, job_id, None)
 
     async def _relay_output(self, request: web.Request, target: str, job_id: int,
-                            step_id: int | None) -> web.StreamResponse:
+                            step_id: int | None, targets: list[str] | None = None) -> web.StreamResponse:
         response: web.StreamResponse | None = None
-        async with contextlib.aclosing(self.relay.output(target, job_id, step_id)) as chunks:
+        if targets is not None and len(targets) > 1 and step_id is not None:  # a step on several nodes
+            stream: Any = self.relay.merged_output(targets, job_id, step_id)
+        else:
+            stream = _from(target, self.relay.output(target, job_id, step_id))
+        async with contextlib.aclosing(stream) as chunks:
             try:
-                async for msg in chunks:
+                async for msg, _source in chunks:
                     if response is None:
                         response = await self._stream(request)
                     state = None
@@ -581,3 +595,10 @@ class Api:
 
         return web.json_response(describe(ROUTES))
 
+
+
+async def _from(target: str, chunks: AsyncGenerator[Any, None]) -> AsyncGenerator[tuple[Any, str], None]:
+    """One agent's chunks, each with the agent it came from (as AgentRelay.merged_output's)."""
+    async with contextlib.aclosing(chunks):
+        async for msg in chunks:
+            yield msg, target

@@ -7,6 +7,7 @@ from pslurm.controller.store.records import (
     Allocation,
     JobEvent,
     NewStep,
+    NodeShare,
     QueuedJob,
     RefRow,
     RunEnd,
@@ -16,5 +17,5 @@ from pslurm.controller.store.records import (
 )
 from pslurm.controller.store.writer import StoreError
 
-__all__ = ["ActiveRun", "Allocation", "JobEvent", "LiveJobs", "NewStep", "QueuedJob", "RefRow", "RunEnd", "StepEnd",
-           "StepRecord", "Store", "StoreError", "UsageRecord"]
+__all__ = ["ActiveRun", "Allocation", "JobEvent", "LiveJobs", "NewStep", "NodeShare", "QueuedJob", "RefRow", "RunEnd",
+           "StepEnd", "StepRecord", "Store", "StoreError", "UsageRecord"]

@@ -33,7 +33,7 @@ class LiveJobs:
         self._loaded = False
         self._own = threading.local()  # set while the scheduler writes its own notes (see note)
         self._pending: dict[int, QueuedJob] = {}
-        self._active: dict[int, Allocation] = {}
+        self._active: dict[int, list[Allocation]] = {}  # a multi-node job's: one per node
         self._queue: list[QueuedJob] | None = None  # the pending jobs in id order, until they change
         store.subscribe(self._changed)  # before the first load: nothing committed after it is missed
 
@@ -51,7 +51,7 @@ class LiveJobs:
         try:
             if not loaded:
                 self._pending = {q.job_id: q for q in self._store.queue()}
-                self._active = {a.job_id: a for a in self._store.allocations()}
+                self._active = _by_job(self._store.allocations())
                 self._queue = None
             elif dirty:
                 pending = self._store.queue(job_ids=dirty)
@@ -60,7 +60,7 @@ class LiveJobs:
                     self._pending.pop(job_id, None)
                     self._active.pop(job_id, None)
                 self._pending.update((q.job_id, q) for q in pending)
-                self._active.update((a.job_id, a) for a in active)
+                self._active.update(_by_job(active))
                 self._queue = None
         except BaseException:  # not read: read them again next time
             with self._lock:
@@ -76,7 +76,7 @@ class LiveJobs:
 
     def allocations(self) -> list[Allocation]:
         """What the RUNNING and COMPLETING jobs hold (as :meth:`Store.allocations`), as of the last refresh."""
-        return list(self._active.values())
+        return [a for held in self._active.values() for a in held]
 
     @contextmanager
     def own_notes(self) -> Iterator[None]:
@@ -97,3 +97,10 @@ class LiveJobs:
                                                             start_estimate=estimate, eligible_time=eligible)
         if changes:
             self._queue = None
+
+
+def _by_job(allocations: list[Allocation]) -> dict[int, list[Allocation]]:
+    out: dict[int, list[Allocation]] = {}
+    for a in allocations:
+        out.setdefault(a.job_id, []).append(a)
+    return out

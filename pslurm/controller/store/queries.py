@@ -9,19 +9,34 @@ naming the operation, in one transaction. Node states are compare-and-set on the
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import pathlib
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, Engine, bindparam, create_engine, event, func, insert, or_, select, update
+from sqlalchemy import (
+    Connection,
+    Engine,
+    bindparam,
+    create_engine,
+    delete,
+    event,
+    func,
+    insert,
+    literal,
+    or_,
+    select,
+    update,
+)
 
 from pslurm.controller.store.records import (
     ActiveRun,
     Allocation,
     JobEvent,
     NewStep,
+    NodeShare,
     QueuedJob,
     RefRow,
     RunEnd,
@@ -34,9 +49,10 @@ from pslurm.controller.store.records import (
     indices_to_column,
     job_from_row,
     node_from_row,
+    row_nodes,
     step_from_row,
 )
-from pslurm.controller.store.schema import job_events, job_steps, jobs, nodes
+from pslurm.controller.store.schema import job_events, job_nodes, job_steps, jobs, nodes
 from pslurm.controller.store.writer import GroupCommit
 from pslurm.core import lifecycle
 from pslurm.core.arrays import format_ranges
@@ -106,7 +122,7 @@ class Store:
             requeue_requested=False, restarts=0, priority=0, array_max_running=throttle,
             array_job_id=None, array_task_id=array_ids[0] if array_ids else None,
             req_nodes=spec.nodelist, exc_nodes=spec.exclude, begin_time=spec.begin_time, deadline=spec.deadline,
-            comment=spec.comment, qos=spec.qos,
+            comment=spec.comment, qos=spec.qos, num_nodes=spec.num_nodes, node_cpus=_node_cpus(spec),
         )
 
         def work(conn: Connection) -> list[int]:
@@ -132,21 +148,34 @@ class Store:
     # event row named after it. Nothing else writes a job's state, hold, or cancel/requeue flags.
 
     def start_jobs(self, placements: Sequence[tuple[int, str, Sequence[int]]], now: float,
-                   time_limits: Mapping[int, int] | None = None) -> list[int]:
+                   time_limits: Mapping[int, int] | None = None,
+                   shares: Mapping[int, Sequence[NodeShare]] | None = None) -> list[int]:
         """``start`` a pass's placements in one transaction; returns the ids that started (a job
         cancelled or held meanwhile is skipped). ``time_limits``: the limit some jobs start with
-        instead of theirs (a job with a deadline and no limit: until its deadline)."""
+        instead of theirs (a job with a deadline and no limit: until its deadline). ``shares``: a
+        multi-node job's nodes, all of them in order (the first is its placement's node); a job not
+        in it holds its one node (one ``job_nodes`` row: the job's CPUs, memory and GPUs there)."""
         limits = time_limits or {}
+        multi = shares or {}
 
         def work(conn: Connection) -> list[int]:
             started = []
             for job_id, node, gpu_indices in placements:
+                share = multi.get(job_id, ())
+                more = tuple(s.node for s in share[1:])
                 try:
                     _apply(conn, job_id, now, functools.partial(lifecycle.start, node=node,
                                                                 gpu_indices=tuple(gpu_indices), now=now,
-                                                                time_limit=limits.get(job_id)))
+                                                                time_limit=limits.get(job_id), more=more))
                 except InvalidTransition:
                     continue
+                conn.execute(_CLEAR_NODES, {"b_job": job_id})  # an earlier run's (a requeued job)
+                if share:
+                    conn.execute(insert(job_nodes), [
+                        dict(job_id=job_id, idx=i, node=s.node, cpus=s.cpus, mem_mb=s.mem_mb,
+                             gpu_indices=indices_to_column(s.gpu_indices)) for i, s in enumerate(share)])
+                else:
+                    conn.execute(_ONE_NODE, {"b_job": job_id})
                 started.append(job_id)
             return started
 
@@ -424,15 +453,19 @@ class Store:
         writes one transaction at a time, so a reader that passes the id back never misses an end."""
         c, e = jobs.c, job_events.c
         query = (select(e.event_id, c.job_id, c.user_name, c.account, c.cpus, c.mem_mb, c.gpu_indices,
-                        c.start_time, c.end_time)
+                        c.start_time, c.end_time, c.num_nodes, c.node_cpus)
                  .join_from(job_events, jobs, e.job_id == c.job_id)
                  .where(e.event_id > after_event, e.to_state.in_(_FINAL), c.end_time >= since,
                         c.start_time.is_not(None))
                  .order_by(e.event_id))
         with self.engine.connect() as conn:
             rows = conn.execute(query).all()
-        records = [UsageRecord(r.job_id, r.user_name, r.account, r.cpus, r.mem_mb,
-                               len(indices_from_column(r.gpu_indices)), r.start_time, r.end_time) for r in rows]
+        # a multi-node job used its share on each node: the CPUs of all, memory and GPUs (per node) times its nodes
+        records = [UsageRecord(r.job_id, r.user_name, r.account,
+                               sum(indices_from_column(r.node_cpus)) if r.node_cpus else r.cpus,
+                               r.mem_mb * (r.num_nodes or 1),
+                               len(indices_from_column(r.gpu_indices)) * (r.num_nodes or 1), r.start_time, r.end_time)
+                   for r in rows]
         return records, rows[-1].event_id if rows else after_event
 
     def get_job(self, job_id: int, light: bool = False) -> JobRecord | None:
@@ -440,7 +473,11 @@ class Store:
         columns = [c for c in jobs.c if c.name != "spec"] if light else [jobs]
         with self.engine.connect() as conn:
             row = conn.execute(select(*columns).where(jobs.c.job_id == job_id)).first()
-        return job_from_row(row, None, light) if row is not None else None
+            if row is None:
+                return None
+            job = job_from_row(row, None, light)
+            _fill_nodes(conn, [job])
+        return job
 
     def get_jobs(self, job_ids: Sequence[int] = (), users: Sequence[str] = (),
                  states: Sequence[JobState] = (), include_finished: bool = False,
@@ -464,14 +501,17 @@ class Store:
         with self.engine.connect() as conn:
             if not collapse_arrays:
                 query = select(*columns).where(*where).order_by(c.job_id)
-                return [read(row) for row in conn.execute(query)]
+                listed = [read(row) for row in conn.execute(query)]
+                _fill_nodes(conn, listed)
+                return listed
             pending_task = (c.state == "PENDING") & c.array_job_id.is_not(None)
             groups = self._pending_task_groups(conn, where, pending_task)  # first task's job id -> its tasks
             rows = list(conn.execute(select(*columns).where(*where, ~pending_task)))
             firsts = list(groups)
             for i in range(0, len(firsts), _IN_CHUNK):
                 rows.extend(conn.execute(select(*columns).where(c.job_id.in_(firsts[i:i + _IN_CHUNK]))))
-        found = sorted((read(row) for row in rows), key=lambda job: job.job_id)
+            found = sorted((read(row) for row in rows), key=lambda job: job.job_id)
+            _fill_nodes(conn, found)
         for job in found:
             job.collapsed_tasks = groups.get(job.job_id, "")
         return found
@@ -534,7 +574,8 @@ class Store:
         query = (select(c.job_id, c.partition, c.cpus, c.mem_mb, c.gres, c.reason, c.user_name, c.name, c.account,
                         c.nice, c.submit_time, c.time_limit, c.dependency, c.kill_on_invalid_dep, c.array_job_id,
                         c.array_task_id, c.array_max_running, c.hold, c.admin_priority, c.priority,
-                        c.start_estimate, c.req_nodes, c.exc_nodes, c.eligible_time, c.begin_time, c.deadline)
+                        c.start_estimate, c.req_nodes, c.exc_nodes, c.eligible_time, c.begin_time, c.deadline,
+                        c.num_nodes, c.node_cpus)
                  .where(c.state == "PENDING").order_by(c.job_id))
         if job_ids is not None:
             query = query.where(c.job_id.in_(job_ids))
@@ -551,15 +592,18 @@ class Store:
                                      r.account, r.nice, r.submit_time, r.time_limit, r.dependency,
                                      bool(r.kill_on_invalid_dep), r.array_job_id, r.array_task_id,
                                      r.array_max_running, r.hold, r.admin_priority, r.priority, r.start_estimate,
-                                     r.req_nodes, r.exc_nodes, r.eligible_time, r.begin_time, r.deadline))
+                                     r.req_nodes, r.exc_nodes, r.eligible_time, r.begin_time, r.deadline,
+                                     r.num_nodes or 1, indices_from_column(r.node_cpus)))
         return out
 
     def allocations(self, job_ids: Collection[int] | None = None) -> list[Allocation]:
-        """What RUNNING and COMPLETING jobs (of ``job_ids`` only, when given) hold: the base of every
-        free-resource figure."""
-        c = jobs.c
-        query = select(c.job_id, c.node, c.cpus, c.mem_mb, c.gpu_indices, c.user_name, c.account, c.start_time,
-                       c.time_limit, c.array_job_id, c.gres).where(c.state.in_(_ACTIVE))
+        """What RUNNING and COMPLETING jobs (of ``job_ids`` only, when given) hold, one Allocation per
+        (job, node) from ``job_nodes``: the base of every free-resource figure."""
+        c, n = jobs.c, job_nodes.c
+        query = (select(c.job_id, n.node, n.cpus, n.mem_mb, n.gpu_indices, c.user_name, c.account, c.start_time,
+                        c.time_limit, c.array_job_id, c.gres)
+                 .join_from(jobs, job_nodes, n.job_id == c.job_id).where(c.state.in_(_ACTIVE))
+                 .order_by(c.job_id, n.idx))
         queries = [query] if job_ids is None else [query.where(c.job_id.in_(part)) for part in _chunks(job_ids)]
         with self.engine.connect() as conn:
             return [Allocation(r.job_id, r.node, r.cpus, r.mem_mb, indices_from_column(r.gpu_indices), r.user_name,
@@ -569,7 +613,8 @@ class Store:
     def runs_on(self, node: str) -> list[ActiveRun]:
         """The runs the controller holds RUNNING or COMPLETING on ``node``: what its agent should have."""
         c = jobs.c
-        query = select(c.job_id, c.restarts, c.start_time).where(c.node == node, c.state.in_(_ACTIVE))
+        held = select(job_nodes.c.job_id).where(job_nodes.c.node == node)
+        query = select(c.job_id, c.restarts, c.start_time).where(c.job_id.in_(held), c.state.in_(_ACTIVE))
         with self.engine.connect() as conn:
             return [ActiveRun(r.job_id, r.restarts, r.start_time or 0.0) for r in conn.execute(query)]
 
@@ -636,9 +681,9 @@ _LISTED = tuple(jobs.c[name] for name in (
     "job_id", "state", "reason", "submit_time", "start_time", "end_time", "node", "gpu_indices", "exit_code",
     "exit_signal", "cancel_requested", "partition", "time_limit", "gpu_seconds", "peak_gpu_memory_mb",
     "mean_gpu_util", "array_job_id", "array_task_id", "priority", "admin_priority", "hold", "restarts",
-    "start_estimate", "eligible_time", "requeue", "requeue_requested", "system_comment",
+    "start_estimate", "eligible_time", "requeue", "requeue_requested", "system_comment", "nodes",
     "name", "user_name", "uid", "cpus", "mem_mb", "gres", "account", "nice", "dependency", "array_max_running",
-    "comment", "qos"))
+    "comment", "qos", "num_nodes"))
 _STATES = {s.value: s for s in JobState}
 _REASONS = {r.value: r for r in JobReason}
 
@@ -650,25 +695,54 @@ def _listed_record(specs: dict[Any, Any], row: Any) -> JobRecord:
     (job_id, state, reason, submit_time, start_time, end_time, node, gpu_indices, exit_code, exit_signal,
      cancel_requested, partition, time_limit, gpu_seconds, peak_gpu_memory_mb, mean_gpu_util, array_job_id,
      array_task_id, priority, admin_priority, hold, restarts, start_estimate, eligible_time, requeue,
-     requeue_requested, system_comment, *own) = row
+     requeue_requested, system_comment, hostlist, *own) = row
     key = tuple(own)
     spec = specs.get(key)
     if spec is None:  # as records._light_spec: of an array's expression only the throttle (%2)
-        name, user, uid, cpus, mem_mb, gres, account, nice, dependency, throttle, comment, qos = own
+        name, user, uid, cpus, mem_mb, gres, account, nice, dependency, throttle, comment, qos, num_nodes = own
         parsed = specs.get(gres)
         if parsed is None:
             parsed = specs[gres] = gres_from_column(gres)
         spec = specs[key] = JobSpec(name, user, uid, 0, "", partition=partition, time_limit=time_limit,
                                     cpus_per_task=cpus, mem_mb=mem_mb, gres=parsed, account=account or "",
                                     nice=nice or 0, dependency=dependency or "",
-                                    array=f"%{throttle}" if throttle else "", comment=comment or "", qos=qos or "")
+                                    array=f"%{throttle}" if throttle else "", comment=comment or "", qos=qos or "",
+                                    num_nodes=num_nodes or 1)
     return JobRecord(
         job_id, spec, _STATES[state], _REASONS.get(reason or "None", JobReason.NONE), submit_time, start_time,
         end_time, node, tuple(int(i) for i in gpu_indices.split(",")) if gpu_indices else (), exit_code,
         exit_signal, bool(cancel_requested), partition, time_limit, gpu_seconds, peak_gpu_memory_mb,
         mean_gpu_util, array_job_id, array_task_id, admin_priority if admin_priority is not None else priority,
         hold, restarts, start_estimate, eligible_time, bool(requeue), bool(requeue_requested), "",
-        system_comment or "")
+        system_comment or "", row_nodes(node, hostlist),
+        (tuple(int(i) for i in gpu_indices.split(",")) if gpu_indices else (),) if node else ())
+
+
+def _fill_nodes(conn: Connection, records: Sequence[JobRecord]) -> None:
+    """The nodes of the multi-node jobs among ``records``, in their allocation's order, and each
+    node's GPUs, from ``job_nodes`` (a single-node job's row says all there is)."""
+    multi = {job.job_id: job for job in records if len(job.nodes) > 1}
+    if not multi:
+        return
+    n = job_nodes.c
+    found: dict[int, list[tuple[str, tuple[int, ...]]]] = {}
+    for part in _chunks(multi):
+        query = select(n.job_id, n.node, n.gpu_indices).where(n.job_id.in_(part)).order_by(n.job_id, n.idx)
+        for r in conn.execute(query):
+            found.setdefault(r.job_id, []).append((r.node, indices_from_column(r.gpu_indices)))
+    for job_id, rows in found.items():
+        job = multi[job_id]
+        job.nodes = tuple(node for node, _ in rows)
+        job.node_gpus = tuple(gpus for _, gpus in rows)
+
+
+def _node_cpus(spec: JobSpec) -> str:
+    """``jobs.node_cpus``: each node's CPUs of a multi-node job ("" for one node)."""
+    if spec.num_nodes <= 1:
+        return ""
+    from pslurm.core.layout import node_layout
+
+    return ",".join(str(n.cpus) for n in node_layout(spec))
 
 
 def _chunks(ids: Collection[int]) -> list[list[int]]:
@@ -691,17 +765,24 @@ _UPDATABLE = frozenset({"name", "account", "partition", "time_limit", "cpus", "m
 _UPDATABLE_REQUEST = frozenset({"name", "account", "partition", "time_limit", "ntasks", "mem_mb", "nice", "comment"})
 
 _FLAG_COLUMNS = (jobs.c.state, jobs.c.hold, jobs.c.cancel_requested, jobs.c.requeue_requested, jobs.c.requeue,
-                 jobs.c.restarts, jobs.c.node, jobs.c.relinquish_code)
+                 jobs.c.restarts, jobs.c.node, jobs.c.relinquish_code, jobs.c.nodes)
 
 
 # Built once: a statement built per call costs more CPU than its execution (clause building and
 # cache keys), and a lifecycle operation runs several per job.
 _READ_FLAGS = select(*_FLAG_COLUMNS).where(jobs.c.job_id == bindparam("b_job"))
 _ADD_EVENT = insert(job_events)
+_CLEAR_NODES = delete(job_nodes).where(job_nodes.c.job_id == bindparam("b_job"))
+# a single-node job's one row: its node, CPUs, memory and GPUs as ``start`` just wrote them
+_ONE_NODE = insert(job_nodes).from_select(
+    ["job_id", "idx", "node", "cpus", "mem_mb", "gpu_indices"],
+    select(jobs.c.job_id, literal(0), jobs.c.node, jobs.c.cpus, jobs.c.mem_mb, jobs.c.gpu_indices)
+    .where(jobs.c.job_id == bindparam("b_job")))
 # a job's run ended: its steps still RUNNING end with it (lifecycle.run_ended_steps)
 _END_RUN_STEPS = (update(job_steps).where(job_steps.c.job_id == bindparam("b_job"), job_steps.c.state == "RUNNING")
                   .values(state=bindparam("v_state"), end_time=bindparam("v_end"), exit_signal=bindparam("v_sig")))
-_READ_STEP = select(job_steps.c.state, job_steps.c.nodes).where(job_steps.c.job_id == bindparam("b_job"),
+_READ_STEP = select(job_steps.c.state, job_steps.c.nodes, job_steps.c.reported, job_steps.c.ended_state,
+                    job_steps.c.exit_code, job_steps.c.exit_signal).where(job_steps.c.job_id == bindparam("b_job"),
                                                                 job_steps.c.step_id == bindparam("b_step"))
 _END_STEP = (update(job_steps).where(job_steps.c.job_id == bindparam("b_job"),
                                      job_steps.c.step_id == bindparam("b_step"), job_steps.c.state == "RUNNING")
@@ -735,6 +816,8 @@ def _apply(conn: Connection, job_id: int, now: float, decide: Callable[[JobFlags
         raise InvalidTransition(f"job {job_id} changed meanwhile")
     conn.execute(_ADD_EVENT, dict(job_id=job_id, time=now, from_state=change.from_state.value,
                                   to_state=change.to.value, detail=change.detail, op=change.op))
+    if row.nodes and row.nodes != row.node:  # a multi-node job's: whoever ends it ends its other nodes' runs
+        change = dataclasses.replace(change, nodes=row.nodes)
     steps_end = lifecycle.run_ended_steps(change)
     if steps_end is not None:
         conn.execute(_END_RUN_STEPS, {"b_job": job_id, "v_state": steps_end.value, "v_end": now,
@@ -744,7 +827,7 @@ def _apply(conn: Connection, job_id: int, now: float, decide: Callable[[JobFlags
 
 def _flags(job_id: int, row: Any) -> JobFlags:
     return JobFlags(job_id, JobState(row.state), row.hold, bool(row.cancel_requested), bool(row.requeue_requested),
-                    bool(row.requeue), row.restarts, row.node, row.relinquish_code)
+                    bool(row.requeue), row.restarts, row.node, row.relinquish_code, row.nodes or "")
 
 
 def _read_flags(conn: Connection, job_id: int) -> JobFlags:
@@ -760,10 +843,26 @@ def _end_step(conn: Connection, e: StepEnd) -> StepRecord:
     if row is None:
         raise InvalidTransition(f"step {e.job_id}.{e.step_id} does not exist")
     lifecycle.end_step(e.job_id, e.step_id, JobState(row.state), e.state)
-    if e.node and e.node not in expand(row.nodes):
+    nodes = expand(row.nodes) if e.node else []
+    if e.node and e.node not in nodes:
         raise InvalidTransition(f"step {e.job_id}.{e.step_id} does not run on {e.node}")
-    result = conn.execute(_END_STEP, {"b_job": e.job_id, "b_step": e.step_id, "v_state": e.state.value,
-                                      "v_end": e.end_time, "v_code": e.exit_code, "v_sig": e.exit_signal})
+    state, code, sig = e.state, e.exit_code, e.exit_signal
+    if len(nodes) > 1:  # a step on several nodes ends when each has reported: the worst end, the largest code
+        reported = [n for n in row.reported.split(",") if n]
+        if e.node in reported:
+            raise InvalidTransition(f"step {e.job_id}.{e.step_id}: {e.node} reported its end already")
+        before = (JobState(row.ended_state), row.exit_code, row.exit_signal) if row.ended_state else None
+        state, code, sig = lifecycle.combine_step_ends(before, (state, code, sig))
+        reported.append(e.node)
+        if set(reported) != set(nodes):
+            conn.execute(update(job_steps).where(job_steps.c.job_id == e.job_id, job_steps.c.step_id == e.step_id,
+                                                 job_steps.c.state == "RUNNING")
+                         .values(reported=",".join(reported), ended_state=state.value, exit_code=code,
+                                 exit_signal=sig))
+            return step_from_row(conn.execute(select(job_steps).where(job_steps.c.job_id == e.job_id,
+                                                                      job_steps.c.step_id == e.step_id)).one())
+    result = conn.execute(_END_STEP, {"b_job": e.job_id, "b_step": e.step_id, "v_state": state.value,
+                                      "v_end": e.end_time, "v_code": code, "v_sig": sig})
     if result.rowcount != 1:
         raise InvalidTransition(f"step {e.job_id}.{e.step_id} changed meanwhile")
     step = conn.execute(select(job_steps).where(job_steps.c.job_id == e.job_id,

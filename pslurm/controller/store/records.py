@@ -39,6 +39,16 @@ class Allocation:
 
 
 @dataclass(frozen=True)
+class NodeShare:
+    """One node of a job's allocation as ``start`` writes it (a ``job_nodes`` row)."""
+
+    node: str
+    gpu_indices: tuple[int, ...]
+    cpus: int
+    mem_mb: int
+
+
+@dataclass(frozen=True)
 class ActiveRun:
     """A run the controller holds RUNNING or COMPLETING on a node: what reconciliation compares
     with what the node's agent says it runs."""
@@ -142,6 +152,8 @@ class QueuedJob:
     eligible_time: float | None = None  # since when it may start (not held, dependencies met); age counts from it
     begin_time: float | None = None  # --begin: not before this time
     deadline: float | None = None  # --deadline: ended DEADLINE once it can no longer end before it
+    num_nodes: int = 1  # -N
+    node_cpus: tuple[int, ...] = ()  # each node's CPUs of a multi-node job (core/layout.py); (): ``cpus`` on one
 
 
 @dataclass(frozen=True)
@@ -224,12 +236,25 @@ def job_from_row(row: Row[Any], specs: dict[Any, JobSpec] | None = None, light: 
         restarts=row.restarts, start_estimate=row.start_estimate, eligible_time=row.eligible_time,
         requeue=bool(row.requeue),
         requeue_requested=bool(row.requeue_requested), system_comment=row.system_comment or "",
+        nodes=row_nodes(row.node, row.nodes), node_gpus=(indices_from_column(row.gpu_indices),) if row.node else (),
     )
+
+
+def row_nodes(node: str | None, hostlist: str | None) -> tuple[str, ...]:
+    """A record's nodes from its row: ``(node,)``, or a multi-node job's hostlist expanded, the first
+    node first (Store.get_jobs then reads their order and GPUs from ``job_nodes``)."""
+    if not node:
+        return ()
+    if not hostlist or hostlist == node:
+        return (node,)
+    from pslurm.core.hostlists import expand
+
+    return (node, *(n for n in expand(hostlist) if n != node))
 
 
 def _light_key(row: Row[Any]) -> tuple[Any, ...]:
     return (row.name, row.user_name, row.uid, row.partition, row.time_limit, row.cpus, row.mem_mb, row.gres,
-            row.account, row.nice, row.dependency, row.array_max_running, row.comment, row.qos)
+            row.account, row.nice, row.dependency, row.array_max_running, row.comment, row.qos, row.num_nodes)
 
 
 def _light_spec(row: Row[Any]) -> JobSpec:
@@ -240,7 +265,7 @@ def _light_spec(row: Row[Any]) -> JobSpec:
                    gres=gres_from_column(row.gres),
                    account=row.account or "", nice=row.nice or 0, dependency=row.dependency or "",
                    array=f"%{row.array_max_running}" if row.array_max_running else "", comment=row.comment or "",
-                   qos=row.qos or "")
+                   qos=row.qos or "", num_nodes=row.num_nodes or 1)
 
 
 def node_from_row(row: Row[Any]) -> NodeRecord:

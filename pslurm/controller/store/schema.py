@@ -59,6 +59,23 @@ jobs = Table(
     Column("qos", String(64), nullable=False, default=""),  # "normal" (the only QOS), or "" in older rows
     # psalloc's end (migration 0006): the exit code its owner relinquished it with; NULL: not relinquished
     Column("relinquish_code", Integer),
+    # multi-node jobs (migration 0007): the allocation's hostlist (NodeList); ``node`` is its first node
+    Column("nodes", String(1024), nullable=False, default=""),
+    Column("num_nodes", Integer, nullable=False, default=1),  # -N: the nodes it asks
+    Column("node_cpus", String(1024), nullable=False, default=""),  # each node's CPUs, "8,4" ("" one node)
+)
+
+# The nodes of each job's allocation (migration 0007), written by ``start`` (one row for a single-node
+# job too): idx 0 is ``jobs.node``, the batch host. What active jobs hold per node is read here.
+job_nodes = Table(
+    "job_nodes",
+    metadata,
+    Column("job_id", Integer, ForeignKey("jobs.job_id"), primary_key=True),
+    Column("idx", Integer, primary_key=True),
+    Column("node", String(64), nullable=False, index=True),
+    Column("cpus", Integer, nullable=False),
+    Column("mem_mb", Integer, nullable=False),
+    Column("gpu_indices", String(256), nullable=False, default=""),  # "0,1": that node's own indices
 )
 
 # Job steps (migration 0006): psrun inside an allocation, J.0, J.1, ... Their state is a JobState
@@ -81,6 +98,10 @@ job_steps = Table(
     Column("end_time", Float),
     Column("exit_code", Integer, nullable=False, default=0),
     Column("exit_signal", Integer, nullable=False, default=0),
+    # a step on several nodes (migration 0007): the nodes that reported its end so far ("c000,c001"), and
+    # the worst end among them (its exit code and signal so far are exit_code/exit_signal); it ends with the last
+    Column("reported", String(1024), nullable=False, default=""),
+    Column("ended_state", String(16), nullable=False, default=""),
 )
 
 job_events = Table(

@@ -1,0 +1,63 @@
+"""How a job's request spreads over its nodes: :func:`node_layout`.
+
+Slurm's default (block) distribution: ``--ntasks-per-node`` when given, else the ``-n`` tasks spread as
+evenly as possible over the ``-N`` nodes, the first nodes taking one more (``-N 3 -n 4``: 2, 1, 1); every
+node runs at least one task (``-N 2`` without ``-n``: one per node, as Slurm). CPUs on a node are its tasks
+times ``--cpus-per-task``; ``--mem`` is per node. pslurm allocates ``-N``'s minimum (``max_nodes`` is kept,
+not used: Slurm may give up to the maximum). The GPU request (``--gres``) is per node as given.
+"""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False  # typing costs a command milliseconds; mypy takes this name as typing's own
+if TYPE_CHECKING:
+    from typing import NamedTuple, Protocol
+
+    class NodeNeed(NamedTuple):
+        """One node's share of a job."""
+
+        cpus: int
+        mem_mb: int
+        tasks: int
+
+    class _Layout(Protocol):  # a JobSpec, or a JobDesc (the REST view of one)
+        num_nodes: int
+        ntasks: int
+        cpus_per_task: int
+        mem_mb: int
+else:
+    from collections import namedtuple
+
+    NodeNeed = namedtuple("NodeNeed", "cpus mem_mb tasks")
+    NodeNeed.__doc__ = "One node's share of a job."
+
+
+def tasks_per_node(num_nodes: int, ntasks: int, ntasks_per_node: int = 0) -> tuple[int, ...]:
+    """Tasks on each of ``num_nodes`` nodes, in block order."""
+    nodes = max(1, num_nodes)
+    if ntasks_per_node > 0:
+        return (ntasks_per_node,) * nodes
+    base, extra = divmod(max(ntasks, 1), nodes)
+    return tuple(max(1, base + (1 if i < extra else 0)) for i in range(nodes))
+
+
+def node_layout(spec: _Layout) -> tuple[NodeNeed, ...]:
+    """Each node's (cpus, mem_mb, tasks), in the allocation's order."""
+    cpt = max(1, spec.cpus_per_task)
+    per_node = getattr(spec, "ntasks_per_node", 0) or 0
+    return tuple(NodeNeed(tasks * cpt, spec.mem_mb, tasks)
+                 for tasks in tasks_per_node(spec.num_nodes, spec.ntasks, per_node))
+
+
+def compress_counts(counts: tuple[int, ...] | list[int]) -> str:
+    """Slurm's ``2(x3),1`` form of per-node counts (SLURM_TASKS_PER_NODE, SLURM_JOB_CPUS_PER_NODE)."""
+    parts: list[str] = []
+    i = 0
+    while i < len(counts):
+        j = i
+        while j + 1 < len(counts) and counts[j + 1] == counts[i]:
+            j += 1
+        run = j - i + 1
+        parts.append(f"{counts[i]}(x{run})" if run > 1 else str(counts[i]))
+        i = j + 1
+    return ",".join(parts)
