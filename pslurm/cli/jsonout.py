@@ -52,7 +52,7 @@ def spec_json(spec: JobSpec | JobDesc, partition: str, full: bool) -> dict[str, 
     _present(data, requeue=spec.requeue)
     data.update(hold=spec.hold, array=spec.array, kill_on_invalid_dep=spec.kill_on_invalid_dep,
                 nodelist=spec.nodelist, exclude=spec.exclude, open_mode=spec.open_mode, gpu_mem=spec.gpu_mem,
-                allocation=spec.allocation)
+                allocation=spec.allocation, constraint=spec.constraint, exclusive=spec.exclusive)
     return data
 
 

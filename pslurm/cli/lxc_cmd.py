@@ -71,7 +71,7 @@ def make_app() -> typer.Typer:
                              gpu_devices=gpu_devices, fake_gpus=fake_gpus, shared_devices=host.host_shared_devices(),
                              rootfs=rootfs, rootfs_lower=lower, python=python, shares=tuple(shares),
                              cgroup_version=cgroup_version, cpus=cpus, memory_mb=memory, fake_dir=fake_dir)
-            cluster.up(plan, timeout)
+            plan = cluster.up(plan, timeout)
         except (ValueError, host.HostError) as exc:  # PlanError, a bad --subnet, what the host lacks
             fail(PROG, str(exc))
         except ClusterError as exc:

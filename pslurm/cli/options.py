@@ -106,6 +106,7 @@ TABLE: tuple[JobOpt, ...] = (
     _real("whole", "", _N, "r", "the step takes all of the job's resources on its nodes (the default)"),
     _real("pty", "", _N, "r", "run task 0 on a pseudo-terminal (this terminal in raw mode)"),
     _real("gpus-per-task", "", _R, "r", "a step's GPUs per task, each task its own (psrun inside an allocation)"),
+    _real("gpu-bind", "", _R, "r", "a step's tasks' GPUs: none, closest, map_gpu:I,..., mask_gpu:M,..., per_task:N"),
     _real("ntasks-per-node", "", _R, "bra", "tasks per node (with -N: the task count)"),
     _real("no-shell", "", _N, "a", "grant the allocation and exit without running a command"),
     _real("help", "h", _N, "bra", ""),  # help_text lists --help last
@@ -124,7 +125,8 @@ TABLE: tuple[JobOpt, ...] = (
     _inert("cluster-constraint", "", _R, "bra", "one cluster"),
     _inert("clusters", "M", _R, "bra", "one cluster"),
     _inert("compress", "", _O, "r"),
-    _inert("constraint", "C", _R, "bra", "no node features"),
+    _real("constraint", "C", _R, "bra", "run only on nodes with these features (Features=): A, A&B, A|B",
+          metavar="LIST"),
     _inert("container", "", _R, "bra", "no OCI containers"),
     _inert("contiguous", "", _N, "bra"),
     _inert("core-spec", "S", _R, "bra"),
@@ -137,12 +139,13 @@ TABLE: tuple[JobOpt, ...] = (
     _inert("disable-status", "X", _N, "r"),
     _inert("distribution", "m", _R, "bra"),
     _inert("epilog", "", _R, "r"),
-    _inert("exclusive", "", _O, "bra"),
+    _real("exclusive", "", _O, "bra", "whole nodes: all their CPUs, memory and GPUs, nothing else running there "
+          "(=user and =mcs: the same)", metavar="[=user|mcs]"),
     _inert("export-file", "", _R, "b"),
     _inert("extra-node-info", "B", _R, "bra"),
     _inert("get-user-env", "", _O, "ba"),
     _inert("gid", "", _R, "bra"),
-    _inert("gpu-bind", "", _R, "bra"),
+    _inert("gpu-bind", "", _R, "ba"),
     _inert("gpu-freq", "", _R, "bra"),
     _inert("gpus-per-socket", "", _R, "bra"),
     _inert("gpus-per-task", "", _R, "ba"),
@@ -217,7 +220,7 @@ JOB_FIELDS = frozenset({
     "job_name", "partition", "time", "output", "error", "nodes", "ntasks", "cpus_per_task", "mem", "gres", "gpus",
     "gpus_per_node", "chdir", "export", "account", "nice", "dependency", "array", "requeue", "hold",
     "kill_on_invalid_dep", "nodelist", "exclude", "open_mode", "gpu_mem", "begin", "deadline", "comment", "signal",
-    "qos", "ntasks_per_node",
+    "qos", "ntasks_per_node", "constraint", "exclusive",
 })
 NICE_DEFAULT = "100"  # --nice without a value, as Slurm
 
@@ -245,6 +248,8 @@ class Parsed:
                 self.inert[opt.name] = value
             elif opt.dest == "nice" and value is None:
                 self.values["nice"] = NICE_DEFAULT
+            elif opt.dest == "exclusive" and value is None:
+                self.values["exclusive"] = ""
             else:
                 self.values[opt.dest] = value
 

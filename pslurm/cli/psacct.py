@@ -90,7 +90,7 @@ def step_lines(job: Job, steps: Sequence[dict[str, Any]]) -> list[StepLine]:
             state = JobState.CANCELLED  # the batch step is killed when the job's time is out (as sacct shows it)
         elif state is JobState.COMPLETING:
             state = JobState.RUNNING
-        out.append(StepLine(job, "batch", StepDesc(job, "batch", 1, spec.cpus, 1), state, job.exit_code,
+        out.append(StepLine(job, "batch", StepDesc(job, "batch", 1, _batch_host_cpus(job), 1), state, job.exit_code,
                             job.exit_signal, job.start_time, job.end_time, job.node or ""))
     for step in steps:
         nodes = str(step.get("nodes") or "")
@@ -100,6 +100,19 @@ def step_lines(job: Job, steps: Sequence[dict[str, Any]]) -> list[StepLine]:
                             JobState(step["state"]), int(step.get("exit_code") or 0),
                             int(step.get("exit_signal") or 0), step.get("start_time"), step.get("end_time"), nodes))
     return out
+
+
+def _batch_host_cpus(job: Job) -> int:
+    """The batch step's CPUs: the job's on its first node, where the script runs (sacct's J.batch AllocCPUS)."""
+    from pslurm.cli.jobview import node_count
+
+    spec = job.spec
+    nodes = node_count(job)
+    if nodes <= 1:
+        return spec.cpus
+    from pslurm.core.layout import tasks_per_node
+
+    return tasks_per_node(nodes, spec.ntasks, spec.ntasks_per_node)[0] * max(1, spec.cpus_per_task)
 
 
 def with_steps(jobs: Sequence[Job]) -> list[Job | StepLine]:

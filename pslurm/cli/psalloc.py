@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 PROG = prog_name("psalloc")
 USAGE = "psalloc [OPTIONS] [command [args...]]"
-DESCRIPTION = ("Get an allocation, run COMMAND (default: your $SHELL) with its variables, then give it back; "
+DESCRIPTION = ("Get an allocation, run COMMAND (default: your login shell) with its variables, then give it back; "
                "psrun inside runs steps in it.")
 RETRY_WAIT = 0.25  # seconds before asking again when the controller ended a wait early
 REVOKED = 2  # the allocation's end, as salloc's allocation_state
@@ -39,7 +39,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     no_shell = bool(values.get("no_shell"))
     command = tuple(cli.positional)
     if not command and not no_shell:
-        command = (os.environ.get("SHELL") or "/bin/sh",)
+        command = (login_shell(),)
     default_name = "no-shell" if no_shell else "interactive"
     api, job_id = submit_allocation(PROG, opts, default_name, "Job submit/allocate failed: ")
     try:
@@ -55,6 +55,16 @@ def main(argv: Sequence[str] | None = None) -> None:
         raise SystemExit(0)
     env = {**os.environ, **job_environment(job, api.config.cluster_name, ntasks=opts.get("ntasks") is not None)}
     raise SystemExit(run_command(api, job, command, env))
+
+
+def login_shell() -> str:
+    """salloc's default command: the user's shell from the password database (not $SHELL)."""
+    import pwd
+
+    try:
+        return pwd.getpwuid(os.getuid()).pw_shell or "/bin/sh"
+    except KeyError:
+        return "/bin/sh"
 
 
 def submit_allocation(prog: str, opts: Mapping[str, object], default_name: str, prefix: str) -> tuple[Api, int]:

@@ -137,6 +137,7 @@ def reason_time(n: Node) -> str:
 LONG_FIELDS = {
     "available": "a", "cpus": "c", "cpusstate": "C", "gres": "G", "gresused": "k", "gpumem": "j", "memory": "m",
     "nodeai": "A", "nodeaiot": "F", "nodelist": "N", "nodes": "D", "partition": "P", "partitionname": "R",
+    "features": "f", "featuresact": "b",
     "reason": "E", "statecompact": "t", "statelong": "T", "time": "l", "timestamp": "H", "user": "u",
 }
 
@@ -172,6 +173,8 @@ def _fields() -> dict[str, tuple[str, Any]]:
         "k": ("GRES_USED", lambda r: gres_used(r[1].alloc_gpus, r[1].gpu_usage)),  # sinfo -O GresUsed
         "j": ("GPU_MEM", lambda r: gpu_mem(r[1].gpu_usage)),  # -O GpuMem, pslurm's own
         "E": ("REASON", lambda r: r[1].reason or "none"),
+        "f": ("AVAIL_FEATURES", lambda r: ",".join(r[1].features) or "(null)"),
+        "b": ("ACTIVE_FEATURES", lambda r: ",".join(r[1].features) or "(null)"),
         "u": ("USER", lambda r: reason_user(r[1])),
         "H": ("TIMESTAMP", lambda r: reason_time(r[1])),
         "N": ("NODELIST", None),

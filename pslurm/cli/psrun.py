@@ -285,6 +285,8 @@ def step_body(values: Mapping[str, object], argv: tuple[str, ...], environ: Mapp
         for gpus in (values.get("gpus"), values.get("gpus_per_node")):
             if gpus:
                 gres += [str(g) for g in parse_gpus(str(gpus))]
+        if values.get("gres") and not gres:
+            gres = ["none"]  # --gres=none (gpu:0): the step gets no GPUs
     except (GresError, SpecError) as exc:
         fail(PROG, str(exc))
     export = values.get("export")
@@ -292,13 +294,24 @@ def step_body(values: Mapping[str, object], argv: tuple[str, ...], environ: Mapp
     env["SLURM_UMASK"] = f"{current_umask():04o}"
     chdir = values.get("chdir")
     overlap = values.get("overlap", False)
+    gpu_bind = str(values.get("gpu_bind") or "")
+    if gpu_bind:
+        from pslurm.core.gpubind import parse_gpu_bind
+        bind = parse_gpu_bind(gpu_bind)
+        if bind is None:
+            fail(PROG, f"Invalid --gpu-bind argument: {gpu_bind}")
+        elif bind[0] in ("closest", "single"):
+            print(f"{PROG}: warning: --gpu-bind={gpu_bind} has no effect here (no GPU topology): "
+                  "each task sees all of the step's GPUs", file=sys.stderr)
     return {
         "argv": list(argv), "environment": env,
         "workdir": os.path.abspath(str(chdir)) if chdir else os.getcwd(),
         "ntasks": count("ntasks", "--ntasks"), "ntasks_per_node": count("ntasks_per_node", "--ntasks-per-node"),
         "cpus_per_task": count("cpus_per_task", "--cpus-per-task") or 1, "gres": gres or None,
         "gpus_per_task": count("gpus_per_task", "--gpus-per-task"),
-        "overlap": overlap is not False, "exact": bool(values.get("exact")), "label": bool(values.get("label")),
+        "overlap": overlap is not False, "label": bool(values.get("label")),
+        "exact": bool(values.get("exact")) or values.get("exclusive") is not None,  # a step's --exclusive: --exact
+        "gpu_bind": gpu_bind,
         "pty": bool(values.get("pty")),
         "name": str(values.get("job_name") or os.path.basename(argv[0])),
     }

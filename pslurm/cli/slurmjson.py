@@ -223,7 +223,8 @@ def job_json(job: Job, cluster: str) -> Json:
         "cpus_per_tres": "", "deadline": _epoch(getattr(spec, "deadline", None)), "delay_boot": 0,
         "dependency": spec.dependency, "derived_exit_code": wait_status(job),
         "eligible_time": eligible, "end_time": end, "excluded_nodes": spec.exclude,
-        "exit_code": wait_status(job), "features": "", "federation_origin": "", "federation_siblings_active": "",
+        "exit_code": wait_status(job), "features": spec.constraint, "federation_origin": "",
+        "federation_siblings_active": "",
         "federation_siblings_viable": "", "gres_detail": _gres_detail(job), "group_id": gid,
         "group_name": group_name(gid), "job_id": job.job_id,
     }
@@ -360,7 +361,8 @@ def node_json(node: Node) -> Json:
     return {
         "architecture": "", "burstbuffer_network_address": "", "boards": 1, "boot_time": 0, "comment": "",
         "cores": node.cpus, "cpu_binding": 0, "cpu_load": 0, "extra": "", "free_memory": 0, "cpus": node.cpus,
-        "last_busy": _epoch(node.last_heartbeat), "features": "", "active_features": "",
+        "last_busy": _epoch(node.last_heartbeat), "features": ",".join(node.features),
+        "active_features": ",".join(node.features),
         "gres": format_gres(node.gres), "gres_drained": "N/A", "gres_used": _gres_used(node), "mcs_label": "",
         "name": node.name, "next_state_after_reboot": "invalid", "address": node.addr, "hostname": node.name,
         "state": flags[0].lower(), "state_flags": flags[1:], "next_state_after_reboot_flags": [],

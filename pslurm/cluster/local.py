@@ -13,6 +13,7 @@ exactly as the rewritten pslurm.conf does not).
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import re
@@ -193,6 +194,7 @@ class LocalCluster:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         create_key(config.auth_key_path)  # before any daemon starts: each of them reads it
+        check_ports(config)  # a port another program holds: say which, rather than a daemon dying on it
         try:
             self._spawn("psctld", ["pslurm.controller.app", "-f", str(self.conf_path)])
             for name in config.nodes:
@@ -217,8 +219,7 @@ class LocalCluster:
             except ChildProcessError:
                 done = pid
             if done:
-                tail = (self.log_dir / f"{name}.log").read_text(errors="replace").strip().splitlines()[-1:]
-                raise ClusterError(f"{name} exited during start-up: {tail[0] if tail else 'no output'}")
+                raise ClusterError(f"{name} exited during start-up: {last_error(self.log_dir / f'{name}.log')}")
 
     # -- down ------------------------------------------------------------------------------
 
@@ -266,6 +267,48 @@ def free_ports(count: int) -> list[int]:
     finally:
         for s in socks:
             s.close()
+
+
+def port_taken(addr: str, port: int) -> bool:
+    """Whether something listens on ``addr:port`` already (a bind there fails with EADDRINUSE); an
+    address this machine does not have is not "taken" (the daemon says what is wrong with it)."""
+    with socket.socket(socket.AF_INET6 if ":" in addr else socket.AF_INET) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as gRPC does: TIME_WAIT is no owner
+        try:
+            s.bind((addr, port))
+        except OSError as exc:
+            return exc.errno == errno.EADDRINUSE
+        return False
+
+
+def check_ports(config: ClusterConfig) -> None:
+    """ClusterError naming the first port of ``config`` that another program listens on (e.g. a real
+    Slurm's slurmctld on 6817): SlurmctldPort, RestPort, then each node's Port (where its address is
+    this machine's)."""
+    wanted = [("SlurmctldPort", config.controller_addr, config.controller_port),
+              ("RestPort", config.controller_addr, config.rest_port)]
+    wanted += [(f"node {n.name}'s Port", n.addr, n.port) for n in config.nodes.values()]
+    for what, addr, port in wanted:
+        try:
+            resolved = socket.getaddrinfo(addr, port, proto=socket.IPPROTO_TCP)[0][4][0]
+        except OSError:
+            continue
+        if port and port_taken(str(resolved), port):
+            raise ClusterError(f"{what} {port} on {addr} is taken: another program listens there "
+                               "(a real Slurm's daemon?)")
+
+
+def last_error(path: Path) -> str:
+    """The line of a daemon's log that says why it stopped: its last line naming an error (its
+    ``prog: error: ...`` line, a traceback's exception), else its last line."""
+    try:
+        lines = [line.strip() for line in path.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return f"no log in {path}"
+    if not lines:
+        return f"no output in {path}"
+    errors = [line for line in lines[-20:] if re.search(r"error|exception|denied|refused|not found", line, re.I)]
+    return errors[-1] if errors else lines[-1]
 
 
 def wait_idle(config: ClusterConfig, names: set[str], timeout: float, check: object = None) -> dict[str, str]:

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 from pslurm.core.config import ClusterConfig, NodeConfig, PartitionConfig
 from pslurm.core.directives import script_problem
+from pslurm.core.features import INVALID as INVALID_FEATURES
+from pslurm.core.features import parse_constraint, satisfies
 from pslurm.core.gres import format_gres
 from pslurm.core.jobspec import JobSpec, SpecError
 from pslurm.core.layout import node_layout
@@ -46,6 +48,7 @@ _TEXTS: dict[str, tuple[str, int | None]] = {
     "array": ("the array specification", None),
     "nodelist": ("the node list (--nodelist)", 1024),
     "exclude": ("the excluded node list (--exclude)", 1024),
+    "constraint": ("the constraint (--constraint)", 1024),
     "comment": ("the comment", 1024),  # Slurm's limit (job_mgr.c's _test_strlen)
     "qos": ("the qos", 64),
 }
@@ -107,6 +110,8 @@ def admit(spec: JobSpec, config: ClusterConfig, *, enforce_part_limits: bool = T
     if spec.num_nodes > 1 and any(g.name in _SHARES for g in spec.gres):
         raise SpecError("Node count specification invalid: a shared GPU (--gres=shard/mps, --gpu-mem) "
                         "is for single-node jobs: pslurm shares GPUs with -N 1 only")
+    if spec.exclusive and any(g.name in _SHARES for g in spec.gres):
+        raise SpecError(f"{UNAVAILABLE}: --exclusive takes whole nodes and GPUs, not a share of a GPU")
     if spec.script is None and not spec.argv and not spec.allocation:  # psalloc's job runs nothing itself
         raise SpecError("No command or batch script given")
     time_limit = spec.time_limit
@@ -117,6 +122,8 @@ def admit(spec: JobSpec, config: ClusterConfig, *, enforce_part_limits: bool = T
     candidates = [name for name in partition.nodes if name in config.nodes]
     if spec.nodelist or spec.exclude:
         candidates = _requested_nodes(spec, config, candidates)
+    if spec.constraint:
+        candidates = _featured_nodes(spec, config, partition, candidates)
     if spec.num_nodes > len(candidates):  # as slurmctld: the partition (less -x) has fewer nodes
         raise SpecError("Node count specification invalid: the partition has "
                         f"{len(candidates)} usable node(s), the job asks {spec.num_nodes}")
@@ -208,6 +215,21 @@ def _check_request(spec: JobSpec) -> None:
 def _no_nul(text: str, what: str) -> None:
     if "\x00" in text:
         raise SpecError(f"Invalid job request: {what} contains a NUL byte")
+
+
+def _featured_nodes(spec: JobSpec, config: ClusterConfig, partition: PartitionConfig,
+                    candidates: list[str]) -> list[str]:
+    """The candidates with the features --constraint asks. As slurmctld: ``Invalid feature specification``
+    when no node of the partition has them, ``Requested node configuration is not available`` when a
+    node -w names lacks them (or -x left none that has them)."""
+    wanted = parse_constraint(spec.constraint)
+    if not any(satisfies(wanted, config.nodes[name].features) for name in partition.nodes if name in config.nodes):
+        raise SpecError(INVALID_FEATURES)
+    featured = [name for name in candidates if satisfies(wanted, config.nodes[name].features)]
+    required = hostlist_option("--nodelist", spec.nodelist) if spec.nodelist else []
+    if not featured or any(name not in featured for name in required):
+        raise SpecError(UNAVAILABLE)
+    return featured
 
 
 def _requested_nodes(spec: JobSpec, config: ClusterConfig, candidates: list[str]) -> list[str]:

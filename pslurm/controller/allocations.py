@@ -57,7 +57,7 @@ def node_view(node: NodeRecord, used: NodeUsage, partitions: frozenset[str],
         free_mem_mb=node.real_memory - used.mem_mb,
         free_gpus=tuple(g for g in inventory if g[0] not in busy), available=node.available,
         gpus=tuple(inventory),  # the busy GPUs' types too: a typed request's reservation needs them
-        shared_gpus=shared,
+        shared_gpus=shared, total_cpus=node.cpus, total_mem_mb=node.real_memory,
     )
 
 

@@ -90,6 +90,8 @@ class NodeView:
     available: bool = True  # UP and not draining
     gpus: tuple[tuple[int, str | None], ...] = ()  # the whole inventory (free and busy); () = free_gpus
     shared_gpus: tuple[SharedGpu, ...] = ()  # every GPU (free and busy) with its sharing capacity
+    total_cpus: int = 0  # the node's CPUs, free or not (an --exclusive job takes them all); 0: free_cpus
+    total_mem_mb: int = 0  # its memory, MB; 0: free_mem_mb
 
 
 @dataclass(frozen=True)
@@ -114,6 +116,7 @@ class PendingJob:
     num_nodes: int = 1  # -N: the job takes this many distinct nodes, all at once (a share: one only)
     per_node: tuple[tuple[int, int], ...] = ()  # (cpus, mem_mb) of each node's share, in node order; (): cpus, mem_mb
     required_nodes: frozenset[str] | None = None  # -w naming several nodes: all of them among the job's nodes
+    exclusive: bool = False  # --exclusive: whole nodes only, on which nothing else runs (all CPUs, memory, GPUs)
 
 
 @dataclass(frozen=True)
@@ -224,6 +227,18 @@ class _Node:
     def free_vector(self) -> tuple[float, ...]:
         return self.vector(self.cpus, self.mem, [i for i, _ in self.free])
 
+    def whole(self) -> tuple[float, ...]:
+        """The whole node as a vector: what an --exclusive job holds."""
+        view = self.view
+        return self.vector(view.total_cpus or view.free_cpus, view.total_mem_mb or view.free_mem_mb,
+                           [i for i, _ in view.gpus or view.free_gpus])
+
+    def idle(self) -> bool:
+        """Nothing runs here, nor was started here in this pass: an --exclusive job may start."""
+        view = self.view
+        return (self.cpus == (view.total_cpus or view.free_cpus) and self.mem == (view.total_mem_mb or view.free_mem_mb)
+                and len(self.free) == len(view.gpus or view.free_gpus) and not self.unknown)
+
     def need(self, job: PendingJob) -> tuple[float, ...] | None:
         """The job's request as this node's vector; None when the node lacks a GPU type it asks."""
         per = [0] * len(self.slots)
@@ -237,7 +252,11 @@ class _Node:
                 if slot is None:
                     return None
                 per[slot] += g.count
-        return (job.cpus, job.mem_mb, total, *per)
+        need = (job.cpus, job.mem_mb, total, *per)
+        if job.exclusive:  # the whole node, which must hold what it asks
+            whole = self.whole()
+            return whole if _fits(whole, need) else None
+        return need
 
     def add_event(self, time: float, delta: tuple[float, ...]) -> None:
         self.events.append((max(time, self.now + 1e-3), delta))
@@ -458,6 +477,8 @@ def plan(snapshot: Snapshot, backfill: bool = True) -> Plan:
         placed = None
         if many:
             group = _start_many(job, shares, duration, nodes, levels, gpus, now, by_index)
+            if group is not None and job.exclusive:  # each node whole
+                group = [(i, tuple(g for g, _ in nodes[i].free), nodes[i].cpus, nodes[i].mem) for i, _, _, _ in group]
             if group is not None:  # all its nodes at once, each with its share
                 for i, on_node, c, m in group:
                     node = nodes[i]
@@ -496,10 +517,14 @@ def plan(snapshot: Snapshot, backfill: bool = True) -> Plan:
                     chosen = pick_gpus(node.free, job.gres)
                     if chosen is None:
                         continue
+                    if job.exclusive:
+                        if not node.idle():
+                            continue
+                        chosen = tuple(g for g, _ in node.free)
                     if node.reserved:
                         # what it would take is the GPUs chosen, types included: an untyped request
                         # that gets a typed GPU must not hold it into a reservation for that type
-                        need = node.vector(job.cpus, job.mem_mb, chosen)
+                        need = node.whole() if job.exclusive else node.vector(job.cpus, job.mem_mb, chosen)
                         if node.earliest(need, duration, stop=now + 1e-6) != now:
                             continue
                     placed = (i, chosen)
@@ -510,9 +535,10 @@ def plan(snapshot: Snapshot, backfill: bool = True) -> Plan:
             i, chosen = placed
             node = nodes[i]
             old = len(node.free)
-            release = node.vector(job.cpus, job.mem_mb, chosen)
-            node.cpus -= job.cpus
-            node.mem -= job.mem_mb
+            cpus, mem = (node.cpus, node.mem) if job.exclusive else (job.cpus, job.mem_mb)
+            release = node.vector(cpus, mem, chosen)
+            node.cpus -= cpus
+            node.mem -= mem
             node.free = [g for g in node.free if g[0] not in chosen]
             if backfill:
                 node.add_event(now + duration, release)
@@ -526,8 +552,8 @@ def plan(snapshot: Snapshot, backfill: bool = True) -> Plan:
             if job.array_job_id is not None:
                 array_running[job.array_job_id] += 1
             user_jobs[job.user] += 1
-            user_gpus[job.user] += gpus
-            user_cpus[job.user] += job.cpus
+            user_gpus[job.user] += len(chosen) if job.exclusive else gpus
+            user_cpus[job.user] += cpus
             continue
         if not backfill:
             # claim the nodes it could use: a lower-priority job there might delay it (no reservation says when)
@@ -711,8 +737,11 @@ def _start_many(job: PendingJob, shares: tuple[tuple[int, int], ...], duration: 
         node = nodes[i]
         if node.cpus < share[0] or node.mem < share[1]:
             return False
+        if job.exclusive and not node.idle():
+            return False
         if node.reserved:
-            return node.earliest(node.vector(share[0], share[1], chosen), duration, stop=now + 1e-6) == now
+            need = node.whole() if job.exclusive else node.vector(share[0], share[1], chosen)
+            return node.earliest(need, duration, stop=now + 1e-6) == now
         return True
 
     cands: list[tuple[int, tuple[int, ...]]] = []
@@ -784,7 +813,10 @@ def _reserve_many(job: PendingJob, shares: tuple[tuple[int, int], ...], duration
             if need is None:
                 continue
             base[i] = need
-            e = min(node.earliest((c, m, *need[2:]), duration) for c, m in kinds)
+            if job.exclusive:
+                e = node.earliest(need, duration)
+            else:
+                e = min(node.earliest((c, m, *need[2:]), duration) for c, m in kinds)
             if e < INF:
                 first.append((e, i))
     first.sort()
@@ -797,12 +829,13 @@ def _reserve_many(job: PendingJob, shares: tuple[tuple[int, int], ...], duration
         end = t + duration
 
         def fits(i: int, _chosen: tuple[int, ...], share: tuple[int, int], t: float = t, end: float = end) -> bool:
-            return nodes[i].fits_during((share[0], share[1], *base[i][2:]), t, end)
+            need = base[i] if job.exclusive else (share[0], share[1], *base[i][2:])
+            return nodes[i].fits_during(need, t, end)
 
         active = req_idx + [i for e, i in first if e <= t and nodes[i].name not in required]
         if len(active) < n:
             continue
         got = _assign(shares, [(i, ()) for i in active], len(req_idx), fits)
         if got is not None:
-            return t, [(i, (c, m, *base[i][2:])) for i, _, c, m in got]
+            return t, [(i, base[i] if job.exclusive else (c, m, *base[i][2:])) for i, _, c, m in got]
     return None

@@ -34,6 +34,7 @@ from pslurm.controller.store import Allocation, LiveJobs, NodeShare, QueuedJob, 
 from pslurm.core.accounts import account_members, account_shares
 from pslurm.core.config import ClusterConfig, scheduler_config
 from pslurm.core.dependency import DepStatus, Ref, RefJob, evaluate, parse_dependency
+from pslurm.core.features import parse_constraint, satisfies
 from pslurm.core.hostlists import collect, expand
 from pslurm.core.jobspec import JobRecord, JobSpec, SpecError
 from pslurm.core.layout import node_layout
@@ -79,7 +80,7 @@ class Scheduler:
         self._usage: dict[tuple[str, str], float] = defaultdict(float)
         self._usage_at: float | None = None
         self._usage_mark = 0  # the last job event whose end is counted
-        self._allowed_cache: dict[tuple[str, str], frozenset[str]] = {}
+        self._allowed_cache: dict[tuple[str, ...], frozenset[str]] = {}
         # the pending queue and the allocations in memory, kept current from the store's change notices
         self._live = LiveJobs(store)
         self._wake = threading.Event()
@@ -224,9 +225,10 @@ class Scheduler:
                                                                                              now),
                                 q.user, q.array_job_id, q.array_max_running,
                                 deps.get(q.job_id, DepStatus.SATISFIED).value, q.hold,
-                                self._allowed_nodes(q.req_nodes, q.exc_nodes, q.num_nodes), share_of(q.gres),
+                                self._allowed_nodes(q.req_nodes, q.exc_nodes, q.num_nodes, q.constraint),
+                                share_of(q.gres),
                                 q.begin_time, q.num_nodes, tuple((c, q.mem_mb) for c in q.node_cpus),
-                                self._required_nodes(q.req_nodes, q.num_nodes))
+                                self._required_nodes(q.req_nodes, q.num_nodes), q.exclusive)
                      for q in pending],
             nodes=[node_view(n, usage.get(n.name, NodeUsage()), self.partitions_of(n.name),
                              self.nodes.gpu_measured(n.name)) for n in nodes],
@@ -254,7 +256,8 @@ class Scheduler:
         probe = QueuedJob(job_id, partition, spec.cpus, spec.mem_mb, spec.gres, JobReason.NONE.value, spec.user,
                           spec.name, spec.account, spec.nice, now, time_limit, req_nodes=spec.nodelist,
                           exc_nodes=spec.exclude, eligible_time=now, deadline=spec.deadline, num_nodes=spec.num_nodes,
-                          node_cpus=tuple(n.cpus for n in node_layout(spec)) if spec.num_nodes > 1 else ())
+                          node_cpus=tuple(n.cpus for n in node_layout(spec)) if spec.num_nodes > 1 else (),
+                          constraint=spec.constraint, exclusive=spec.exclusive)
         queue = [*pending, probe]
         priorities = self._priority_of(queue, allocations, now)
         snapshot = self._snapshot(queue, priorities, self._dependencies(pending), self.store.get_nodes(),
@@ -297,8 +300,13 @@ class Scheduler:
                 limits[p.job_id] = max(1, int(end - now))  # deadline_time_limit without a limit of its own
         shares = {}
         queued = {q.job_id: q for q in pending} if any(p.more for p in placements) else {}
+        exclusive = {q.job_id for q in pending if q.exclusive}
         for p in placements:
-            if p.more:
+            if p.job_id in exclusive:  # its nodes whole: every CPU, all memory, the GPUs the plan gave it (all)
+                whole = [(p.node, p.gpu_indices), *p.more]
+                shares[p.job_id] = [NodeShare(node, tuple(gpus), self.config.nodes[node].cpus,
+                                              self.config.nodes[node].real_memory) for node, gpus in whole]
+            elif p.more:
                 q = queued[p.job_id]
                 cpus = q.node_cpus or (q.cpus,) * q.num_nodes
                 nodes = ((p.node, p.gpu_indices), *p.more)
@@ -322,18 +330,28 @@ class Scheduler:
     def _launch_failed_on(self, node: str) -> Callable[[JobRecord, Exception], None]:
         return lambda job, error: self._launch_failed(job, error, node)
 
-    def _allowed_nodes(self, required: str, excluded: str, num_nodes: int = 1) -> frozenset[str] | None:
-        """The nodes a job may run on by its -w and -x (None: any), from a cache of both expressions.
-        A multi-node job's -w names nodes it must have among others (``_required_nodes``): only -x limits it."""
+    def _allowed_nodes(self, required: str, excluded: str, num_nodes: int = 1,
+                       constraint: str = "") -> frozenset[str] | None:
+        """The nodes a job may run on by its -w, -x and --constraint (None: any), from a cache of the
+        expressions. A multi-node job's -w names nodes it must have among others (``_required_nodes``):
+        only -x and the constraint limit it."""
         if num_nodes > 1:
             required = ""
-        if not required and not excluded:
+        if not required and not excluded and not constraint:
             return None
-        key = (required, excluded)
+        key = (required, excluded) if not constraint else (required, excluded, constraint)
         found = self._allowed_cache.get(key)
         if found is None:
             names = set(expand(required)) if required else set(self.config.nodes)
-            found = self._allowed_cache[key] = frozenset(names - set(expand(excluded) if excluded else ()))
+            names -= set(expand(excluded) if excluded else ())
+            if constraint:
+                try:
+                    wanted = parse_constraint(constraint)
+                except SpecError:  # admission refuses it; a row from elsewhere runs nowhere
+                    wanted = (frozenset({"\0"}),)
+                nodes = self.config.nodes
+                names = {n for n in names if n in nodes and satisfies(wanted, nodes[n].features)}
+            found = self._allowed_cache[key] = frozenset(names)
         return found
 
     def _required_nodes(self, required: str, num_nodes: int) -> frozenset[str] | None:

@@ -2,8 +2,14 @@
 
 A step is never queued. Creating one checks who asks (the job's owner or an operator), and the
 store creates it RUNNING in one transaction only while its job is RUNNING and, unless it overlaps,
-no other non-overlapping step runs (lifecycle.create_step: ``Requested nodes are busy`` otherwise,
-and psrun retries). Then each of the step's nodes gets its tasks (``LaunchStep``, one
+what it needs is free (lifecycle.place_step: ``Requested nodes are busy`` otherwise, and psrun
+retries): a default step holds the whole allocation on its nodes, so no other non-overlapping step
+may run; an ``--exact`` one holds only its CPUs (tasks x cpus-per-task on each node) and its GPUs
+(--gres/--gpus-per-node per node, or --gpus-per-task x its tasks there), the lowest indices of the
+job's that no other running step holds, recorded in its row. A step that asks GPUs gets only those
+(Slurm: a step without a GPU request gets all of the job's). With --gpus-per-task or --gpu-bind each
+task gets its own GPUs (StepLaunch.task_gpus, its CUDA_VISIBLE_DEVICES). Then each of the step's
+nodes gets its tasks (``LaunchStep``, one
 :class:`~pslurm.proto.pslurm_pb2.StepLaunch` per node, built from the job's record: its node, run,
 GPUs, user, and the request). A step ends when its agent reports it (``StepsEnded``), when its job
 ends (in the job's own transaction), or when the node monitor finds its agent no longer runs it.
@@ -23,6 +29,7 @@ from pslurm.controller.errors import NotFound, PermissionDenied
 from pslurm.controller.ports import Agents
 from pslurm.controller.store import NewStep, StepEnd, StepRecord, Store
 from pslurm.core import lifecycle
+from pslurm.core.gpubind import parse_gpu_bind, task_gpus
 from pslurm.core.gres import parse_gres
 from pslurm.core.hostlists import collect, expand
 from pslurm.core.jobspec import JobRecord, SpecError
@@ -54,7 +61,8 @@ class StepRequest:
     gres: tuple[str, ...] | None = None
     gpus_per_task: int | None = None
     overlap: bool = False
-    exact: bool = False  # accepted; a step takes the whole allocation either way (for now)
+    exact: bool = False  # --exact: the step holds only its CPUs and GPUs (else the whole allocation on its nodes)
+    gpu_bind: str = ""  # --gpu-bind: none, closest, single:N, map_gpu:..., mask_gpu:..., per_task:N ("" the default)
     label: bool = False
     pty: bool = False
     name: str = ""  # "" the command's basename, as srun names a step
@@ -69,6 +77,9 @@ def step_request_from_json(body: Mapping[str, Any]) -> StepRequest:
     if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
         raise SpecError("Invalid environment: an object of strings")
     gres = body.get("gres")
+    gpu_bind = body.get("gpu_bind") or ""
+    if not isinstance(gpu_bind, str) or gpu_bind and parse_gpu_bind(gpu_bind) is None:
+        raise SpecError(f"Invalid --gpu-bind argument: {gpu_bind}")
     if gres is not None and (not isinstance(gres, list) or not all(isinstance(g, str) for g in gres)):
         raise SpecError(BAD_GRES)
     for text in (*argv, *env, *env.values(), str(body.get("workdir") or ""), str(body.get("name") or "")):
@@ -88,6 +99,7 @@ def step_request_from_json(body: Mapping[str, Any]) -> StepRequest:
         ntasks=count("ntasks", None), ntasks_per_node=count("ntasks_per_node", None),
         cpus_per_task=count("cpus_per_task", 1) or 1, gres=tuple(gres) if gres else None,
         gpus_per_task=count("gpus_per_task", None), overlap=bool(body.get("overlap")), exact=bool(body.get("exact")),
+        gpu_bind=gpu_bind,
         label=bool(body.get("label")), pty=bool(body.get("pty")), name=str(body.get("name") or "")[:256])
 
 
@@ -168,38 +180,53 @@ class StepService:
             raise SpecError(TOO_MANY_CPUS)
         node_gpus = [list(job.node_gpus[i]) if i < len(job.node_gpus) else list(job.gpu_indices)
                      for i in range(len(nodes))]
-        self._check_gpus(request, max(counts), min(len(g) for g in node_gpus))
+        per_node = self._check_gpus(request, max(counts), min(len(g) for g in node_gpus))
+        alloc_cpus = ([n.cpus for n in layout[:len(nodes)]] if len(all_nodes) > 1 and len(layout) >= len(nodes)
+                      else [job.spec.cpus] * len(nodes))
+        wanted = tuple(request.gpus_per_task * here if request.gpus_per_task else per_node for here in counts)
         name = request.name or os.path.basename(request.argv[0]) or request.argv[0]
         new = NewStep(name=name, nodes=collect(nodes), ntasks=ntasks, cpus=ntasks * request.cpus_per_task,
                       gres=",".join(request.gres or ()), overlap=request.overlap, argv=request.argv,
-                      workdir=request.workdir or job.spec.workdir)
+                      workdir=request.workdir or job.spec.workdir, exact=request.exact,
+                      node_cpus=tuple(here * request.cpus_per_task for here in counts), gpus_wanted=wanted,
+                      alloc_cpus=tuple(alloc_cpus), alloc_gpus=tuple(tuple(g) for g in node_gpus))
         step = self.store.create_step(job.job_id, job.restarts, new, self.clock())
+        held = step.node_gpus or tuple(tuple(g) for g in node_gpus)
         offset = 0
-        for index, (node, here, gpus) in enumerate(zip(nodes, counts, node_gpus, strict=True)):
+        for index, (node, here, gpus) in enumerate(zip(nodes, counts, held, strict=True)):
+            per_task = task_gpus(gpus, here, request.gpus_per_task, request.gpu_bind) or []
             launch = pb.StepLaunch(
                 job_id=job.job_id, restarts=job.restarts, step_id=step.step_id, name=name, argv=list(request.argv),
                 environment=dict(request.environment), workdir=new.workdir, uid=job.spec.uid, gid=job.spec.gid,
                 user=job.spec.user, ntasks=here, task_offset=offset, total_tasks=ntasks, node_index=index,
                 step_nodelist=new.nodes, tasks_per_node=tasks_per_node_text(counts),
-                cpus_per_task=request.cpus_per_task, gpu_indices=gpus, label=request.label, pty=request.pty)
+                cpus_per_task=request.cpus_per_task, gpu_indices=gpus, label=request.label, pty=request.pty,
+                task_gpus=[pb.TaskGpus(gpu_indices=t) for t in per_task], no_gpus=not gpus and bool(node_gpus[index]))
             offset += here
             self._launch(step, node, launch)
         return step
 
     @staticmethod
-    def _check_gpus(request: StepRequest, ntasks: int, job_gpus: int) -> None:
-        """A step's GPUs come from its job's: it may not ask more than the job holds."""
+    def _check_gpus(request: StepRequest, ntasks: int, job_gpus: int) -> int | None:
+        """A step's GPUs come from its job's: it may not ask more than the job holds. Returns the
+        GPUs it asks per node with --gres/--gpus-per-node (None: none asked, all of the job's)."""
         wanted = 0
+        asked: int | None = None
         try:
+            for text in request.gres or ():
+                if not parse_gres(text) and (text.lower() == "none" or text.lower().startswith("gpu")):
+                    asked = asked or 0  # --gres=none, gpu:0: no GPUs
             for g in parse_gres(",".join(request.gres or ())) if request.gres else ():
                 if g.name == "gpu":
                     wanted = max(wanted, g.count)
+                    asked = wanted
         except (SpecError, ValueError):
             raise SpecError(BAD_GRES) from None
         if request.gpus_per_task:
             wanted = max(wanted, request.gpus_per_task * ntasks)
         if wanted > job_gpus:
             raise SpecError(BAD_GRES)
+        return asked
 
     def _launch(self, step: StepRecord, node: str, launch: pb.StepLaunch) -> None:
         """Send one node its tasks; a launch that fails ends the step (FAILED, or NODE_FAIL for an

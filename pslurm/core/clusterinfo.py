@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 NODE_FIELDS = (
     "name", "addr", "port", "cpus", "real_memory", "gres", "state", "drain", "reason", "partitions", "alloc_cpus",
     "alloc_mem", "alloc_gpus", "display_state", "running_jobs", "last_heartbeat", "gpus", "isolation",
-    "gpu_usage",
+    "gpu_usage", "features",
 )
 PARTITION_FIELDS = (
     "name", "nodes", "default", "max_time", "default_time", "state", "max_nodes", "priority_job_factor",
@@ -63,6 +63,7 @@ class NodeInfo:
     drain = property(lambda self: bool(self.own.get("drain")))
     reason = property(lambda self: self.data.get("reason") or "")
     partitions = property(lambda self: tuple(self.data.get("partitions") or ()))
+    features = property(lambda self: tuple(str(f) for f in self.data.get("features") or ()))  # slurmrestd's
     alloc_cpus = property(lambda self: int(self.data.get("alloc_cpus") or 0))
     alloc_mem = property(lambda self: int(self.data.get("alloc_memory") or 0))
     alloc_gpus = property(lambda self: tuple(self.own.get("alloc_gpus") or ()))

@@ -20,6 +20,7 @@ class NodeConfig:
     cpus: int = 1  # CPUs=
     real_memory: int = 1  # RealMemory=, MB
     gres: tuple[GresRequest, ...] = ()  # Gres=gpu:2 or gpu:a100:2,gpu:v100:1
+    features: tuple[str, ...] = ()  # Features=a100,ib (what --constraint asks for)
 
     def gpus(self, type_: str | None = None) -> int:
         return sum(g.count for g in self.gres if g.name == "gpu" and (type_ is None or g.type == type_))

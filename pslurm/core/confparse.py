@@ -62,6 +62,7 @@ _PART_STATES = ("UP", "DOWN", "DRAIN", "INACTIVE")
 
 def _nodes(path: str, lineno: int, kv: dict[str, str]) -> list[NodeConfig]:
     """The nodes of one NodeName= line (``kv``: lower-case keys, DEFAULT values merged in)."""
+    from pslurm.core.features import parse_features
     from pslurm.core.gres import GresError, parse_node_gres
 
     names = _hosts(path, lineno, "NodeName", kv["nodename"])
@@ -75,13 +76,17 @@ def _nodes(path: str, lineno: int, kv: dict[str, str]) -> list[NodeConfig]:
         raise _err(path, lineno, str(exc)) from None
     cpus = _int(path, lineno, "CPUs", kv["cpus"]) if "cpus" in kv else 1
     mem = _int(path, lineno, "RealMemory", kv["realmemory"]) if "realmemory" in kv else 1
+    try:
+        features = parse_features(kv.get("features", kv.get("feature", "")))
+    except ValueError as exc:
+        raise _err(path, lineno, str(exc)) from None
     out = []
     for i, name in enumerate(names):
         shared_addr = len(addrs) == 1
         node_port = 6818 if port is None else port + (i if shared_addr and len(names) > 1 else 0)
         if node_port > 65535:
             raise _err(path, lineno, f"Port={port}: node {name} would get port {node_port} > 65535")
-        out.append(NodeConfig(name, addrs[0 if shared_addr else i], node_port, cpus, mem, gres))
+        out.append(NodeConfig(name, addrs[0 if shared_addr else i], node_port, cpus, mem, gres, features))
     return out
 
 
@@ -330,6 +335,7 @@ def render_slurm_conf(cfg: ClusterConfig) -> str:
     lines += [f"{key}={q(value)}" for key, value in cfg.extra.items()]
     for n in cfg.nodes.values():
         gres = f" Gres={q(format_gres(n.gres))}" if n.gres else ""
+        gres += f" Features={q(','.join(n.features))}" if n.features else ""
         lines.append(
             f"NodeName={n.name} NodeAddr={q(n.addr)} Port={n.port} CPUs={n.cpus} RealMemory={n.real_memory}{gres}"
         )

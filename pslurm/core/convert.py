@@ -55,6 +55,7 @@ def spec_to_pb(spec: JobSpec) -> pb.JobSpec:
         dependency=spec.dependency, hold=spec.hold, array=spec.array, kill_on_invalid_dep=spec.kill_on_invalid_dep,
         nodelist=spec.nodelist, exclude=spec.exclude, open_mode=spec.open_mode, gpu_mem=spec.gpu_mem,
         allocation=spec.allocation, max_nodes=spec.max_nodes, ntasks_per_node=spec.ntasks_per_node,
+        constraint=spec.constraint, exclusive=spec.exclusive,
     )
     _set_present(msg, spec, _SPEC_OPTIONAL)
     for name in _SPEC_GIVEN:  # set only when given: a request without them is the message it always was
@@ -81,7 +82,7 @@ def spec_from_pb(msg: pb.JobSpec) -> JobSpec:
         deadline=msg.deadline if msg.HasField("deadline") else None, comment=msg.comment, qos=msg.qos,
         warn_signal=msg.warn_signal, warn_time=msg.warn_time, warn_batch=msg.warn_batch,
         warn_reservation=msg.warn_reservation, allocation=msg.allocation, max_nodes=msg.max_nodes,
-        ntasks_per_node=msg.ntasks_per_node,
+        ntasks_per_node=msg.ntasks_per_node, constraint=msg.constraint, exclusive=msg.exclusive,
     )
 
 

@@ -100,6 +100,16 @@ def _with_umask(env: dict[str, str], umask: int | None) -> dict[str, str]:
     return env
 
 
+def exclusive_option(value: object) -> bool:
+    """sbatch's ``--exclusive[=user|mcs]``: None (not given) False; "", ``user``, ``mcs`` True (pslurm
+    gives whole nodes for each: no node is shared with another user's or another job's work)."""
+    if value is None:
+        return False
+    if str(value).lower() not in ("", "user", "mcs"):
+        raise SpecError(f"Invalid --exclusive specification: {value} (user or mcs, or no value)")
+    return True
+
+
 def hostlist_option(flag: str, text: str) -> list[str]:
     """The node names of a -w/--nodelist or -x/--exclude hostlist ([] for ""); SpecError when malformed."""
     if not text:
@@ -272,6 +282,10 @@ def spec_values(opts: Mapping[str, Any], *, user: str, uid: int, gid: int, cwd: 
         parse_array(o("array"), max_array_size=2**31)  # the controller checks MaxArraySize
     hostlist_option("--nodelist", o("nodelist") or "")
     hostlist_option("--exclude", o("exclude") or "")
+    if o("constraint"):
+        from pslurm.core.features import parse_constraint
+
+        parse_constraint(o("constraint"))
     open_mode = open_mode_option(o("open_mode"))
     kill = (o("kill_on_invalid_dep") or "no").lower()
     if kill not in ("yes", "no"):
@@ -297,7 +311,9 @@ def spec_values(opts: Mapping[str, Any], *, user: str, uid: int, gid: int, cwd: 
         mem_mb=parse_mem(o("mem")) if o("mem") else 0, gres=gres, interactive=interactive,
         account=o("account") or "", nice=nice, dependency=o("dependency") or "", requeue=o("requeue"),
         hold=bool(o("hold")), array=o("array") or "", kill_on_invalid_dep=kill == "yes",
-        nodelist=o("nodelist") or "", exclude=o("exclude") or "", open_mode=open_mode,
+        nodelist=o("nodelist") or "", exclude=o("exclude") or "", constraint=o("constraint") or "",
+        exclusive=exclusive_option(o("exclusive")),
+        open_mode=open_mode,
         gpu_mem=gpu_mem_option(o("gpu_mem")), begin_time=begin, deadline=deadline, comment=o("comment") or "",
         qos=o("qos") or "", warn_signal=warn[0], warn_time=warn[1], warn_batch=warn[2], warn_reservation=warn[3],
     )

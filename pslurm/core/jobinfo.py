@@ -25,7 +25,7 @@ SPEC_FIELDS = (
     "time_limit", "num_nodes", "ntasks", "cpus_per_task", "mem_mb", "gres", "interactive", "account", "nice",
     "dependency", "requeue", "hold", "array", "kill_on_invalid_dep", "nodelist", "exclude", "open_mode",
     "gpu_mem", "allocation", "begin_time", "deadline", "comment", "qos", "warn_signal", "warn_time", "warn_batch",
-    "warn_reservation", "max_nodes", "ntasks_per_node",
+    "warn_reservation", "max_nodes", "ntasks_per_node", "constraint", "exclusive",
 )
 RECORD_FIELDS = (
     "job_id", "state", "reason", "submit_time", "start_time", "end_time", "node", "gpu_indices", "exit_code",
@@ -107,6 +107,8 @@ class JobDesc:
     kill_on_invalid_dep = property(lambda self: bool(self.data.get("kill_on_invalid_dependency")))
     nodelist = property(lambda self: ",".join(map(str, self.data.get("required_nodes") or ())))
     exclude = property(lambda self: ",".join(map(str, self.data.get("excluded_nodes") or ())))
+    constraint = property(lambda self: str(self.data.get("constraints") or ""))  # slurmrestd's name
+    exclusive = property(lambda self: bool(self.own.get("exclusive", False)))
 
     @property
     def open_mode(self) -> str:

@@ -41,6 +41,8 @@ class JobSpec:
     kill_on_invalid_dep: bool = False  # --kill-on-invalid-dep=yes: cancel when a dependency can never be met
     nodelist: str = ""  # -w/--nodelist: the node(s) the job must run on, a hostlist (Slurm's ReqNodeList)
     exclude: str = ""  # -x/--exclude: nodes it must not run on, a hostlist (ExcNodeList)
+    constraint: str = ""  # -C/--constraint: the node features it needs (a100, a&b, a|b; Features=)
+    exclusive: bool = False  # --exclusive: whole nodes (all CPUs, memory, GPUs), nothing else on them
     open_mode: str = ""  # --open-mode: "append" or "truncate"; "": not given (truncate, as JobFileAppend=0)
     allocation: bool = False  # psalloc: an allocation, no batch script (steps run in it, the command locally)
     gpu_mem: str = ""  # --gpu-mem as given ("8G", "auto"); the controller turns it into a gpumem:MB GRES item

@@ -308,6 +308,50 @@ def create_step(job: JobFlags, overlap: bool, running_overlaps: Collection[bool]
         raise StepBusy(NODES_BUSY)
 
 
+@dataclass(frozen=True)
+class StepHold:
+    """What a step holds of its job's allocation, node by node (its ``nodes`` in order): CPUs and
+    GPU indices. A default step (not ``exact``) holds the whole allocation on its nodes; an
+    ``--overlap`` step holds nothing from the others."""
+
+    nodes: tuple[str, ...]
+    cpus: tuple[int, ...]
+    gpus: tuple[tuple[int, ...], ...]
+    overlap: bool = False
+    exact: bool = False
+
+
+def place_step(want: StepHold, gpus_wanted: tuple[int | None, ...], alloc_cpus: Mapping[str, int],
+               alloc_gpus: Mapping[str, tuple[int, ...]], running: Collection[StepHold]) -> tuple[tuple[int, ...], ...]:
+    """The GPUs a new step gets on each of its nodes, given what the job's running steps hold (Slurm's
+    step_mgr): ``want`` the new step (its nodes, CPUs per node; its gpus unused), ``gpus_wanted`` per
+    node (None: all of the job's GPUs there). A step without ``--overlap`` waits (StepBusy,
+    NODES_BUSY) while what it needs is held: a default step needs the whole allocation (no other
+    non-overlapping step running), an ``--exact`` one only its CPUs and GPUs, free of what the others
+    hold. GPUs chosen: the lowest free indices of the job's on the node."""
+    holders = [] if want.overlap else [r for r in running if not r.overlap]
+    if holders and not want.exact:
+        raise StepBusy(NODES_BUSY)
+    out: list[tuple[int, ...]] = []
+    for i, node in enumerate(want.nodes):
+        job_gpus = alloc_gpus.get(node, ())
+        count = len(job_gpus) if gpus_wanted[i] is None else gpus_wanted[i]
+        used_cpus, used_gpus = 0, set[int]()
+        for r in holders:
+            if node not in r.nodes:
+                continue
+            if not r.exact:
+                raise StepBusy(NODES_BUSY)
+            j = r.nodes.index(node)
+            used_cpus += r.cpus[j] if j < len(r.cpus) else alloc_cpus.get(node, 0)
+            used_gpus.update(r.gpus[j] if j < len(r.gpus) else ())  # none recorded: none held
+        free = [g for g in job_gpus if g not in used_gpus]
+        if (count or 0) > len(free) or want.cpus[i] + used_cpus > alloc_cpus.get(node, 0) and holders:
+            raise StepBusy(NODES_BUSY)
+        out.append(tuple(free[:count]))
+    return tuple(out)
+
+
 def end_step(job_id: int, step_id: int, state: JobState, to: JobState) -> None:
     """A RUNNING step ends ``to`` (one of STEP_ENDS); InvalidTransition for one already ended."""
     if to not in STEP_ENDS:

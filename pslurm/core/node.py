@@ -91,6 +91,7 @@ class NodeStatus:
     gpus: tuple[GpuInfo, ...] = ()  # what the agent reported
     isolation: str = ""  # "devices", or why there is none
     gpu_usage: tuple[GpuUsage, ...] = ()  # per GPU: how it is held and what its memory is used for
+    features: tuple[str, ...] = ()  # Features= (AvailableFeatures, and ActiveFeatures: pslurm changes none)
 
     @property
     def target(self) -> str:

@@ -43,6 +43,8 @@ class JobOptions:
     kill_on_invalid_dep: str | None = None
     nodelist: str | None = None
     exclude: str | None = None
+    constraint: str | None = None
+    exclusive: str | None = None  # "" (--exclusive), "user", "mcs": all taken as plain exclusive
     open_mode: str | None = None
     gpu_mem: str | None = None
     begin: str | None = None

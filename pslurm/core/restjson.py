@@ -83,10 +83,11 @@ def desc_to_json(spec: Mapping[str, Any]) -> Json:
         "kill_on_invalid_dependency": spec["kill_on_invalid_dep"], "time_limit": _minutes(spec["time_limit"]),
         "required_nodes": [spec["nodelist"]] if spec["nodelist"] else [],
         "excluded_nodes": [spec["exclude"]] if spec["exclude"] else [],
+        **({"constraints": spec["constraint"]} if spec.get("constraint") else {}),
         "pslurm": {"user_name": spec["user"], "interactive": spec["interactive"], "gres": _gres_json(gres),
                    "time_limit": spec["time_limit"]},
     }
-    for own_key in ("open_mode", "gpu_mem", "allocation", "max_nodes"):
+    for own_key in ("open_mode", "gpu_mem", "allocation", "max_nodes", "exclusive"):
         if spec.get(own_key):
             data["pslurm"][own_key] = spec[own_key]
     if spec.get("ntasks_per_node"):
@@ -220,6 +221,8 @@ def brief_spec_json(spec: JobSpec, partition: str) -> Json:
         data["required_nodes"] = [spec.nodelist]
     if spec.exclude:
         data["excluded_nodes"] = [spec.exclude]
+    if spec.constraint:
+        data["constraints"] = spec.constraint
     if spec.interactive:
         own["interactive"] = True
     if spec.open_mode:
@@ -228,6 +231,8 @@ def brief_spec_json(spec: JobSpec, partition: str) -> Json:
         own["gpu_mem"] = spec.gpu_mem
     if spec.allocation:
         own["allocation"] = True
+    if spec.exclusive:
+        own["exclusive"] = True
     if spec.max_nodes:
         own["max_nodes"] = spec.max_nodes
     _job_options_json(data, vars(spec))
@@ -335,6 +340,7 @@ def node_to_json(node: NodeStatus) -> Json:
         "real_memory": node.real_memory, "gres": ",".join(str(g) for g in node.gres),
         "state": list(NODE_STATE_FLAGS.get(node.display_state, ["UNKNOWN"])), "reason": node.reason,
         "partitions": list(node.partitions), "alloc_cpus": node.alloc_cpus, "alloc_memory": node.alloc_mem,
+        "features": list(node.features), "active_features": list(node.features),
         "last_busy": no_val(node.last_heartbeat or None),
         "pslurm": {"state": node.state.value, "drain": node.drain, "gres": _gres_json(node.gres),
                    "alloc_gpus": list(node.alloc_gpus), "display_state": node.display_state,

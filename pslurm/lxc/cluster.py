@@ -13,11 +13,11 @@ import shutil
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from pslurm.auth.credential import create_key
-from pslurm.cluster.local import ClusterError, LocalCluster, wait_idle
+from pslurm.cluster.local import ClusterError, LocalCluster, free_ports, last_error, port_taken, wait_idle
 from pslurm.lxc import host
 from pslurm.lxc.plan import LxcPlan
 from pslurm.lxc.render import cluster_config, render_all, write_all
@@ -59,12 +59,14 @@ class Manifest:
         tmp.replace(self.path)
 
 
-def up(plan: LxcPlan, timeout: float = 60.0) -> None:
-    """Make and start everything; on any failure remove what was made and raise."""
+def up(plan: LxcPlan, timeout: float = 60.0) -> LxcPlan:
+    """Make and start everything; on any failure remove what was made and raise. Returns the plan as
+    brought up: the controller's ports moved to free ones where another program holds them."""
     if (plan.state_dir / MANIFEST).exists():
         raise ClusterError(f"an LXC cluster is already up in {plan.state_dir} ('pslurm lxc down' first)")
     if LocalCluster(plan.state_dir).running():
         raise ClusterError(f"a 'pslurm up' cluster is running in {plan.state_dir} ('pslurm down' first)")
+    plan = with_free_ports(plan)
     plan.state_dir.mkdir(parents=True, exist_ok=True)
     plan.log_dir.mkdir(exist_ok=True)
     man = Manifest(plan.state_dir / MANIFEST, prefix=plan.prefix, subnet=str(plan.network),
@@ -90,8 +92,21 @@ def up(plan: LxcPlan, timeout: float = 60.0) -> None:
         config = cluster_config(plan)
         wait_idle(config, set(config.nodes), timeout, lambda: _check_running(plan))
     except BaseException:
-        down(plan.state_dir)
+        down(plan.state_dir, grace=1.0)
         raise
+    return plan
+
+
+def with_free_ports(plan: LxcPlan) -> LxcPlan:
+    """``plan`` with free ports for the controller (SlurmctldPort, RestPort) where the planned ones are
+    taken on this host (e.g. 6817 by a real Slurm's slurmctld, which listens on every address, the bridge's
+    too). The agents listen inside their containers' own network namespaces: their port is always free."""
+    taken = {p for p in (plan.controller_port, plan.rest_port) if port_taken("0.0.0.0", p)}
+    if not taken:
+        return plan
+    spare = [p for p in free_ports(4) if p not in (plan.controller_port, plan.rest_port)]
+    return replace(plan, controller_port=spare.pop() if plan.controller_port in taken else plan.controller_port,
+                   rest_port=spare.pop() if plan.rest_port in taken else plan.rest_port)
 
 
 def _install_key(plan: LxcPlan) -> None:
@@ -136,7 +151,7 @@ def _start_containers(plan: LxcPlan) -> None:
                 script = str(plan.node_dir(node) / "start-agent.sh")
                 if not c.start(useinit=False, daemonize=True, close_fds=True, cmd=("/bin/sh", script)):
                     failure = (f"container {node.container} did not start: "
-                               f"{_tail(plan.log_dir / f'lxc-{node.name}.log')}")
+                               f"{last_error(plan.log_dir / f'lxc-{node.name}.log')}")
                     break
         finally:
             os.write(write_end, failure.encode())
@@ -154,20 +169,12 @@ def _check_running(plan: LxcPlan) -> None:
     from pslurm.lxc.bindings import load_lxc
 
     if not LocalCluster(plan.state_dir).running():
-        raise ClusterError(f"psctld exited during start-up: {_tail(plan.log_dir / 'psctld.log')}")
+        raise ClusterError(f"psctld exited during start-up: {last_error(plan.log_dir / 'psctld.log')}")
     lxc = load_lxc()
     for node in plan.nodes:
         if lxc.Container(node.container, str(plan.lxcpath)).state == "STOPPED":
             raise ClusterError(f"node {node.name}'s container stopped during start-up: "
-                               f"{_tail(plan.log_dir / f'psd-{node.name}.log')}")
-
-
-def _tail(path: Path) -> str:
-    try:
-        lines = path.read_text(errors="replace").strip().splitlines()
-    except OSError:
-        lines = []
-    return lines[-1] if lines else f"no output in {path}"
+                               f"{last_error(plan.log_dir / f'psd-{node.name}.log')}")
 
 
 def down(state_dir: Path, grace: float = 5.0) -> list[str]:

@@ -24,6 +24,7 @@ NVIDIACTL_MINOR = 255
 NVIDIA_MODESET_MINOR = 254
 CONTROLLER_PORT = 6817
 AGENT_PORT = 6818
+REST_PORT = 6820
 FIRST_NODE_HOST = 10  # nodes get .10, .11, ... of the subnet; the bridge (and controller) gets .1
 DEFAULT_SUBNETS = tuple(ipaddress.IPv4Network(f"10.99.{i}.0/24") for i in range(256))
 # /dev/null, zero, full, random, urandom, tty, console, ptmx, pts/*: what any process expects
@@ -79,6 +80,7 @@ class LxcPlan:
     memory_mb: int = 4000
     controller_port: int = CONTROLLER_PORT
     agent_port: int = AGENT_PORT
+    rest_port: int = REST_PORT  # the controller's user API, on the bridge address too
 
     @property
     def lxcpath(self) -> Path:

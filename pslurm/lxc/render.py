@@ -39,6 +39,7 @@ def cluster_config(plan: LxcPlan) -> ClusterConfig:
     return ClusterConfig(
         path=str(plan.conf_path), cluster_name=plan.prefix, controller_host=f"{plan.prefix}-ctld",
         controller_addr=plan.bridge_addr, controller_port=plan.controller_port,
+        rest_port=plan.rest_port,
         # the controller's store in a directory of its own, which psctld makes 0700; the spool beside it
         # stays reachable for the jobs, which run as their users
         database_url=f"sqlite:///{state / 'ctld' / 'pslurm.db'}", state_dir=str(state / "ctld"),

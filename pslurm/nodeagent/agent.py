@@ -434,7 +434,7 @@ class Agent:
             isolated = cgroup is not None and cgroup.devices
             visible = list(range(len(job.gpu_indices))) if isolated else list(job.gpu_indices)
             env = job_environment(job, self.node.name, self.config.cluster_name, visible, gpu_setup,
-                                  running.node_index)
+                                  running.node_index, self._whole_cpus())
             running.visible, running.gpu_setup = visible, gpu_setup  # its steps' environment
             self.launcher.start(job, env, cgroup, cpus, running)
             if running.proc is not None:
@@ -449,6 +449,10 @@ class Agent:
             with self._launched:
                 self._launched.notify_all()
 
+    def _whole_cpus(self) -> dict[str, int]:
+        """Each node's configured CPUs: an --exclusive job's CPUs there."""
+        return {name: n.cpus for name, n in self.config.nodes.items()}
+
     def _cgroup_for(self, job: JobRecord) -> tuple[JobCgroup | None, set[int] | None]:
         """The run's cgroup (None where the agent cannot make cgroups) and the CPUs to pin it to
         with sched_setaffinity (None: its cpuset does, or nothing to pin). ConstrainCores=yes: the
@@ -461,7 +465,7 @@ class Agent:
                 self._run_cpus = {k: c for k, c in self._run_cpus.items()
                                   if (r := self._runs.get(k)) is not None and r.end is None}
                 run = self._runs.get((job.job_id, job.restarts))
-                _, per_node = node_counts(job)  # this node's share of a multi-node job's CPUs
+                _, per_node = node_counts(job, self._whole_cpus())  # this node's share (an exclusive job: all)
                 here = per_node[min(run.node_index if run is not None else 0, len(per_node) - 1)]
                 picked = pick_cpus(here, os.sched_getaffinity(0), near or (), self._run_cpus.values())
                 self._run_cpus[(job.job_id, job.restarts)] = picked

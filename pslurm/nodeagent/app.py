@@ -131,14 +131,20 @@ def serve(config: ClusterConfig, node: NodeConfig, devices: list[GpuDevice], cgr
     # again once it sees they are not ours any more.
     agent.recover()
     server.start()
-    stop = stop or threading.Event()
+    halt = stop = stop or threading.Event()
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda *_: stop.set())
-    agent.register()
-    threading.Thread(target=agent.heartbeat_loop, name="heartbeat", daemon=True).start()
-    if agent.monitor is not None:  # NVML's, or the agent's own for simulated GPUs with memory
-        threading.Thread(target=agent.usage_loop, name="gpu-usage", daemon=True).start()
+            signal.signal(sig, lambda *_: halt.set())
+
+    def run() -> None:  # off the main thread: a SIGTERM while the controller is not answering yet ends us
+        agent.register()
+        if halt.is_set():
+            return
+        if agent.monitor is not None:  # NVML's, or the agent's own for simulated GPUs with memory
+            threading.Thread(target=agent.usage_loop, name="gpu-usage", daemon=True).start()
+        agent.heartbeat_loop()
+
+    threading.Thread(target=run, name="heartbeat", daemon=True).start()
     stop.wait()
     agent.stop()
     server.stop(grace=1).wait()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from pslurm.core.hostlists import collect
@@ -52,19 +53,25 @@ def sharing_environment(setup: GpuSetup) -> dict[str, str]:
     return env
 
 
-def node_counts(job: JobRecord) -> tuple[tuple[int, ...], tuple[int, ...]]:
+def node_counts(job: JobRecord, whole: Mapping[str, int] | None = None) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """(tasks, CPUs) on each node of the job's allocation, in its order (core/layout.py's
-    node_layout; spread over the nodes it has where the record's count differs from the request's)."""
+    node_layout; spread over the nodes it has where the record's count differs from the request's).
+    An --exclusive job has every CPU of its nodes: ``whole`` (node -> configured CPUs) says how many."""
     spec = job.spec
     count = len(job.all_nodes) or 1
     if spec.num_nodes != count:
         spec = replace(spec, num_nodes=count)
     layout = node_layout(spec)
-    return tuple(n.tasks for n in layout), tuple(n.cpus for n in layout)
+    cpus = tuple(n.cpus for n in layout)
+    if spec.exclusive and whole:
+        names = job.all_nodes or (job.node or "",)
+        cpus = tuple(whole.get(name, c) for name, c in zip(names, cpus, strict=False))
+    return tuple(n.tasks for n in layout), cpus
 
 
 def job_environment(job: JobRecord, node: str, cluster: str, visible: list[int],
-                    gpu_setup: GpuSetup | None = None, node_index: int = 0) -> dict[str, str]:
+                    gpu_setup: GpuSetup | None = None, node_index: int = 0,
+                    whole: Mapping[str, int] | None = None) -> dict[str, str]:
     """Slurm's job variables, on node ``node``, the ``node_index``-th of the job's allocation
     (``job.nodes``; a record without them: ``node`` alone). ``visible`` is what CUDA_VISIBLE_DEVICES lists:
     the node's GPU indices, or 0..n-1 when a device cgroup hides the other GPUs; an MPS client
@@ -75,7 +82,7 @@ def job_environment(job: JobRecord, node: str, cluster: str, visible: list[int],
     gpus = ",".join(str(i) for i in job.gpu_indices)
     nodes = job.nodes or (node,)
     nodelist = collect(nodes)
-    tasks, cpus = node_counts(replace(job, nodes=nodes))
+    tasks, cpus = node_counts(replace(job, nodes=nodes), whole)
     here = min(max(node_index, 0), len(nodes) - 1)
     # -N 2 without -n: a task on each node (the request's count of 1 is no count: Slurm sets none)
     ntasks = spec.ntasks if spec.ntasks >= len(nodes) else sum(tasks)

@@ -65,7 +65,10 @@ def label_width(ntasks: int) -> int:
 
 
 def step_gpus(launch: pb.StepLaunch, job_gpus: Sequence[int]) -> list[int]:
-    """The node's GPUs the step may use: the launch's, or (none named) all of the job's there."""
+    """The node's GPUs the step may use: the launch's, or (none named) all of the job's there; none
+    when the launch says so (``no_gpus``: a step that asked none)."""
+    if launch.no_gpus:
+        return []
     return list(launch.gpu_indices) if launch.gpu_indices else list(job_gpus)
 
 
@@ -74,7 +77,9 @@ def task_environment(job_env: Mapping[str, str], launch: pb.StepLaunch, local: i
     """One task's environment: ``job_env`` (the job's Slurm variables built over psrun's exported
     environment) and the step's, as srun (env_array_for_step) and slurmstepd set them.
     ``job_visible``: the job's CUDA_VISIBLE_DEVICES, position by position for ``job_gpus`` (0..n-1
-    behind a device cgroup); the step's GPUs are renumbered the same way."""
+    behind a device cgroup); the step's GPUs are renumbered the same way. With per-task GPUs
+    (``launch.task_gpus``, --gpus-per-task/--gpu-bind) CUDA_VISIBLE_DEVICES (and GPU_DEVICE_ORDINAL,
+    NVIDIA_VISIBLE_DEVICES) is the task's own, SLURM_STEP_GPUS the step's."""
     env = dict(job_env)
     total = launch.total_tasks or launch.ntasks
     nodes = hostlists.expand(launch.step_nodelist) if launch.step_nodelist else []
@@ -103,7 +108,8 @@ def task_environment(job_env: Mapping[str, str], launch: pb.StepLaunch, local: i
     gpus = step_gpus(launch, job_gpus)
     if gpus:
         renumber = dict(zip(job_gpus, job_visible, strict=False))
-        visible = ",".join(str(renumber.get(g, g)) for g in gpus)
+        mine = list(launch.task_gpus[local].gpu_indices) if local < len(launch.task_gpus) else []
+        visible = ",".join(str(renumber.get(g, g)) for g in (mine or gpus))  # --gpus-per-task: the task's own
         env["SLURM_STEP_GPUS"] = ",".join(str(g) for g in gpus)
         env["CUDA_VISIBLE_DEVICES"] = "0" if mps else visible
         env["NVIDIA_VISIBLE_DEVICES"] = visible

@@ -102,7 +102,7 @@ class Gres(_message.Message):
     def __init__(self, name: _Optional[str] = ..., type: _Optional[str] = ..., count: _Optional[int] = ...) -> None: ...
 
 class JobSpec(_message.Message):
-    __slots__ = ("name", "user", "uid", "gid", "workdir", "script", "argv", "environment", "partition", "stdout", "stderr", "time_limit", "num_nodes", "ntasks", "cpus_per_task", "mem_mb", "gres", "interactive", "account", "nice", "dependency", "requeue", "hold", "array", "kill_on_invalid_dep", "nodelist", "exclude", "open_mode", "gpu_mem", "begin_time", "deadline", "comment", "qos", "warn_signal", "warn_time", "warn_batch", "warn_reservation", "allocation", "max_nodes", "ntasks_per_node")
+    __slots__ = ("name", "user", "uid", "gid", "workdir", "script", "argv", "environment", "partition", "stdout", "stderr", "time_limit", "num_nodes", "ntasks", "cpus_per_task", "mem_mb", "gres", "interactive", "account", "nice", "dependency", "requeue", "hold", "array", "kill_on_invalid_dep", "nodelist", "exclude", "open_mode", "gpu_mem", "begin_time", "deadline", "comment", "qos", "warn_signal", "warn_time", "warn_batch", "warn_reservation", "allocation", "max_nodes", "ntasks_per_node", "constraint", "exclusive")
     class EnvironmentEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -150,6 +150,8 @@ class JobSpec(_message.Message):
     ALLOCATION_FIELD_NUMBER: _ClassVar[int]
     MAX_NODES_FIELD_NUMBER: _ClassVar[int]
     NTASKS_PER_NODE_FIELD_NUMBER: _ClassVar[int]
+    CONSTRAINT_FIELD_NUMBER: _ClassVar[int]
+    EXCLUSIVE_FIELD_NUMBER: _ClassVar[int]
     name: str
     user: str
     uid: int
@@ -190,7 +192,9 @@ class JobSpec(_message.Message):
     allocation: bool
     max_nodes: int
     ntasks_per_node: int
-    def __init__(self, name: _Optional[str] = ..., user: _Optional[str] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., workdir: _Optional[str] = ..., script: _Optional[str] = ..., argv: _Optional[_Iterable[str]] = ..., environment: _Optional[_Mapping[str, str]] = ..., partition: _Optional[str] = ..., stdout: _Optional[str] = ..., stderr: _Optional[str] = ..., time_limit: _Optional[int] = ..., num_nodes: _Optional[int] = ..., ntasks: _Optional[int] = ..., cpus_per_task: _Optional[int] = ..., mem_mb: _Optional[int] = ..., gres: _Optional[_Iterable[_Union[Gres, _Mapping]]] = ..., interactive: _Optional[bool] = ..., account: _Optional[str] = ..., nice: _Optional[int] = ..., dependency: _Optional[str] = ..., requeue: _Optional[bool] = ..., hold: _Optional[bool] = ..., array: _Optional[str] = ..., kill_on_invalid_dep: _Optional[bool] = ..., nodelist: _Optional[str] = ..., exclude: _Optional[str] = ..., open_mode: _Optional[str] = ..., gpu_mem: _Optional[str] = ..., begin_time: _Optional[float] = ..., deadline: _Optional[float] = ..., comment: _Optional[str] = ..., qos: _Optional[str] = ..., warn_signal: _Optional[int] = ..., warn_time: _Optional[int] = ..., warn_batch: _Optional[bool] = ..., warn_reservation: _Optional[bool] = ..., allocation: _Optional[bool] = ..., max_nodes: _Optional[int] = ..., ntasks_per_node: _Optional[int] = ...) -> None: ...
+    constraint: str
+    exclusive: bool
+    def __init__(self, name: _Optional[str] = ..., user: _Optional[str] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., workdir: _Optional[str] = ..., script: _Optional[str] = ..., argv: _Optional[_Iterable[str]] = ..., environment: _Optional[_Mapping[str, str]] = ..., partition: _Optional[str] = ..., stdout: _Optional[str] = ..., stderr: _Optional[str] = ..., time_limit: _Optional[int] = ..., num_nodes: _Optional[int] = ..., ntasks: _Optional[int] = ..., cpus_per_task: _Optional[int] = ..., mem_mb: _Optional[int] = ..., gres: _Optional[_Iterable[_Union[Gres, _Mapping]]] = ..., interactive: _Optional[bool] = ..., account: _Optional[str] = ..., nice: _Optional[int] = ..., dependency: _Optional[str] = ..., requeue: _Optional[bool] = ..., hold: _Optional[bool] = ..., array: _Optional[str] = ..., kill_on_invalid_dep: _Optional[bool] = ..., nodelist: _Optional[str] = ..., exclude: _Optional[str] = ..., open_mode: _Optional[str] = ..., gpu_mem: _Optional[str] = ..., begin_time: _Optional[float] = ..., deadline: _Optional[float] = ..., comment: _Optional[str] = ..., qos: _Optional[str] = ..., warn_signal: _Optional[int] = ..., warn_time: _Optional[int] = ..., warn_batch: _Optional[bool] = ..., warn_reservation: _Optional[bool] = ..., allocation: _Optional[bool] = ..., max_nodes: _Optional[int] = ..., ntasks_per_node: _Optional[int] = ..., constraint: _Optional[str] = ..., exclusive: _Optional[bool] = ...) -> None: ...
 
 class Job(_message.Message):
     __slots__ = ("job_id", "spec", "state", "reason", "submit_time", "start_time", "end_time", "node", "gpu_indices", "exit_code", "exit_signal", "node_target", "time_limit", "gpu_seconds", "peak_gpu_memory_mb", "mean_gpu_util", "array_job_id", "array_task_id", "priority", "hold", "restarts", "start_estimate", "eligible_time", "collapsed_tasks", "system_comment", "requeue", "nodes", "node_index", "node_gpus")
@@ -399,7 +403,7 @@ class StepRef(_message.Message):
     def __init__(self, job_id: _Optional[int] = ..., step_id: _Optional[int] = ...) -> None: ...
 
 class StepLaunch(_message.Message):
-    __slots__ = ("job_id", "restarts", "step_id", "name", "argv", "environment", "workdir", "uid", "gid", "user", "ntasks", "task_offset", "total_tasks", "node_index", "step_nodelist", "tasks_per_node", "cpus_per_task", "gpu_indices", "label", "pty")
+    __slots__ = ("job_id", "restarts", "step_id", "name", "argv", "environment", "workdir", "uid", "gid", "user", "ntasks", "task_offset", "total_tasks", "node_index", "step_nodelist", "tasks_per_node", "cpus_per_task", "gpu_indices", "label", "pty", "task_gpus", "no_gpus")
     class EnvironmentEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -427,6 +431,8 @@ class StepLaunch(_message.Message):
     GPU_INDICES_FIELD_NUMBER: _ClassVar[int]
     LABEL_FIELD_NUMBER: _ClassVar[int]
     PTY_FIELD_NUMBER: _ClassVar[int]
+    TASK_GPUS_FIELD_NUMBER: _ClassVar[int]
+    NO_GPUS_FIELD_NUMBER: _ClassVar[int]
     job_id: int
     restarts: int
     step_id: int
@@ -447,7 +453,15 @@ class StepLaunch(_message.Message):
     gpu_indices: _containers.RepeatedScalarFieldContainer[int]
     label: bool
     pty: bool
-    def __init__(self, job_id: _Optional[int] = ..., restarts: _Optional[int] = ..., step_id: _Optional[int] = ..., name: _Optional[str] = ..., argv: _Optional[_Iterable[str]] = ..., environment: _Optional[_Mapping[str, str]] = ..., workdir: _Optional[str] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., user: _Optional[str] = ..., ntasks: _Optional[int] = ..., task_offset: _Optional[int] = ..., total_tasks: _Optional[int] = ..., node_index: _Optional[int] = ..., step_nodelist: _Optional[str] = ..., tasks_per_node: _Optional[str] = ..., cpus_per_task: _Optional[int] = ..., gpu_indices: _Optional[_Iterable[int]] = ..., label: _Optional[bool] = ..., pty: _Optional[bool] = ...) -> None: ...
+    task_gpus: _containers.RepeatedCompositeFieldContainer[TaskGpus]
+    no_gpus: bool
+    def __init__(self, job_id: _Optional[int] = ..., restarts: _Optional[int] = ..., step_id: _Optional[int] = ..., name: _Optional[str] = ..., argv: _Optional[_Iterable[str]] = ..., environment: _Optional[_Mapping[str, str]] = ..., workdir: _Optional[str] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., user: _Optional[str] = ..., ntasks: _Optional[int] = ..., task_offset: _Optional[int] = ..., total_tasks: _Optional[int] = ..., node_index: _Optional[int] = ..., step_nodelist: _Optional[str] = ..., tasks_per_node: _Optional[str] = ..., cpus_per_task: _Optional[int] = ..., gpu_indices: _Optional[_Iterable[int]] = ..., label: _Optional[bool] = ..., pty: _Optional[bool] = ..., task_gpus: _Optional[_Iterable[_Union[TaskGpus, _Mapping]]] = ..., no_gpus: _Optional[bool] = ...) -> None: ...
+
+class TaskGpus(_message.Message):
+    __slots__ = ("gpu_indices",)
+    GPU_INDICES_FIELD_NUMBER: _ClassVar[int]
+    gpu_indices: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, gpu_indices: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class StepSignal(_message.Message):
     __slots__ = ("job_id", "step_id", "signal")

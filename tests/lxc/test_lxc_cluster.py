@@ -3,7 +3,8 @@
 One cluster for the module (up ~2-3 s, down ~1 s). Checked: every node idle, a 1-GPU job on each node
 opens its own device (ENXIO: allowed, no driver) and gets EPERM on the other GPUs (its node's other
 one: the agent's job cgroup; the other node's: the container's cgroup, also for a fresh mknod), and
-after ``down`` nothing of it is left on the host, also after an ``up`` that failed half-way.
+after ``down`` nothing of it is left on the host, also after an ``up`` that failed half-way. A 2-node
+job's ranks (2 per node) meet over TCP by the node names the containers' /etc/hosts hold.
 """
 
 from __future__ import annotations
@@ -184,3 +185,48 @@ def test_debian_rootfs_runs_the_agent_on_debians_python(tmp_path: Path) -> None:
     finally:
         cli("pslurm", "lxc", "down", "--state-dir", str(state))
     assert host_snapshot(prefix, state) == before
+
+
+
+RANKS = r"""
+import os, socket, subprocess, threading, time
+rank, job = int(os.environ["SLURM_PROCID"]), int(os.environ["SLURM_JOB_ID"])
+first = subprocess.run(["pscontrol", "show", "hostnames", os.environ["SLURM_JOB_NODELIST"]],
+                       capture_output=True, text=True, check=True).stdout.split()[0]
+port = 20000 + job % 20000
+def send():
+    for _ in range(300):
+        try:
+            with socket.create_connection((first, port), 2) as conn:
+                conn.sendall(str(rank).encode())
+            return
+        except OSError:
+            time.sleep(0.1)
+if rank == 0:
+    server = socket.create_server(("0.0.0.0", port))
+    server.settimeout(30)
+    threading.Thread(target=send, daemon=True).start()  # rank 0 reaches itself by the first host's name too
+    heard = {}
+    while len(heard) < 4:
+        conn, addr = server.accept()
+        heard[int(conn.recv(16).decode())] = addr[0]
+        conn.close()
+    print("RANKS", sorted(heard), len(set(heard.values())), flush=True)
+else:
+    send()
+"""
+
+
+def test_two_node_job_ranks_meet_over_tcp(cluster: tuple[Path, dict[str, str], str]) -> None:
+    """A 2-node batch job of 2 tasks per node runs a step of 4 ranks; ranks reach rank 0 by the name of
+    the first node of SLURM_JOB_NODELIST (each container's /etc/hosts names every node) and rank 0 hears
+    all four, from both nodes' addresses."""
+    state, env, _ = cluster
+    work = state.parent / "ranks"
+    work.mkdir(exist_ok=True)
+    (work / "ranks.py").write_text(RANKS)
+    (work / "job.sh").write_text(f"#!/bin/bash\npsrun {sys.executable} {work / 'ranks.py'}\n")
+    cli("psbatch", "-W", "-N2", "--ntasks-per-node=2", "-o", str(work / "out"), str(work / "job.sh"), env=env,
+        timeout=90)
+    out = (work / "out").read_text()
+    assert "RANKS [0, 1, 2, 3] 2" in out, out

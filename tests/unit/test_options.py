@@ -83,8 +83,10 @@ def test_options_end_at_the_command_and_its_arguments_are_its_own() -> None:
 
 def test_an_optional_argument_is_only_ever_attached() -> None:
     parsed = parse_command_line(["--exclusive", "hostname"], "srun")
-    assert parsed.inert == {"exclusive": None} and parsed.positional == ["hostname"]
-    assert parse_command_line(["--exclusive=user", "hostname"], "srun").inert == {"exclusive": "user"}
+    assert parsed.values == {"exclusive": ""} and parsed.positional == ["hostname"]  # "": given, no value
+    assert parse_command_line(["--exclusive=user", "hostname"], "srun").values == {"exclusive": "user"}
+    parsed = parse_command_line(["--bcast", "hostname"], "srun")
+    assert parsed.inert == {"bcast": None} and parsed.positional == ["hostname"]
 
 
 def test_clustered_short_flags() -> None:
@@ -106,15 +108,16 @@ def test_permuting_commands_collect_words_between_options() -> None:
 
 
 def test_known_but_inert_options_are_kept_and_warned_about_once(capsys: pytest.CaptureFixture[str]) -> None:
-    cli = parse_command_line(["--mail-type=END", "--mail-u", "me@x", "--exclusive", "-J", "n", "job.sh"], "sbatch")
-    assert cli.inert == {"mail-type": "END", "mail-user": "me@x", "exclusive": None}
+    cli = parse_command_line(["--mail-type=END", "--mail-u", "me@x", "--get-user-env", "-J", "n", "job.sh"],
+                             "sbatch")
+    assert cli.inert == {"mail-type": "END", "mail-user": "me@x", "get-user-env": None}
     assert cli.values == {"job_name": "n"}
     directives = parse_directive_lines([(2, ["--mail-type=FAIL"])])
     warn_inert("psbatch", directives, cli)
     assert capsys.readouterr().err.splitlines() == [
         "psbatch: warning: --mail-type has no effect in pslurm (no mailer)",
         "psbatch: warning: --mail-user has no effect in pslurm (no mailer)",
-        "psbatch: warning: --exclusive has no effect in pslurm",
+        "psbatch: warning: --get-user-env has no effect in pslurm",
     ]
     warn_inert("psbatch", parse_command_line(["-Q", "--licenses=matlab", "x"], "sbatch"))
     assert capsys.readouterr().err == ""

@@ -67,6 +67,7 @@ def node_status(monitor: NodeMonitor, status: MonitorNodeStatus) -> NodeStatus:
         alloc_cpus=used.cpus, alloc_mem=used.mem_mb, alloc_gpus=tuple(sorted(set(used.gpus))),
         display_state=status.word, running_jobs=used.jobs, last_heartbeat=n.last_heartbeat, gpus=tuple(n.gpus),
         isolation=n.isolation, gpu_usage=status.gpus,
+        features=config.features if (config := monitor.config.nodes.get(n.name)) is not None else (),
     )
 
 

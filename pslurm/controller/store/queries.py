@@ -45,6 +45,7 @@ from pslurm.controller.store.records import (
     UsageRecord,
     gres_from_column,
     gres_to_column,
+    held_text,
     indices_from_column,
     indices_to_column,
     job_from_row,
@@ -123,6 +124,7 @@ class Store:
             array_job_id=None, array_task_id=array_ids[0] if array_ids else None,
             req_nodes=spec.nodelist, exc_nodes=spec.exclude, begin_time=spec.begin_time, deadline=spec.deadline,
             comment=spec.comment, qos=spec.qos, num_nodes=spec.num_nodes, node_cpus=_node_cpus(spec),
+            req_features=spec.constraint, exclusive=spec.exclusive,
         )
 
         def work(conn: Connection) -> list[int]:
@@ -258,17 +260,27 @@ class Store:
             flags = _read_flags(conn, job_id)
             if flags.restarts != restarts:
                 raise InvalidTransition(lifecycle.JOB_ENDED)
-            overlaps = [bool(r.overlap) for r in conn.execute(
-                select(s.overlap).where(s.job_id == job_id, s.state == JobState.RUNNING.value))]
-            lifecycle.create_step(flags, new.overlap, overlaps)
+            running = [step_from_row(r) for r in conn.execute(
+                select(job_steps).where(s.job_id == job_id, s.state == JobState.RUNNING.value))]
+            lifecycle.create_step(flags, True, ())  # the job RUNNING (JOB_ENDED); what is free: place_step
+            nodes = tuple(expand(new.nodes))
+            want = lifecycle.StepHold(nodes, new.node_cpus or tuple(0 for _ in nodes), (), new.overlap, new.exact)
+            held = [lifecycle.StepHold(tuple(expand(r.nodes)), r.node_cpus, r.node_gpus, r.overlap, r.exact)
+                    for r in running]
+            gpus = lifecycle.place_step(
+                want, new.gpus_wanted or tuple(None for _ in nodes), dict(zip(nodes, new.alloc_cpus, strict=False)),
+                dict(zip(nodes, new.alloc_gpus, strict=False)), held)
+            cpus = new.node_cpus if new.exact else new.alloc_cpus
             last = conn.execute(select(func.max(s.step_id)).where(s.job_id == job_id)).scalar()
             step = StepRecord(job_id, 0 if last is None else int(last) + 1, new.name, JobState.RUNNING, new.nodes,
-                              new.ntasks, new.cpus, new.gres, new.overlap, tuple(new.argv), new.workdir, now)
+                              new.ntasks, new.cpus, new.gres, new.overlap, tuple(new.argv), new.workdir, now,
+                              exact=new.exact, node_cpus=cpus, node_gpus=gpus if new.alloc_gpus else ())
             conn.execute(insert(job_steps), dict(
                 job_id=job_id, step_id=step.step_id, name=step.name, state=step.state.value, nodes=step.nodes,
                 ntasks=step.ntasks, cpus=step.cpus, gres=step.gres, overlap=step.overlap,
                 argv=json.dumps(list(step.argv)), workdir=step.workdir, start_time=now, end_time=None,
-                exit_code=0, exit_signal=0))
+                exit_code=0, exit_signal=0, exact=step.exact, node_cpus=",".join(map(str, step.node_cpus)),
+                node_gpus=held_text(step.node_gpus)))
             return step
 
         step = self._writer.write(work)
@@ -575,7 +587,7 @@ class Store:
                         c.nice, c.submit_time, c.time_limit, c.dependency, c.kill_on_invalid_dep, c.array_job_id,
                         c.array_task_id, c.array_max_running, c.hold, c.admin_priority, c.priority,
                         c.start_estimate, c.req_nodes, c.exc_nodes, c.eligible_time, c.begin_time, c.deadline,
-                        c.num_nodes, c.node_cpus)
+                        c.num_nodes, c.node_cpus, c.req_features, c.exclusive)
                  .where(c.state == "PENDING").order_by(c.job_id))
         if job_ids is not None:
             query = query.where(c.job_id.in_(job_ids))
@@ -593,7 +605,8 @@ class Store:
                                      bool(r.kill_on_invalid_dep), r.array_job_id, r.array_task_id,
                                      r.array_max_running, r.hold, r.admin_priority, r.priority, r.start_estimate,
                                      r.req_nodes, r.exc_nodes, r.eligible_time, r.begin_time, r.deadline,
-                                     r.num_nodes or 1, indices_from_column(r.node_cpus)))
+                                     r.num_nodes or 1, indices_from_column(r.node_cpus), r.req_features,
+                                     bool(r.exclusive)))
         return out
 
     def allocations(self, job_ids: Collection[int] | None = None) -> list[Allocation]:

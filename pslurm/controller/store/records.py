@@ -93,6 +93,9 @@ class StepRecord:
     end_time: float | None = None
     exit_code: int = 0
     exit_signal: int = 0
+    exact: bool = False  # --exact: it holds only node_cpus/node_gpus; else the whole allocation on its nodes
+    node_cpus: tuple[int, ...] = ()  # the CPUs it holds on each of its nodes (in ``nodes`` order)
+    node_gpus: tuple[tuple[int, ...], ...] = ()  # the GPU indices it holds (and sees) on each of its nodes
 
 
 @dataclass(frozen=True)
@@ -107,6 +110,11 @@ class NewStep:
     overlap: bool
     argv: tuple[str, ...]
     workdir: str
+    exact: bool = False
+    node_cpus: tuple[int, ...] = ()  # the CPUs it asks on each node (tasks there x cpus per task)
+    gpus_wanted: tuple[int | None, ...] = ()  # GPUs it asks on each node (None, or none given: all of the job's)
+    alloc_cpus: tuple[int, ...] = ()  # the job's CPUs on each of the step's nodes
+    alloc_gpus: tuple[tuple[int, ...], ...] = ()  # the job's GPU indices on each of the step's nodes
 
 
 @dataclass(frozen=True)
@@ -154,6 +162,8 @@ class QueuedJob:
     deadline: float | None = None  # --deadline: ended DEADLINE once it can no longer end before it
     num_nodes: int = 1  # -N
     node_cpus: tuple[int, ...] = ()  # each node's CPUs of a multi-node job (core/layout.py); (): ``cpus`` on one
+    constraint: str = ""  # --constraint: the node features it needs ("" none)
+    exclusive: bool = False  # --exclusive: whole nodes
 
 
 @dataclass(frozen=True)
@@ -280,4 +290,14 @@ def node_from_row(row: Row[Any]) -> NodeRecord:
 def step_from_row(row: Row[Any]) -> StepRecord:
     return StepRecord(row.job_id, row.step_id, row.name, JobState(row.state), row.nodes, row.ntasks, row.cpus,
                       row.gres, bool(row.overlap), tuple(json.loads(row.argv)), row.workdir, row.start_time,
-                      row.end_time, row.exit_code, row.exit_signal)
+                      row.end_time, row.exit_code, row.exit_signal, bool(row.exact), _ints(row.node_cpus),
+                      tuple(_ints(part) for part in row.node_gpus.split(";")) if row.node_gpus else ())
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in text.split(",") if x)
+
+
+def held_text(node_gpus: tuple[tuple[int, ...], ...]) -> str:
+    """A step's GPUs per node as the job_steps row keeps them: ``0,1;2`` (nodes by ``;``)."""
+    return ";".join(",".join(map(str, gpus)) for gpus in node_gpus)

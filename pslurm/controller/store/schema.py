@@ -50,6 +50,8 @@ jobs = Table(
     # requested and excluded nodes, hostlist expressions (migration 0003)
     Column("req_nodes", String(1024), nullable=False, default=""),
     Column("exc_nodes", String(1024), nullable=False, default=""),
+    Column("req_features", String(1024), nullable=False, default=""),  # --constraint, node features (0009)
+    Column("exclusive", Boolean, nullable=False, default=False),  # --exclusive: whole nodes (0009)
     Column("eligible_time", Float),  # when the pending job became eligible (not held, dependencies met)
     Column("system_comment", String(1024), nullable=False, default=""),  # why the system ended it (0004)
     # sbatch's --begin, --deadline, --comment, --qos (migration 0005)
@@ -102,6 +104,11 @@ job_steps = Table(
     # the worst end among them (its exit code and signal so far are exit_code/exit_signal); it ends with the last
     Column("reported", String(1024), nullable=False, default=""),
     Column("ended_state", String(16), nullable=False, default=""),
+    # what a step holds (migration 0008): --exact (only these; else the whole allocation on its nodes),
+    # its CPUs on each of its nodes ("2,2"), its GPU indices on each ("0,1;2": nodes by ";")
+    Column("exact", Boolean, nullable=False, default=False),
+    Column("node_cpus", String(1024), nullable=False, default=""),
+    Column("node_gpus", String(1024), nullable=False, default=""),
 )
 
 job_events = Table(

@@ -1,0 +1,46 @@
+"""Per-task GPUs through the agent with its real launcher (a fake controller): a step whose launch
+names each task's GPUs (StepLaunch.task_gpus: psrun --gpus-per-task, --gpu-bind) gives each task its
+own CUDA_VISIBLE_DEVICES, the step's GPUs in SLURM_STEP_GPUS; without them every task sees the step's."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from pslurm.core.config import CgroupConfig, ClusterConfig, NodeConfig
+from pslurm.core.gres import GresRequest
+from pslurm.nodeagent.agent import Agent
+from pslurm.nodeagent.app import simulated_devices
+from pslurm.proto import pslurm_pb2 as pb
+from tests.integration.test_agent_steps import Controller, Place, job, output, place, started, step  # noqa: F401
+
+
+@pytest.fixture
+def agent(place: Place) -> Iterator[Agent]:  # noqa: F811
+    config = ClusterConfig(path=str(place.top / "pslurm.conf"), cluster_name=f"stepgpus{os.getpid()}",
+                           controller_port=1, spool_dir=str(place.top / "spool"), kill_wait=1)
+    node = NodeConfig("c000", port=2, cpus=4, gres=(GresRequest("gpu", None, 2),))
+    made = Agent(config, node, simulated_devices(node), CgroupConfig())
+    made.controller = Controller()  # type: ignore[assignment]
+    made.recover()
+    yield made
+    made.controller.up = False  # type: ignore[attr-defined]
+    made.stop(grace=5)
+
+
+def test_each_task_gets_its_own_gpus(agent: Agent, place: Place) -> None:  # noqa: F811
+    record = job(place, 1)
+    record = dataclasses.replace(record, gpu_indices=(0, 1))
+    agent.launch(record)
+    started(agent, 1)
+    show = 'echo "$SLURM_PROCID $CUDA_VISIBLE_DEVICES $SLURM_STEP_GPUS"'
+    agent.launch_step(step(place, 1, 0, show, ntasks=2, gpu_indices=[0, 1],
+                           task_gpus=[pb.TaskGpus(gpu_indices=[0]), pb.TaskGpus(gpu_indices=[1])]))
+    out, _, _ = output(agent, 1, 0)
+    assert sorted(out.decode().splitlines()) == ["0 0 0,1", "1 1 0,1"]
+    agent.launch_step(step(place, 1, 1, show, ntasks=2, gpu_indices=[1]))  # an exact step's one GPU, shared
+    out, _, _ = output(agent, 1, 1)
+    assert sorted(out.decode().splitlines()) == ["0 1 1", "1 1 1"]
