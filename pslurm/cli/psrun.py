@@ -50,8 +50,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     if job:
         raise SystemExit(run_step(_job_id(str(job)), values, command, forward))
     opts = cli.job_values()  # --ntasks-per-node without -n: -N nodes x that many tasks (spec_values)
-    if values.get("pty"):
-        raise SystemExit(run_pty_job(opts, values, command, forward))
+    if values.get("pty") or _several_tasks(opts):
+        raise SystemExit(run_in_allocation(opts, values, command, forward))
     raise SystemExit(run_job(opts, command, forward_stdin=forward, label=bool(values.get("label"))))
 
 
@@ -527,10 +527,21 @@ class _RawTerminal:
             termios.tcsetattr(0, termios.TCSADRAIN, self._saved)
 
 
-def run_pty_job(opts: Mapping[str, object], values: Mapping[str, object], argv: tuple[str, ...],
-                forward_stdin: bool = True) -> int:
-    """psrun --pty outside an allocation: as srun does, an allocation of its own (``opts``), then the
-    command as its step 0 on a pseudo-terminal; the allocation is given back when the step ends."""
+def _several_tasks(opts: Mapping[str, object]) -> bool:
+    """Whether a psrun outside an allocation asks more than one task or node (then its tasks are a step's)."""
+    def number(key: str) -> int:
+        text = str(opts.get(key) or "").partition("-")[0]
+        return int(text) if text.isdigit() else 0
+
+    return number("nodes") > 1 or number("ntasks") > 1 or number("ntasks_per_node") > 1
+
+
+def run_in_allocation(opts: Mapping[str, object], values: Mapping[str, object], argv: tuple[str, ...],
+                      forward_stdin: bool = True) -> int:
+    """psrun outside an allocation with several tasks or nodes, or --pty: as srun does, an allocation
+    of its own (``opts``), then the command as its step 0 (all its tasks, over all its nodes; task 0 on
+    a pseudo-terminal with --pty); the allocation is given back when the step ends. One task without
+    --pty stays a job of its own (the fast path: one request, no step)."""
     from pslurm.cli.psalloc import job_environment, submit_allocation, wait_granted
 
     api, job_id = submit_allocation(PROG, opts, os.path.basename(argv[0]), "Unable to allocate resources: ")

@@ -53,6 +53,18 @@ def test_a_two_node_job_runs_its_steps_on_both_nodes(cluster: Cluster, tmp_path:
     assert info["nodes"] == "c[000-001]"
 
 
+def test_psrun_outside_an_allocation_runs_every_task_on_every_node(cluster: Cluster, tmp_path: Path) -> None:
+    # srun's behaviour: an allocation of its own, then all its tasks as step 0 (not only task 0)
+    proc = cluster.run("psrun", "-N", "2", "--ntasks-per-node=2", "-l", "printenv", "SLURMD_NODENAME", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    lines = sorted(proc.stdout.split("\n")[:-1])
+    assert [line.split(": ")[0].strip() for line in lines] == ["0", "1", "2", "3"]
+    assert len({line.split(": ")[1] for line in lines}) == 2  # two nodes
+    failed = cluster.run("psrun", "-n", "2", "sh", "-c", "exit $SLURM_PROCID", cwd=tmp_path)
+    # the step's largest exit code; which tasks failed is not reported per task yet (the line names them all)
+    assert failed.returncode == 1 and "Exited with exit code 1" in failed.stderr, failed.stderr
+
+
 def test_a_lost_node_ends_the_job_node_fail(tmp_path: Path) -> None:
     with local_cluster(tmp_path / "lost", 2, 0) as cluster:
         job = submit(cluster, tmp_path, "sleep 300", "-N", "2", "--no-requeue")
