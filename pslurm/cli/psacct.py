@@ -406,7 +406,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     if as_json == "slurm":
         from pslurm.cli import slurmjson
 
-        print(slurmjson.dumps(slurmjson.accounts_reply(found, api.config.cluster_name, now)))
+        steps = None if v.get("allocations") else (
+            lambda job: step_lines(job, (getattr(job, "own", None) or {}).get("steps") or ()))
+        print(slurmjson.dumps(slurmjson.accounts_reply(found, api.config.cluster_name, now, steps)))
         return
     if as_json:
         import json

@@ -29,7 +29,7 @@ import math
 
 TYPE_CHECKING = False  # typing costs a command milliseconds; mypy takes this name as typing's own
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Callable, Iterable, Sequence
     from typing import Any
 
     from pslurm.core.clusterinfo import NodeInfo, PartitionInfo
@@ -280,9 +280,44 @@ def exit_code_json(code: int, sig: int) -> Json:
     return {"status": "ERROR", "return_code": code} if code else {"status": "SUCCESS", "return_code": 0}
 
 
-def account_json(job: Job, cluster: str, now: float) -> Json:
-    """One job of ``sacct --json`` (openapi/dbv0.0.38's job, in its order). pslurm's jobs have no
-    steps (yet): ``steps`` is empty."""
+def step_json(job: Job, step: Any, now: float) -> Json:
+    """One of a job's ``steps`` in ``sacct --json`` (openapi/dbv0.0.38's step, in its order), from one
+    of psacct's step lines (``J.batch``, ``J.0``...): ``step.id`` is ``"batch"`` or the step's number,
+    as dbv0.0.38 writes it. CPU times, frequencies, energy and the measured TRES are not kept: zero or
+    empty."""
+    from pslurm.core.hostlists import collect
+
+    nodes = [n for n in str(step.node or "").split(",") if n]
+    zero = {"seconds": 0, "microseconds": 0}
+    suffix = str(step.job_id).rpartition(".")[2]
+    desc = step.spec
+    allocated: list[tuple[str, str | None, int]] = [("cpu", None, int(desc.cpus)), ("mem", None, int(desc.mem_mb or 0)),
+                                                    ("node", None, len(nodes) or int(desc.num_nodes))]
+    gpus = len(job.gpu_indices)
+    if gpus:
+        allocated.append(("gres", "gpu", gpus))
+    start, end = step.start_time, step.end_time
+    elapsed = max(0, int((end if end is not None else now) - start)) if start is not None else 0
+    return {
+        "nodes": {"list": nodes, "count": len(nodes), "range": collect(nodes) if len(nodes) > 1 else "".join(nodes)},
+        "tres": {"requested": {"max": [], "min": [], "average": [], "total": []},
+                 "consumed": {"max": [], "min": [], "average": [], "total": []}, "allocated": _tres_list(allocated)},
+        "time": {"elapsed": elapsed, "end": _epoch(end), "start": _epoch(start), "suspended": 0,
+                 "system": dict(zero), "total": dict(zero), "user": dict(zero)},
+        "exit_code": exit_code_json(int(step.exit_code), int(step.exit_signal)),
+        "tasks": {"count": int(desc.ntasks)}, "pid": None,
+        "CPU": {"requested_frequency": {"min": 0, "max": 0}, "governor": []}, "kill_request_user": None,
+        "state": getattr(step.state, "value", str(step.state)),
+        "statistics": {"CPU": {"actual_frequency": 0}, "energy": {"consumed": 0}},
+        "step": {"job_id": job.job_id, "het": {"component": None},
+                 "id": int(suffix) if suffix.isdigit() else suffix, "name": desc.name},
+        "task": {"distribution": "Unknown"},
+    }
+
+
+def account_json(job: Job, cluster: str, now: float, steps: Sequence[Any] = ()) -> Json:
+    """One job of ``sacct --json`` (openapi/dbv0.0.38's job, in its order), with ``steps`` (psacct's
+    step lines of the job, see step_json)."""
     from pslurm.cli.jobview import node_count, nodelist_text, time_used
 
     spec = job.spec
@@ -313,14 +348,16 @@ def account_json(job: Job, cluster: str, now: float) -> Json:
         "reservation": {"id": 0, "name": 0},  # sic: 22.05 writes the reservation's name as a number
         # the reason it waited for (the database keeps the last one before it started)
         "state": {"current": job.state.value, "reason": str(job.reason) if not started else "None"},
-        "steps": [], "tres": {"allocated": _tres_list(tres) if started else [], "requested": _tres_list(tres)},
+        "steps": [step_json(job, step, now) for step in steps],
+        "tres": {"allocated": _tres_list(tres) if started else [], "requested": _tres_list(tres)},
         "user": spec.user, "wckey": {"wckey": "", "flags": []}, "working_directory": spec.workdir,
     }
 
 
-def accounts_reply(jobs: Sequence[Job], cluster: str, now: float) -> Json:
-    """``sacct --json``."""
-    return reply("jobs", [account_json(j, cluster, now) for j in jobs], OPENAPI_DB)
+def accounts_reply(jobs: Sequence[Job], cluster: str, now: float,
+                   steps: Callable[[Job], Sequence[Any]] | None = None) -> Json:
+    """``sacct --json``; ``steps``: a job's step lines (none without)."""
+    return reply("jobs", [account_json(j, cluster, now, steps(j) if steps else ()) for j in jobs], OPENAPI_DB)
 
 
 # -- nodes and partitions ------------------------------------------------------------------------

@@ -135,12 +135,39 @@ def test_sacct_json_has_slurms_fields_in_slurms_order() -> None:
                                                                   "name": "Slurm OpenAPI DB v0.0.38"}
     for theirs, mine in zip(slurm["jobs"], ours["jobs"], strict=True):
         assert same_shape(theirs, mine) == []
-        assert mine["steps"] == []  # pslurm's jobs have no steps (yet)
+        assert mine["steps"] == []  # no step lines given
     running, failed = ours["jobs"]
     assert running["time"]["elapsed"] == 7 and running["time"]["limit"] == 10 and running["nodes"] == "c000"
     assert running["tres"]["allocated"][-1] == {"type": "gres", "name": "gpu", "id": 1001, "count": 1}
     assert failed["state"] == {"current": "FAILED", "reason": "None"} and failed["exit_code"]["return_code"] == 3
     assert slurm["jobs"][1]["state"] == failed["state"]  # the one that exited 3, as Slurm recorded it
+
+
+def test_sacct_json_steps_are_psaccts_step_lines_in_slurms_shape() -> None:
+    from pslurm.cli.psacct import step_lines
+
+    slurm = recorded("sacct")
+    done = JobRecord(job_id=6614, spec=PENDING.spec, state=JobState.COMPLETED, reason=JobReason.NONE,
+                     submit_time=100.0, start_time=125.0, end_time=140.0, node="c001", partition="gpu")
+    psrun = {"step_id": 0, "name": "hostname", "ntasks": 2, "cpus": 2, "nodes": "c000,c001", "state": "FAILED",
+             "exit_code": 3, "start_time": 126.0, "end_time": 130.0}
+    ours = json.loads(slurmjson.dumps(slurmjson.accounts_reply(
+        [RUNNING, done], "anchor", 109.0, lambda j: step_lines(j, [psrun] if j.job_id == 6614 else []))))
+    for theirs, mine in zip(slurm["jobs"], ours["jobs"], strict=True):
+        assert same_shape(theirs["steps"], mine["steps"]) == []  # a numbered step's id is a number in dbv0.0.38
+    (batch,) = ours["jobs"][0]["steps"]  # the running job's batch step
+    assert batch["step"] == {"job_id": 6611, "het": {"component": None}, "id": "batch", "name": "batch"}
+    assert batch["state"] == "RUNNING" and batch["time"]["end"] == 0 and batch["time"]["elapsed"] == 7
+    assert batch["nodes"] == {"list": ["c000"], "count": 1, "range": "c000"} and batch["tasks"] == {"count": 1}
+    assert batch["tres"]["allocated"][-1] == {"type": "gres", "name": "gpu", "id": 1001, "count": 1}
+    batch, step = ours["jobs"][1]["steps"]
+    assert batch["state"] == "COMPLETED" and batch["time"] == {
+        "elapsed": 15, "end": 140, "start": 125, "suspended": 0, "system": {"seconds": 0, "microseconds": 0},
+        "total": {"seconds": 0, "microseconds": 0}, "user": {"seconds": 0, "microseconds": 0}}
+    assert step["step"]["id"] == 0 and step["step"]["name"] == "hostname" and step["state"] == "FAILED"
+    assert step["exit_code"] == {"status": "ERROR", "return_code": 3} and step["tasks"] == {"count": 2}
+    assert step["nodes"] == {"list": ["c000", "c001"], "count": 2, "range": "c[000-001]"}
+    assert step["time"]["elapsed"] == 4 and step["time"]["start"] == 126 and step["time"]["end"] == 130
 
 
 def test_sinfo_json_is_slurms_nodes() -> None:
