@@ -78,6 +78,7 @@ def job_json(job: JobRecord | JobInfo, full: bool = False) -> dict[str, Any]:
     data["collapsed_tasks"] = job.collapsed_tasks
     _present(data, eligible_time=job.eligible_time)
     data.update(system_comment=job.system_comment, requeue=job.requeue)
+    _present(data, max_rss_kb=None if job.max_rss_kb is None else _i64(job.max_rss_kb))
     return data
 
 

@@ -62,10 +62,10 @@ class StepLine:
 
     __slots__ = ("display_id", "job_id", "spec", "state", "reason", "exit_code", "exit_signal", "start_time",
                  "end_time", "submit_time", "time_limit", "node", "partition", "gpu_indices", "gpu_seconds",
-                 "peak_gpu_memory_mb", "mean_gpu_util", "system_comment", "is_step")
+                 "peak_gpu_memory_mb", "mean_gpu_util", "system_comment", "is_step", "max_rss_kb")
 
     def __init__(self, job: Job, suffix: str, spec: StepDesc, state: Any, exit_code: int, exit_signal: int,
-                 start: float | None, end: float | None, nodes: str) -> None:
+                 start: float | None, end: float | None, nodes: str, max_rss_kb: int | None = None) -> None:
         self.display_id, self.job_id = f"{job.display_id}.{suffix}", f"{job.job_id}.{suffix}"
         self.spec, self.state, self.reason = spec, state, ""
         self.exit_code, self.exit_signal = exit_code, exit_signal
@@ -74,11 +74,12 @@ class StepLine:
         self.gpu_indices = job.gpu_indices
         self.gpu_seconds = self.peak_gpu_memory_mb = self.mean_gpu_util = None
         self.system_comment, self.is_step = "", True
+        self.max_rss_kb = max_rss_kb  # the batch step's memory cgroup's peak; None: not measured (psrun's steps)
 
 
 def step_lines(job: Job, steps: Sequence[dict[str, Any]]) -> list[StepLine]:
     """A job's step lines as sacct prints them under its own: ``J.batch`` for a batch job that ran
-    (from the job's record: its state, TIMEOUT as CANCELLED, and exit code), then ``J.0``, ``J.1``...
+    (from the job's record: its state, TIMEOUT as CANCELLED, exit code and MaxRSS), then ``J.0``, ``J.1``...
     (``steps``: the API's ``pslurm.steps``), each with its name (the command's), tasks, nodes and times."""
     from pslurm.core.states import JobState
 
@@ -91,7 +92,8 @@ def step_lines(job: Job, steps: Sequence[dict[str, Any]]) -> list[StepLine]:
         elif state is JobState.COMPLETING:
             state = JobState.RUNNING
         out.append(StepLine(job, "batch", StepDesc(job, "batch", 1, _batch_host_cpus(job), 1), state, job.exit_code,
-                            job.exit_signal, job.start_time, job.end_time, job.node or ""))
+                            job.exit_signal, job.start_time, job.end_time, job.node or "",
+                            None if job.max_rss_kb is None else int(job.max_rss_kb)))
     for step in steps:
         nodes = str(step.get("nodes") or "")
         out.append(StepLine(job, str(step["step_id"]),
@@ -273,7 +275,9 @@ def _job_fields(now: float) -> dict[str, Callable[[Job], str]]:
         "ncpus": lambda j: str(alloc_cpus(j)),
         "reqcpus": lambda j: str(_cpus(j)),
         "reqmem": lambda j: f"{j.spec.mem_mb}M" if j.spec.mem_mb else "0",  # 22.05: no n/c suffix
-        "maxrss": lambda j: "",  # not measured (sacct shows it on steps' lines, which pslurm has not)
+        # sacct's on steps' lines only: the batch step's, its memory cgroup's peak (ConstrainRAMSpace=yes);
+        # psrun's steps are not measured
+        "maxrss": lambda j: f"{j.max_rss_kb}K" if isinstance(j, StepLine) and j.max_rss_kb is not None else "",
         "alloctres": alloc_tres,
         "reqtres": tres,
         "allocgres": lambda j: ",".join([f"gpu:{_gpus(j)}"] if _gpus(j) else [
@@ -337,8 +341,10 @@ def _job_json(job: Job, now: float) -> dict[str, Any]:
     data["gpu_seconds"] = gpu_seconds(job, now)
     data.setdefault("peak_gpu_memory_mb", None)
     data.setdefault("mean_gpu_util", None)
-    if data["peak_gpu_memory_mb"] is not None:
-        data["peak_gpu_memory_mb"] = int(data["peak_gpu_memory_mb"])
+    data.setdefault("max_rss_kb", None)
+    for key in ("peak_gpu_memory_mb", "max_rss_kb"):
+        if data[key] is not None:
+            data[key] = int(data[key])
     return data
 
 

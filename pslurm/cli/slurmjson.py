@@ -284,7 +284,8 @@ def step_json(job: Job, step: Any, now: float) -> Json:
     """One of a job's ``steps`` in ``sacct --json`` (openapi/dbv0.0.38's step, in its order), from one
     of psacct's step lines (``J.batch``, ``J.0``...): ``step.id`` is ``"batch"`` or the step's number,
     as dbv0.0.38 writes it. CPU times, frequencies, energy and the measured TRES are not kept: zero or
-    empty."""
+    empty, but for the batch step's MaxRSS (its memory cgroup's peak): ``tres.requested.max``'s ``mem``,
+    in bytes as Slurm counts it."""
     from pslurm.core.hostlists import collect
 
     nodes = [n for n in str(step.node or "").split(",") if n]
@@ -298,9 +299,11 @@ def step_json(job: Job, step: Any, now: float) -> Json:
         allocated.append(("gres", "gpu", gpus))
     start, end = step.start_time, step.end_time
     elapsed = max(0, int((end if end is not None else now) - start)) if start is not None else 0
+    rss = getattr(step, "max_rss_kb", None)
+    peak = _tres_list([("mem", None, int(rss) * 1024)]) if rss is not None else []
     return {
         "nodes": {"list": nodes, "count": len(nodes), "range": collect(nodes) if len(nodes) > 1 else "".join(nodes)},
-        "tres": {"requested": {"max": [], "min": [], "average": [], "total": []},
+        "tres": {"requested": {"max": peak, "min": [], "average": [], "total": []},
                  "consumed": {"max": [], "min": [], "average": [], "total": []}, "allocated": _tres_list(allocated)},
         "time": {"elapsed": elapsed, "end": _epoch(end), "start": _epoch(start), "suspended": 0,
                  "system": dict(zero), "total": dict(zero), "user": dict(zero)},

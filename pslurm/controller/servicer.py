@@ -107,13 +107,18 @@ class ControllerServicer(pb_grpc.ControllerServicer):
 
 
 def _run_end(e: pb.JobEndedRequest, node: str) -> RunEnd:
-    usage = None
-    if e.HasField("usage") and e.usage.gpu_count:
-        # peak memory and utilisation only where measured (NVML); left NULL otherwise
+    usage: dict[str, float | None] | None = None
+    if e.HasField("usage"):
         u = e.usage
-        usage = {"gpu_seconds": u.gpu_seconds,
-                 "peak_gpu_memory_mb": u.peak_gpu_memory_mb if u.HasField("peak_gpu_memory_mb") else None,
-                 "mean_gpu_util": u.mean_gpu_util if u.HasField("mean_gpu_util") else None}
+        usage = {}
+        if u.gpu_count:
+            # peak memory and utilisation only where measured (NVML); left NULL otherwise
+            usage.update(gpu_seconds=u.gpu_seconds,
+                         peak_gpu_memory_mb=u.peak_gpu_memory_mb if u.HasField("peak_gpu_memory_mb") else None,
+                         mean_gpu_util=u.mean_gpu_util if u.HasField("mean_gpu_util") else None)
+        if u.HasField("max_rss_kb"):  # the job's memory cgroup's peak (ConstrainRAMSpace=yes)
+            usage["max_rss_kb"] = u.max_rss_kb
+        usage = usage or None
     return RunEnd(e.job_id, e.node or node, e.restarts, convert.job_state_from_pb(e.state), e.exit_code,
                   e.exit_signal, e.end_time, usage, e.launch_failure, e.comment)
 

@@ -113,7 +113,7 @@ def job_to_pb(job: JobRecord, specs: dict[int, pb.JobSpec] | None = None) -> pb.
 
 # Job fields that are unset on the wire when the record has None (times not reached, usage not measured).
 _JOB_OPTIONAL = ("start_estimate", "start_time", "end_time", "time_limit", "gpu_seconds", "peak_gpu_memory_mb",
-                 "mean_gpu_util", "eligible_time")
+                 "mean_gpu_util", "eligible_time", "max_rss_kb")
 _SPEC_OPTIONAL = ("requeue", "script", "stdout", "stderr", "time_limit")
 # Spec fields the wire carries only when they are not their default (0, "", False, None).
 _SPEC_GIVEN = ("begin_time", "deadline", "comment", "qos", "warn_signal", "warn_time", "warn_batch", "warn_reservation")
@@ -151,6 +151,7 @@ def job_from_pb(msg: pb.Job, specs: dict[bytes, JobSpec] | None = None) -> JobRe
         gpu_seconds=msg.gpu_seconds if msg.HasField("gpu_seconds") else None,
         peak_gpu_memory_mb=msg.peak_gpu_memory_mb if msg.HasField("peak_gpu_memory_mb") else None,
         mean_gpu_util=msg.mean_gpu_util if msg.HasField("mean_gpu_util") else None,
+        max_rss_kb=msg.max_rss_kb if msg.HasField("max_rss_kb") else None,
         system_comment=msg.system_comment, requeue=msg.requeue, collapsed_tasks=msg.collapsed_tasks,
         nodes=tuple(msg.nodes), node_gpus=tuple(tuple(g.indices) for g in msg.node_gpus),
     )

@@ -31,7 +31,7 @@ RECORD_FIELDS = (
     "job_id", "state", "reason", "submit_time", "start_time", "end_time", "node", "gpu_indices", "exit_code",
     "exit_signal", "partition", "time_limit", "gpu_seconds", "peak_gpu_memory_mb", "mean_gpu_util", "array_job_id",
     "array_task_id", "priority", "hold", "restarts", "start_estimate", "eligible_time", "requeue",
-    "collapsed_tasks", "system_comment", "nodes", "node_gpus",
+    "collapsed_tasks", "system_comment", "nodes", "node_gpus", "max_rss_kb",
 )
 
 
@@ -220,6 +220,7 @@ class JobInfo:
     gpu_seconds = property(lambda self: self.own.get("gpu_seconds"))
     peak_gpu_memory_mb = property(lambda self: self.own.get("peak_gpu_memory_mb"))
     mean_gpu_util = property(lambda self: self.own.get("mean_gpu_util"))
+    max_rss_kb = property(lambda self: self.own.get("max_rss_kb"))
     system_comment = property(lambda self: self.data.get("system_comment") or "")
     requeue = property(lambda self: bool(self.data.get("requeue")))
     collapsed_tasks = property(lambda self: self.own.get("collapsed_tasks") or "")

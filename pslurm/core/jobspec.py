@@ -101,6 +101,7 @@ class JobRecord:
     system_comment: str = ""  # why the system ended or requeued it (a launch failure, a lost node): SystemComment=
     nodes: tuple[str, ...] = ()  # every node of its allocation, in order (the first is ``node``); () before start
     node_gpus: tuple[tuple[int, ...], ...] = ()  # each node's own GPU indices, in the order of ``nodes``
+    max_rss_kb: int | None = None  # the batch step's MaxRSS: its memory cgroup's peak (None: not measured)
 
     @property
     def all_nodes(self) -> tuple[str, ...]:

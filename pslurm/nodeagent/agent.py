@@ -337,7 +337,8 @@ class Agent:
         return pb.JobEndedRequest(
             job_id=job_id, node=self.node.name, state=convert.job_state_to_pb(end.state), restarts=restarts,
             exit_code=end.exit_code, exit_signal=end.exit_signal, end_time=end.end_time,
-            usage=_usage_pb(running.usage), launch_failure=running.launch_failure, comment=running.overrun,
+            usage=_usage_pb(running.usage, running.max_rss_bytes), launch_failure=running.launch_failure,
+            comment=running.overrun,
         )
 
     def _forget_old(self) -> None:
@@ -648,14 +649,20 @@ class Agent:
             self.monitor.close()
 
 
-def _usage_pb(usage: JobGpuUsage | None) -> pb.JobUsage | None:
-    if usage is None:
+def _usage_pb(usage: JobGpuUsage | None, max_rss_bytes: int | None = None) -> pb.JobUsage | None:
+    """A run's usage for its end: the GPU measures (jobs with GPUs) and its MaxRSS (jobs with a
+    memory cgroup); None when there is neither."""
+    if usage is None and max_rss_bytes is None:
         return None
-    msg = pb.JobUsage(gpu_count=usage.gpu_count, gpu_seconds=usage.gpu_seconds)
-    if usage.peak_gpu_memory_mb is not None:
-        msg.peak_gpu_memory_mb = usage.peak_gpu_memory_mb
-    if usage.mean_gpu_util is not None:
-        msg.mean_gpu_util = usage.mean_gpu_util
+    msg = pb.JobUsage()
+    if usage is not None:
+        msg.gpu_count, msg.gpu_seconds = usage.gpu_count, usage.gpu_seconds
+        if usage.peak_gpu_memory_mb is not None:
+            msg.peak_gpu_memory_mb = usage.peak_gpu_memory_mb
+        if usage.mean_gpu_util is not None:
+            msg.mean_gpu_util = usage.mean_gpu_util
+    if max_rss_bytes is not None:
+        msg.max_rss_kb = max_rss_bytes // 1024
     return msg
 
 

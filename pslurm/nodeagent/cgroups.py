@@ -198,6 +198,17 @@ class JobCgroup:
         failcnt = (read_file(os.path.join(self._memory, "memory.failcnt")) or "").strip()
         return int(failcnt) if failcnt.isdigit() and int(failcnt) > 0 else 0
 
+    def max_rss_bytes(self) -> int | None:
+        """The most memory its processes used together, in bytes (sacct's MaxRSS): v1
+        ``memory.max_usage_in_bytes``, v2 ``memory.peak``; None without a memory cgroup
+        (ConstrainRAMSpace=no) or where the kernel has no such file. Read it before remove()."""
+        for path in self.dirs:
+            for name in ("memory.peak", "memory.max_usage_in_bytes"):
+                value = (read_file(os.path.join(path, name)) or "").strip()
+                if value.isdigit():
+                    return int(value)
+        return None
+
     def remove(self, timeout: float = 2.0) -> bool:
         """rmdir the cgroup's directories (and any the job made below them); True when all are
         gone (or never existed).

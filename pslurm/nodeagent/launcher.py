@@ -65,6 +65,7 @@ class RunningJob:
     stdin: Any = None  # interactive jobs: the write end of the job's stdin, fed by psrun (SendInput)
     changed: threading.Condition = field(default_factory=threading.Condition)
     usage: Any = None  # the agent's JobGpuUsage, set when the job ends (None: no GPUs)
+    max_rss_bytes: int | None = None  # its memory cgroup's peak, read when it ends (None: not measured)
     launch_failure: str = ""  # why the run never started ("" when it did)
     start_ticks: int | None = None  # the leader's start time (/proc/<pid>/stat field 22)
     settled: threading.Event = field(default_factory=threading.Event)  # set by on_end's receiver once it took the end
@@ -331,6 +332,8 @@ class Launcher:
         self.on_ending(running)  # its steps end (CANCELLED) before the reap kills them
         rc = proc.returncode if not running.job.spec.allocation else 0  # its placeholder's is no one's
         self._reap(running)  # what the job left running in the background goes too, before the end is told
+        if running.cgroup is not None:  # read before _finish removes the cgroup
+            running.max_rss_bytes = running.cgroup.max_rss_bytes()
         self._drain_output(running)
         oom_kills = self._oom_kills(running)
         if running.timed_out:

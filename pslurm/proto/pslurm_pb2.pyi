@@ -197,7 +197,7 @@ class JobSpec(_message.Message):
     def __init__(self, name: _Optional[str] = ..., user: _Optional[str] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., workdir: _Optional[str] = ..., script: _Optional[str] = ..., argv: _Optional[_Iterable[str]] = ..., environment: _Optional[_Mapping[str, str]] = ..., partition: _Optional[str] = ..., stdout: _Optional[str] = ..., stderr: _Optional[str] = ..., time_limit: _Optional[int] = ..., num_nodes: _Optional[int] = ..., ntasks: _Optional[int] = ..., cpus_per_task: _Optional[int] = ..., mem_mb: _Optional[int] = ..., gres: _Optional[_Iterable[_Union[Gres, _Mapping]]] = ..., interactive: _Optional[bool] = ..., account: _Optional[str] = ..., nice: _Optional[int] = ..., dependency: _Optional[str] = ..., requeue: _Optional[bool] = ..., hold: _Optional[bool] = ..., array: _Optional[str] = ..., kill_on_invalid_dep: _Optional[bool] = ..., nodelist: _Optional[str] = ..., exclude: _Optional[str] = ..., open_mode: _Optional[str] = ..., gpu_mem: _Optional[str] = ..., begin_time: _Optional[float] = ..., deadline: _Optional[float] = ..., comment: _Optional[str] = ..., qos: _Optional[str] = ..., warn_signal: _Optional[int] = ..., warn_time: _Optional[int] = ..., warn_batch: _Optional[bool] = ..., warn_reservation: _Optional[bool] = ..., allocation: _Optional[bool] = ..., max_nodes: _Optional[int] = ..., ntasks_per_node: _Optional[int] = ..., constraint: _Optional[str] = ..., exclusive: _Optional[bool] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ("job_id", "spec", "state", "reason", "submit_time", "start_time", "end_time", "node", "gpu_indices", "exit_code", "exit_signal", "node_target", "time_limit", "gpu_seconds", "peak_gpu_memory_mb", "mean_gpu_util", "array_job_id", "array_task_id", "priority", "hold", "restarts", "start_estimate", "eligible_time", "collapsed_tasks", "system_comment", "requeue", "nodes", "node_index", "node_gpus")
+    __slots__ = ("job_id", "spec", "state", "reason", "submit_time", "start_time", "end_time", "node", "gpu_indices", "exit_code", "exit_signal", "node_target", "time_limit", "gpu_seconds", "peak_gpu_memory_mb", "mean_gpu_util", "array_job_id", "array_task_id", "priority", "hold", "restarts", "start_estimate", "eligible_time", "collapsed_tasks", "system_comment", "requeue", "nodes", "node_index", "node_gpus", "max_rss_kb")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     SPEC_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -227,6 +227,7 @@ class Job(_message.Message):
     NODES_FIELD_NUMBER: _ClassVar[int]
     NODE_INDEX_FIELD_NUMBER: _ClassVar[int]
     NODE_GPUS_FIELD_NUMBER: _ClassVar[int]
+    MAX_RSS_KB_FIELD_NUMBER: _ClassVar[int]
     job_id: int
     spec: JobSpec
     state: JobState
@@ -256,7 +257,8 @@ class Job(_message.Message):
     nodes: _containers.RepeatedScalarFieldContainer[str]
     node_index: int
     node_gpus: _containers.RepeatedCompositeFieldContainer[NodeGpus]
-    def __init__(self, job_id: _Optional[int] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., state: _Optional[_Union[JobState, str]] = ..., reason: _Optional[_Union[JobReason, str]] = ..., submit_time: _Optional[float] = ..., start_time: _Optional[float] = ..., end_time: _Optional[float] = ..., node: _Optional[str] = ..., gpu_indices: _Optional[_Iterable[int]] = ..., exit_code: _Optional[int] = ..., exit_signal: _Optional[int] = ..., node_target: _Optional[str] = ..., time_limit: _Optional[int] = ..., gpu_seconds: _Optional[float] = ..., peak_gpu_memory_mb: _Optional[int] = ..., mean_gpu_util: _Optional[float] = ..., array_job_id: _Optional[int] = ..., array_task_id: _Optional[int] = ..., priority: _Optional[int] = ..., hold: _Optional[str] = ..., restarts: _Optional[int] = ..., start_estimate: _Optional[float] = ..., eligible_time: _Optional[float] = ..., collapsed_tasks: _Optional[str] = ..., system_comment: _Optional[str] = ..., requeue: _Optional[bool] = ..., nodes: _Optional[_Iterable[str]] = ..., node_index: _Optional[int] = ..., node_gpus: _Optional[_Iterable[_Union[NodeGpus, _Mapping]]] = ...) -> None: ...
+    max_rss_kb: int
+    def __init__(self, job_id: _Optional[int] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., state: _Optional[_Union[JobState, str]] = ..., reason: _Optional[_Union[JobReason, str]] = ..., submit_time: _Optional[float] = ..., start_time: _Optional[float] = ..., end_time: _Optional[float] = ..., node: _Optional[str] = ..., gpu_indices: _Optional[_Iterable[int]] = ..., exit_code: _Optional[int] = ..., exit_signal: _Optional[int] = ..., node_target: _Optional[str] = ..., time_limit: _Optional[int] = ..., gpu_seconds: _Optional[float] = ..., peak_gpu_memory_mb: _Optional[int] = ..., mean_gpu_util: _Optional[float] = ..., array_job_id: _Optional[int] = ..., array_task_id: _Optional[int] = ..., priority: _Optional[int] = ..., hold: _Optional[str] = ..., restarts: _Optional[int] = ..., start_estimate: _Optional[float] = ..., eligible_time: _Optional[float] = ..., collapsed_tasks: _Optional[str] = ..., system_comment: _Optional[str] = ..., requeue: _Optional[bool] = ..., nodes: _Optional[_Iterable[str]] = ..., node_index: _Optional[int] = ..., node_gpus: _Optional[_Iterable[_Union[NodeGpus, _Mapping]]] = ..., max_rss_kb: _Optional[int] = ...) -> None: ...
 
 class NodeGpus(_message.Message):
     __slots__ = ("indices",)
@@ -351,16 +353,18 @@ class HeartbeatReply(_message.Message):
     def __init__(self, reregister: _Optional[bool] = ..., kill: _Optional[_Iterable[_Union[JobRun, _Mapping]]] = ...) -> None: ...
 
 class JobUsage(_message.Message):
-    __slots__ = ("gpu_count", "gpu_seconds", "peak_gpu_memory_mb", "mean_gpu_util")
+    __slots__ = ("gpu_count", "gpu_seconds", "peak_gpu_memory_mb", "mean_gpu_util", "max_rss_kb")
     GPU_COUNT_FIELD_NUMBER: _ClassVar[int]
     GPU_SECONDS_FIELD_NUMBER: _ClassVar[int]
     PEAK_GPU_MEMORY_MB_FIELD_NUMBER: _ClassVar[int]
     MEAN_GPU_UTIL_FIELD_NUMBER: _ClassVar[int]
+    MAX_RSS_KB_FIELD_NUMBER: _ClassVar[int]
     gpu_count: int
     gpu_seconds: float
     peak_gpu_memory_mb: int
     mean_gpu_util: float
-    def __init__(self, gpu_count: _Optional[int] = ..., gpu_seconds: _Optional[float] = ..., peak_gpu_memory_mb: _Optional[int] = ..., mean_gpu_util: _Optional[float] = ...) -> None: ...
+    max_rss_kb: int
+    def __init__(self, gpu_count: _Optional[int] = ..., gpu_seconds: _Optional[float] = ..., peak_gpu_memory_mb: _Optional[int] = ..., mean_gpu_util: _Optional[float] = ..., max_rss_kb: _Optional[int] = ...) -> None: ...
 
 class JobEndedRequest(_message.Message):
     __slots__ = ("job_id", "node", "state", "exit_code", "exit_signal", "end_time", "usage", "restarts", "launch_failure", "comment")

@@ -255,3 +255,27 @@ def test_isolation_is_reported_with_its_mechanism_or_why_there_is_none(
     unprivileged = Agent(config, NodeConfig("c000", port=2), [], CgroupConfig(constrain_devices=True))
     assert unprivileged.cgroups is None
     assert unprivileged.isolation == "none: device cgroups need root (the agent runs as uid 1000)"
+
+
+def test_max_rss_is_the_memory_cgroups_peak_in_the_end(make_agent: MakeAgent, tmp_path: Path) -> None:
+    """sacct's MaxRSS: the job's memory cgroup's peak, read before the cgroup goes, in the end's usage,
+    with a --mem limit or without, and no GPUs."""
+    agent, controller = make_agent(CgroupConfig(constrain_ram_space=True))
+    layout = agent.cgroups.layout  # type: ignore[union-attr]
+    if layout.memory is None:
+        pytest.skip(f"no memory controller for job cgroups here: {layout.problems}")
+    grow = "head -c 60M /dev/zero | tail >/dev/null\n"  # tail keeps the last line: all 60M, no newline
+    agent.launch(job(tmp_path, 21, grow, mem_mb=500))
+    agent.launch(job(tmp_path, 22, grow))
+    for job_id in (21, 22):
+        end = ended(controller, job_id, timeout=30)
+        assert state(end) == JobState.COMPLETED
+        assert end.HasField("usage") and end.usage.HasField("max_rss_kb") and end.usage.gpu_count == 0
+        assert 40 * 1024 < end.usage.max_rss_kb < 500 * 1024, end.usage.max_rss_kb
+
+
+def test_without_a_memory_cgroup_max_rss_is_not_measured(make_agent: MakeAgent, tmp_path: Path) -> None:
+    agent, controller = make_agent()
+    agent.launch(job(tmp_path, 23, "true\n"))
+    end = ended(controller, 23, timeout=30)
+    assert state(end) == JobState.COMPLETED and not end.HasField("usage")

@@ -101,6 +101,21 @@ def test_final_states_are_left_only_by_a_requeue(store):
     assert [e.to_state for e in store.events(job_id)][-2:] == [JobState.COMPLETED, JobState.PENDING]
 
 
+def test_max_rss_is_kept_from_the_end_and_cleared_by_a_requeue(store):
+    cpu_job, gpu_job = store.submit(spec(gpus=0), "cpu", None, 1.0), store.submit(spec(), "gpu", None, 1.0)
+    start(store, cpu_job, "c000", (), 2.0)
+    start(store, gpu_job, "c000", (0,), 2.0)
+    store.finish(cpu_job, "c000", 0, JobState.COMPLETED, 0, 0, 3.0, {"max_rss_kb": 51200})
+    store.finish(gpu_job, "c000", 0, JobState.COMPLETED, 0, 0, 3.0, {"gpu_seconds": 1.0})
+    for light in (False, True):
+        assert (store.get_job(cpu_job, light=light).max_rss_kb, store.get_job(gpu_job, light=light).max_rss_kb) == (
+            51200, None)
+        listed = store.get_jobs([cpu_job, gpu_job], light=light)
+        assert [(j.max_rss_kb, j.gpu_seconds) for j in listed] == [(51200, None), (None, 1.0)]
+    store.requeue(cpu_job, 4.0, "requeued")
+    assert store.get_job(cpu_job).max_rss_kb is None
+
+
 def test_unknown_job(store):
     assert store.get_job(99) is None
     with pytest.raises(InvalidTransition, match="does not exist"):

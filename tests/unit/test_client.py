@@ -294,7 +294,7 @@ def test_json_matches_the_wire_messages() -> None:
         JobRecord(job_id=13, spec=JobSpec(name="b", user="bo", uid=1, gid=1, workdir="/"), state=JobState.FAILED,
                   reason=JobReason.NON_ZERO_EXIT_CODE, submit_time=5.0, start_time=6.0, end_time=9.0,
                   exit_code=3, gpu_seconds=12.5, peak_gpu_memory_mb=1500, mean_gpu_util=60.0, partition="cpu",
-                  collapsed_tasks="", start_estimate=None),
+                  collapsed_tasks="", start_estimate=None, max_rss_kb=51200),
         JobRecord(job_id=14, spec=JobSpec(name="c", user="bo", uid=1, gid=1, workdir="/"), state=JobState.PENDING,
                   reason=JobReason.PRIORITY, submit_time=5.0, start_estimate=50.0, partition="cpu", hold="user",
                   array_job_id=14, array_task_id=0, collapsed_tasks="0-99"),

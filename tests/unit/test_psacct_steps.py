@@ -12,12 +12,13 @@ from pslurm.core.jobspec import JobRecord, JobSpec
 from pslurm.core.states import JobState
 
 
-def job(state: JobState = JobState.COMPLETED, **kw: object) -> JobInfo:
+def job(state: JobState = JobState.COMPLETED, max_rss: bool = False, **kw: object) -> JobInfo:
     values: dict[str, object] = dict(name="train", user="ana", uid=1000, gid=1000, workdir="/w", script="#!/bin/sh\n",
                                      account="lab", ntasks=2)
     values.update(kw)
     record = JobRecord(12, JobSpec(**values), state, submit_time=100.0, start_time=110.0,  # type: ignore[arg-type]
-                       end_time=170.0, node="c000", exit_code=0, partition="gpu")
+                       end_time=170.0, node="c000", exit_code=0, partition="gpu",
+                       max_rss_kb=51200 if max_rss else None)
     data = restjson.job_to_json(record)
     data["pslurm"]["steps"] = [
         {"job_id": 12, "step_id": 0, "name": "hostname", "state": "COMPLETED", "nodes": "c000", "ntasks": 2,
@@ -66,3 +67,20 @@ def test_pscancel_prints_scancels_line_for_a_step_it_could_not_cancel(capsys):
 
     assert pscancel._cancel_step(Api(), 14, 0, 0) == [  # type: ignore[arg-type]
         "Kill job error on job id 14.0: Invalid job id specified"]
+
+
+def test_maxrss_is_the_batch_steps_only_in_kib_as_sacct_prints_it():
+    measured = job(max_rss=True)
+    assert table(psacct.with_steps([measured]), "JobID,MaxRSS") == ["12|", "12.batch|51200K", "12.0|", "12.1|"]
+    assert table(psacct.with_steps([job()]), "JobID,MaxRSS") == ["12|", "12.batch|", "12.0|", "12.1|"]
+    assert psacct._job_json(measured, 200.0)["max_rss_kb"] == 51200  # --json=pslurm: a number
+    assert psacct._job_json(job(), 200.0)["max_rss_kb"] is None
+
+
+def test_sacct_json_has_the_batch_steps_maxrss_in_bytes():
+    from pslurm.cli import slurmjson
+
+    batch, first, _ = psacct.step_lines(job(max_rss=True), job(max_rss=True).own["steps"])
+    assert slurmjson.step_json(job(), batch, 200.0)["tres"]["requested"]["max"] == [
+        {"type": "mem", "name": None, "id": 2, "count": 51200 * 1024}]
+    assert slurmjson.step_json(job(), first, 200.0)["tres"]["requested"]["max"] == []

@@ -695,20 +695,20 @@ _LISTED = tuple(jobs.c[name] for name in (
     "exit_signal", "cancel_requested", "partition", "time_limit", "gpu_seconds", "peak_gpu_memory_mb",
     "mean_gpu_util", "array_job_id", "array_task_id", "priority", "admin_priority", "hold", "restarts",
     "start_estimate", "eligible_time", "requeue", "requeue_requested", "system_comment", "nodes",
-    "name", "user_name", "uid", "cpus", "mem_mb", "gres", "account", "nice", "dependency", "array_max_running",
-    "comment", "qos", "num_nodes"))
+    "max_rss_kb", "name", "user_name", "uid", "cpus", "mem_mb", "gres", "account", "nice", "dependency",
+    "array_max_running", "comment", "qos", "num_nodes"))
 _STATES = {s.value: s for s in JobState}
 _REASONS = {r.value: r for r in JobReason}
 
 
 def _listed_record(specs: dict[Any, Any], row: Any) -> JobRecord:
     """The JobRecord of a row of :data:`_LISTED`: what records.job_from_row(light=True) makes, read
-    as a plain tuple (a listing of 100,000 jobs reads each row's 39 columns once: attribute access
+    as a plain tuple (a listing of 100,000 jobs reads each row's 42 columns once: attribute access
     on SQLAlchemy's rows was most of its time)."""
     (job_id, state, reason, submit_time, start_time, end_time, node, gpu_indices, exit_code, exit_signal,
      cancel_requested, partition, time_limit, gpu_seconds, peak_gpu_memory_mb, mean_gpu_util, array_job_id,
      array_task_id, priority, admin_priority, hold, restarts, start_estimate, eligible_time, requeue,
-     requeue_requested, system_comment, hostlist, *own) = row
+     requeue_requested, system_comment, hostlist, max_rss_kb, *own) = row
     key = tuple(own)
     spec = specs.get(key)
     if spec is None:  # as records._light_spec: of an array's expression only the throttle (%2)
@@ -728,7 +728,7 @@ def _listed_record(specs: dict[Any, Any], row: Any) -> JobRecord:
         mean_gpu_util, array_job_id, array_task_id, admin_priority if admin_priority is not None else priority,
         hold, restarts, start_estimate, eligible_time, bool(requeue), bool(requeue_requested), "",
         system_comment or "", row_nodes(node, hostlist),
-        (tuple(int(i) for i in gpu_indices.split(",")) if gpu_indices else (),) if node else ())
+        (tuple(int(i) for i in gpu_indices.split(",")) if gpu_indices else (),) if node else (), max_rss_kb)
 
 
 def _fill_nodes(conn: Connection, records: Sequence[JobRecord]) -> None:

@@ -31,6 +31,7 @@ jobs = Table(
     Column("gpu_seconds", Float),
     Column("peak_gpu_memory_mb", Integer),
     Column("mean_gpu_util", Float),
+    Column("max_rss_kb", BigInteger),  # the job's memory cgroup's peak, KiB (0010); NULL: not measured
     Column("spec", Text, nullable=False),  # the whole JobSpec as JSON
     # scheduling (migration 0002)
     Column("account", String(64), nullable=False, default=""),
