@@ -387,6 +387,24 @@ def plan(snapshot: Snapshot, backfill: bool = True) -> Plan:
             buckets[p][len(n.free)][i] = None
     heaps: dict[tuple[str, int], list[tuple[float, int]]] = {}
 
+    def take(i: int, cpus: int, mem: int, gpus: tuple[int, ...], end: float) -> None:
+        """A job starting now takes ``cpus``, ``mem`` and ``gpus`` of node ``i`` until ``end``: the node's
+        free resources, its future (backfill) and its bucket by free GPUs follow."""
+        node = nodes[i]
+        old = len(node.free)
+        release = node.vector(cpus, mem, gpus)
+        node.cpus -= cpus
+        node.mem -= mem
+        node.free = [g for g in node.free if g[0] not in gpus]
+        if backfill:
+            node.add_event(end, release)
+        if len(node.free) != old:
+            for p in node.parts:
+                if p in buckets:
+                    del buckets[p][old][i]
+                    buckets[p][len(node.free)][i] = None
+        taken.append((i, gpus, end))
+
     def heap_for(part: str, gpus: int) -> list[tuple[float, int]]:
         key = (part, gpus)
         heap = heaps.get(key)
@@ -481,20 +499,7 @@ def plan(snapshot: Snapshot, backfill: bool = True) -> Plan:
                 group = [(i, tuple(g for g, _ in nodes[i].free), nodes[i].cpus, nodes[i].mem) for i, _, _, _ in group]
             if group is not None:  # all its nodes at once, each with its share
                 for i, on_node, c, m in group:
-                    node = nodes[i]
-                    old = len(node.free)
-                    release = node.vector(c, m, on_node)
-                    node.cpus -= c
-                    node.mem -= m
-                    node.free = [g for g in node.free if g[0] not in on_node]
-                    if backfill:
-                        node.add_event(now + duration, release)
-                    if len(node.free) != old:
-                        for p in node.parts:
-                            if p in buckets:
-                                del buckets[p][old][i]
-                                buckets[p][len(node.free)][i] = None
-                    taken.append((i, on_node, now + duration))
+                    take(i, c, m, on_node, now + duration)
                 first, more = group[0], group[1:]
                 placements.append(Placement(job.job_id, nodes[first[0]].name, first[1],
                                             tuple((nodes[i].name, on) for i, on, _, _ in more)))
@@ -534,21 +539,9 @@ def plan(snapshot: Snapshot, backfill: bool = True) -> Plan:
         if placed is not None:
             i, chosen = placed
             node = nodes[i]
-            old = len(node.free)
             cpus, mem = (node.cpus, node.mem) if job.exclusive else (job.cpus, job.mem_mb)
-            release = node.vector(cpus, mem, chosen)
-            node.cpus -= cpus
-            node.mem -= mem
-            node.free = [g for g in node.free if g[0] not in chosen]
-            if backfill:
-                node.add_event(now + duration, release)
-            if len(node.free) != old:
-                for p in node.parts:
-                    if p in buckets:
-                        del buckets[p][old][i]
-                        buckets[p][len(node.free)][i] = None
+            take(i, cpus, mem, chosen, now + duration)
             placements.append(Placement(job.job_id, node.name, chosen))
-            taken.append((i, chosen, now + duration))
             if job.array_job_id is not None:
                 array_running[job.array_job_id] += 1
             user_jobs[job.user] += 1
