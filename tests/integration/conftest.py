@@ -1,11 +1,17 @@
-"""Integration fixtures: a controller and two agents as real processes."""
+"""Integration fixtures: a controller and two agents as real processes; a tree a job's user reaches."""
 
 from __future__ import annotations
 
+import getpass
 import os
+import pwd
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -81,3 +87,35 @@ def procs(tmp_path):
         yield p
     finally:
         p.stop_all()
+
+
+@dataclass
+class Place:
+    """A tree the jobs' user reaches (pytest's tmp_path sits under a 0700 root directory): the
+    agent's spool, the jobs' submit directory ``home`` (theirs: nobody's when the tests run as root)."""
+
+    top: Path
+    home: Path
+    user: str
+    uid: int
+    gid: int
+
+
+@pytest.fixture
+def place() -> Iterator[Place]:
+    top = Path(tempfile.mkdtemp(prefix="pslurm-jobs-"))
+    top.chmod(0o755)
+    home = top / "home"
+    home.mkdir()
+    user, uid, gid = getpass.getuser(), os.getuid(), os.getgid()
+    if os.geteuid() == 0:
+        try:
+            nobody = pwd.getpwnam("nobody")
+            user, uid, gid = "nobody", nobody.pw_uid, nobody.pw_gid
+            os.chown(home, uid, gid)
+        except KeyError:
+            pass  # no such user: the jobs run as root
+    try:
+        yield Place(top, home, user, uid, gid)
+    finally:
+        shutil.rmtree(top)

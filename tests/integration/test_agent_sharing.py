@@ -6,15 +6,9 @@ both with their peak recorded; heartbeats carry the GPUs' use. As root the jobs 
 
 from __future__ import annotations
 
-import getpass
 import os
-import pwd
-import shutil
-import tempfile
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,42 +22,11 @@ from pslurm.nodeagent.agent import Agent
 from pslurm.nodeagent.gpus import GpuDevice
 from pslurm.proto import pslurm_pb2 as pb
 from tests.conftest import wait_for
+from tests.integration.conftest import Place
 from tests.unit.test_agent_runs import FakeController, ended
 from tests.unit.test_sharing_agent import FakeMps, install_fake_mps
 
 USAGE_INTERVAL = 0.05  # seconds: the agent's usage loop, shortened for the tests
-
-
-@dataclass
-class Place:
-    """A tree the jobs' user reaches (pytest's tmp_path sits under a 0700 root directory): the
-    agent's spool, the jobs' submit directory ``home`` (theirs), the fake binary."""
-
-    top: Path
-    home: Path
-    user: str
-    uid: int
-    gid: int
-
-
-@pytest.fixture
-def place() -> Iterator[Place]:
-    top = Path(tempfile.mkdtemp(prefix="pslurm-sharing-"))
-    top.chmod(0o755)
-    home = top / "home"
-    home.mkdir()
-    user, uid, gid = getpass.getuser(), os.getuid(), os.getgid()
-    if os.geteuid() == 0:
-        try:
-            nobody = pwd.getpwnam("nobody")
-            user, uid, gid = "nobody", nobody.pw_uid, nobody.pw_gid
-            os.chown(home, uid, gid)
-        except KeyError:
-            pass  # no such user: the jobs run as root
-    try:
-        yield Place(top, home, user, uid, gid)
-    finally:
-        shutil.rmtree(top)
 
 
 class Controller(FakeController):

@@ -7,15 +7,9 @@ timed out; a pty step; heartbeats list steps. As root the jobs run as ``nobody``
 
 from __future__ import annotations
 
-import getpass
 import os
-import pwd
-import shutil
-import tempfile
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import grpc
@@ -29,36 +23,8 @@ from pslurm.nodeagent.agent import Agent, StepRefused
 from pslurm.nodeagent.servicer import AgentServicer
 from pslurm.proto import pslurm_pb2 as pb
 from tests.conftest import wait_for
+from tests.integration.conftest import Place
 from tests.unit.test_agent_runs import FakeController, ended
-
-
-@dataclass
-class Place:
-    top: Path
-    home: Path
-    user: str
-    uid: int
-    gid: int
-
-
-@pytest.fixture
-def place() -> Iterator[Place]:
-    top = Path(tempfile.mkdtemp(prefix="pslurm-steps-"))
-    top.chmod(0o755)
-    home = top / "home"
-    home.mkdir()
-    user, uid, gid = getpass.getuser(), os.getuid(), os.getgid()
-    if os.geteuid() == 0:
-        try:
-            nobody = pwd.getpwnam("nobody")
-            user, uid, gid = "nobody", nobody.pw_uid, nobody.pw_gid
-            os.chown(home, uid, gid)
-        except KeyError:
-            pass
-    try:
-        yield Place(top, home, user, uid, gid)
-    finally:
-        shutil.rmtree(top)
 
 
 class Controller(FakeController):
