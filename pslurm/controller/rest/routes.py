@@ -430,14 +430,23 @@ class Api:
         """NDJSON: ``{"job": job_info}`` a line, the job now and at each change, until it ends. The
         waiter is a coroutine on an event the store's commits set: it holds no thread."""
         job_id, uid = _job_id(request), _caller(request).uid
+
+        def line(job: Any) -> bytes:
+            [seen] = access.visible_to(uid, self.service.operators, [job])
+            return json.dumps({"job": restjson.job_to_json(seen)}).encode()
+
+        return await self._updates(request, self.watch.wait_async(job_id, self.executor), line)
+
+    async def _updates(self, request: web.Request, waiter: Any, line: Callable[[Any], bytes]) -> web.StreamResponse:
+        """An NDJSON stream of ``waiter``'s updates, ``line(update)`` each; 404 before the first line,
+        an error line after it, when the waited-for thing is not there."""
         response: web.StreamResponse | None = None
-        async with contextlib.aclosing(self.watch.wait_async(job_id, self.executor)) as updates:
+        async with contextlib.aclosing(waiter) as updates:
             try:
-                async for job in updates:
+                async for update in updates:
                     if response is None:
                         response = await self._stream(request)
-                    [seen] = access.visible_to(uid, self.service.operators, [job])
-                    await response.write(json.dumps({"job": restjson.job_to_json(seen)}).encode() + b"\n")
+                    await response.write(line(update) + b"\n")
             except NotFound as exc:
                 if response is None:
                     raise ApiError(404, str(exc)) from None
@@ -490,21 +499,8 @@ class Api:
     async def wait_step(self, request: web.Request) -> web.StreamResponse:
         """NDJSON: ``{"step": step}`` a line, the step now and at each change, until it ended."""
         job_id, step_id = _job_id(request), _step_id(request)
-        response: web.StreamResponse | None = None
-        async with contextlib.aclosing(self.watch.wait_step_async(job_id, step_id, self.executor)) as updates:
-            try:
-                async for step in updates:
-                    if response is None:
-                        response = await self._stream(request)
-                    await response.write(json.dumps({"step": step_to_json(step)}).encode() + b"\n")
-            except NotFound as exc:
-                if response is None:
-                    raise ApiError(404, str(exc)) from None
-                await response.write(json.dumps(error_body(str(exc), 404, request.path)).encode() + b"\n")
-        if response is None:  # stopping: nothing was read
-            response = await self._stream(request)
-        await response.write_eof()
-        return response
+        return await self._updates(request, self.watch.wait_step_async(job_id, step_id, self.executor),
+                                   lambda step: json.dumps({"step": step_to_json(step)}).encode())
 
     async def step_output(self, request: web.Request) -> web.StreamResponse:
         """NDJSON as :meth:`output`, of a step's tasks (from each of its nodes' agents, merged)."""
