@@ -12,10 +12,11 @@ from pslurm.core.jobspec import JobRecord
 from pslurm.core.states import JobState
 from pslurm.nodeagent.servicer import AgentServicer
 from pslurm.proto import pslurm_pb2 as pb
-from tests.integration.test_agent_steps import MakeAgent, Place, job, make_agent, output, place, started, state, step
+from tests.integration.conftest import Place
+from tests.integration.test_agent_steps import MakeAgent, job, make_agent, output, started, state, step
 from tests.unit.test_agent_runs import ended
 
-__all__ = ["make_agent", "place"]  # the fixtures
+__all__ = ["make_agent"]  # the fixture (place: tests/integration/conftest.py)
 
 
 def two_node_job(place: Place, job_id: int, script: str) -> JobRecord:

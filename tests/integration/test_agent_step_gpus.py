@@ -15,7 +15,8 @@ from pslurm.core.gres import GresRequest
 from pslurm.nodeagent.agent import Agent
 from pslurm.nodeagent.app import simulated_devices
 from pslurm.proto import pslurm_pb2 as pb
-from tests.integration.test_agent_steps import Controller, Place, job, output, place, started, step  # noqa: F401
+from tests.integration.conftest import Place
+from tests.integration.test_agent_steps import Controller, job, output, started, step  # noqa: F401
 
 
 @pytest.fixture
