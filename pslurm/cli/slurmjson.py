@@ -102,22 +102,6 @@ def group_name(gid: int) -> str | None:
         return None
 
 
-def _index_ranges(indices: Iterable[int]) -> str:
-    """``0-1,3``: GPU indices as Slurm writes a bitmap (gres_detail's ``IDX:``)."""
-    out: list[str] = []
-    run: list[int] = []
-    for i in sorted(set(indices)):
-        if run and i == run[-1] + 1:
-            run.append(i)
-            continue
-        if run:
-            out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
-        run = [i]
-    if run:
-        out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
-    return ",".join(out)
-
-
 def _throttle(job: Job) -> str:
     """An array's ``%N`` (at most N tasks at once), "" for none."""
     return job.spec.array.partition("%")[2]
@@ -173,11 +157,13 @@ def _tres_per_node(job: Job) -> str:
 
 def _gres_detail(job: Job) -> list[str]:
     """``["gpu:2(IDX:0-1)"]``: the GPUs a running job holds on its node, by index."""
+    from pslurm.core.hostlists import int_ranges
+
     if not job.gpu_indices or not job.state.holds_resources:
         return []
     types = {g.type for g in job.spec.gres if g.name == "gpu"}
     kind = f"gpu:{types.pop()}" if len(types) == 1 and None not in types else "gpu"
-    return [f"{kind}:{len(job.gpu_indices)}(IDX:{_index_ranges(job.gpu_indices)})"]
+    return [f"{kind}:{len(job.gpu_indices)}(IDX:{int_ranges(job.gpu_indices)})"]
 
 
 # -- a job, as squeue --json and scontrol show job --json --------------------------------------

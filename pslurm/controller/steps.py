@@ -33,7 +33,7 @@ from pslurm.core.gpubind import parse_gpu_bind, task_gpus
 from pslurm.core.gres import parse_gres
 from pslurm.core.hostlists import collect, expand
 from pslurm.core.jobspec import JobRecord, SpecError
-from pslurm.core.layout import node_layout
+from pslurm.core.layout import compress_counts, node_layout
 from pslurm.core.states import InvalidTransition, JobState
 from pslurm.proto import pslurm_pb2 as pb
 
@@ -130,20 +130,6 @@ def task_layout(nodes: int, ntasks: int, per_node: int | None) -> list[int]:
     return [base + (1 if i < extra else 0) for i in range(nodes)]
 
 
-def tasks_per_node_text(counts: Sequence[int]) -> str:
-    """SLURM_STEP_TASKS_PER_NODE: ``2(x3),1`` for [2, 2, 2, 1]."""
-    out: list[str] = []
-    i = 0
-    while i < len(counts):
-        j = i
-        while j + 1 < len(counts) and counts[j + 1] == counts[i]:
-            j += 1
-        n = j - i + 1
-        out.append(f"{counts[i]}(x{n})" if n > 1 else str(counts[i]))
-        i = j + 1
-    return ",".join(out)
-
-
 class StepService:
     """Users' and agents' requests about steps, over the store and the agents."""
 
@@ -199,7 +185,7 @@ class StepService:
                 job_id=job.job_id, restarts=job.restarts, step_id=step.step_id, name=name, argv=list(request.argv),
                 environment=dict(request.environment), workdir=new.workdir, uid=job.spec.uid, gid=job.spec.gid,
                 user=job.spec.user, ntasks=here, task_offset=offset, total_tasks=ntasks, node_index=index,
-                step_nodelist=new.nodes, tasks_per_node=tasks_per_node_text(counts),
+                step_nodelist=new.nodes, tasks_per_node=compress_counts(counts),
                 cpus_per_task=request.cpus_per_task, gpu_indices=gpus, label=request.label, pty=request.pty,
                 task_gpus=[pb.TaskGpus(gpu_indices=t) for t in per_task], no_gpus=not gpus and bool(node_gpus[index]))
             offset += here

@@ -126,3 +126,19 @@ def collect(names: Iterable[str]) -> str:
     import hostlist
 
     return str(hostlist.collect_hostlist(names))
+
+
+def int_ranges(values: Iterable[int]) -> str:
+    """``[0, 1, 2, 3, 8]`` -> ``0-3,8``: numbers as Slurm writes a bitmap (gres.conf's Cores=, gres_detail's IDX:)."""
+    parts: list[str] = []
+    run: list[int] = []
+    for v in sorted(set(values)):
+        if run and v == run[-1] + 1:
+            run.append(v)
+            continue
+        if run:
+            parts.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+        run = [v]
+    if run:
+        parts.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+    return ",".join(parts)

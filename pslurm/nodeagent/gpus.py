@@ -16,6 +16,7 @@ from typing import Any
 from pslurm.core.config import ConfigError, GresConfLine
 from pslurm.core.confparse import SHARED_GRES as SHARED  # gres.conf names that share the node's GPUs out
 from pslurm.core.gres import GresRequest
+from pslurm.core.hostlists import int_ranges
 
 
 @dataclass(frozen=True)
@@ -305,20 +306,7 @@ def check_inventory(
     return None
 
 
-def format_cpu_list(cores: Iterable[int]) -> str:
-    """``[0,1,2,3,8]`` -> ``"0-3,8"`` (the Cores= syntax)."""
-    parts: list[str] = []
-    run: list[int] = []
-    for c in sorted(set(cores)):
-        if run and c == run[-1] + 1:
-            run.append(c)
-            continue
-        if run:
-            parts.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
-        run = [c]
-    if run:
-        parts.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
-    return ",".join(parts)
+format_cpu_list = int_ranges  # ``[0,1,2,3,8]`` -> ``"0-3,8"`` (the Cores= syntax)
 
 
 def format_gres_conf(devices: list[GpuDevice]) -> str:

@@ -12,10 +12,11 @@ from pslurm.controller.agents import AgentRefused
 from pslurm.controller.errors import NotFound, PermissionDenied
 from pslurm.controller.jobs import JobService
 from pslurm.controller.monitor import NodeMonitor, Run
-from pslurm.controller.steps import StepRequest, StepService, step_request_from_json, task_layout, tasks_per_node_text
+from pslurm.controller.steps import StepRequest, StepService, step_request_from_json, task_layout
 from pslurm.controller.store import StepEnd, Store
 from pslurm.core.config import parse_slurm_conf
 from pslurm.core.jobspec import JobSpec, SpecError
+from pslurm.core.layout import compress_counts as tasks_per_node_text
 from pslurm.core.lifecycle import JOB_ENDED, StepBusy
 from pslurm.core.node import NodeRecord
 from pslurm.core.states import InvalidTransition, JobState, NodeState
