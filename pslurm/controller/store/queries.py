@@ -49,17 +49,19 @@ from pslurm.controller.store.records import (
     indices_from_column,
     indices_to_column,
     job_from_row,
+    light_spec,
     node_from_row,
     row_nodes,
     step_from_row,
 )
 from pslurm.controller.store.schema import job_events, job_nodes, job_steps, jobs, nodes
+from pslurm.controller.store.specs import SpecReader, insert_spec, merged_overrides
 from pslurm.controller.store.writer import GroupCommit
 from pslurm.core import lifecycle
 from pslurm.core.arrays import format_ranges
 from pslurm.core.gres import GresRequest
 from pslurm.core.hostlists import expand
-from pslurm.core.jobspec import JobRecord, JobSpec, spec_to_dict
+from pslurm.core.jobspec import JobRecord, JobSpec
 from pslurm.core.lifecycle import Change, JobFlags
 from pslurm.core.node import NodeRecord
 from pslurm.core.states import NODE_TRANSITIONS, InvalidTransition, JobReason, JobState, NodeState
@@ -117,7 +119,7 @@ class Store:
             state=JobState.PENDING.value, reason=JobReason.JOB_HELD_USER if spec.hold else JobReason.NONE,
             submit_time=now, time_limit=time_limit,
             cpus=spec.cpus, mem_mb=spec.mem_mb, gres=gres_to_column(spec.gres), gpu_indices="",
-            exit_code=0, exit_signal=0, cancel_requested=False, spec=json.dumps(spec_to_dict(spec)),
+            exit_code=0, exit_signal=0, cancel_requested=False, spec="", spec_overrides="",
             account=spec.account, nice=spec.nice, dependency=spec.dependency,
             kill_on_invalid_dep=spec.kill_on_invalid_dep, hold="user" if spec.hold else "", requeue=requeue,
             requeue_requested=False, restarts=0, priority=0, array_max_running=throttle,
@@ -128,6 +130,8 @@ class Store:
         )
 
         def work(conn: Connection) -> list[int]:
+            # the request once, whatever the number of tasks (store/specs.py)
+            values["spec_id"] = insert_spec(conn, spec)
             # parameters, not .values(): the compiled statement is cached, no per-call clause building
             job_id = int(conn.execute(insert(jobs), values).inserted_primary_key[0])  # type: ignore[index]
             ids = [job_id]
@@ -370,7 +374,8 @@ class Store:
     def update_fields(self, job_id: int, state: JobState, restarts: int, now: float, detail: str,
                       columns: Mapping[str, Any], request: Mapping[str, Any]) -> bool:
         """pscontrol update JobId=: set fields that are not the job's state (``columns``: its own
-        columns; ``request``: the same in the stored request's JSON, kept in step) as one
+        columns; ``request``: the same fields of its request, kept in step as the job's own
+        overrides of the request it shares with its array's other tasks, store/specs.py) as one
         compare-and-set on the state and run the caller read, so that a field only a pending job may
         change is never written once it started, plus an ``update`` event row. False, with nothing
         written, when the job changed meanwhile."""
@@ -380,13 +385,13 @@ class Store:
         same = (c.job_id == job_id, c.state == state.value, c.restarts == restarts)
 
         def work(conn: Connection) -> bool:
-            row = conn.execute(select(c.spec).where(*same)).first()
+            row = conn.execute(select(c.spec_overrides).where(*same)).first()
             if row is None:
                 return False
-            data = json.loads(row.spec)
-            data.update(request)
             values = {k: v for k, v in columns.items() if k in c}  # a field only the request has (comment)
-            result = conn.execute(update(jobs).where(*same).values(**values, spec=json.dumps(data)))
+            if request:
+                values["spec_overrides"] = merged_overrides(row.spec_overrides, request)
+            result = conn.execute(update(jobs).where(*same).values(**values))
             if result.rowcount != 1:
                 return False
             conn.execute(_ADD_EVENT, dict(job_id=job_id, time=now, from_state=state.value, to_state=state.value,
@@ -482,12 +487,16 @@ class Store:
 
     def get_job(self, job_id: int, light: bool = False) -> JobRecord | None:
         """One job by its own id (not its array's other tasks); ``light`` as in :meth:`get_jobs`."""
-        columns = [c for c in jobs.c if c.name != "spec"] if light else [jobs]
         with self.engine.connect() as conn:
-            row = conn.execute(select(*columns).where(jobs.c.job_id == job_id)).first()
+            row = conn.execute(select(*_ROW).where(jobs.c.job_id == job_id)).first()
             if row is None:
                 return None
-            job = job_from_row(row, None, light)
+            if light:
+                job = job_from_row(row, light_spec(row, {}))
+            else:
+                reader = SpecReader()
+                reader.load(conn, (row.spec_id,))
+                job = job_from_row(row, reader.spec(row.spec_id, row.spec_overrides))
             _fill_nodes(conn, [job])
         return job
 
@@ -507,25 +516,37 @@ class Store:
         """
         c = jobs.c
         where = self._job_filter(job_ids, users, states, include_finished, since)
-        columns = _LISTED if light else [jobs]
-        specs: dict[Any, Any] = {}  # the tasks of an array share one spec: build it once (and GRES parsed once)
-        read = functools.partial(_listed_record, specs) if light else functools.partial(job_from_row, specs=specs)
+        columns = _LISTED if light else _ROW
         with self.engine.connect() as conn:
             if not collapse_arrays:
-                query = select(*columns).where(*where).order_by(c.job_id)
-                listed = [read(row) for row in conn.execute(query)]
-                _fill_nodes(conn, listed)
-                return listed
-            pending_task = (c.state == "PENDING") & c.array_job_id.is_not(None)
-            groups = self._pending_task_groups(conn, where, pending_task)  # first task's job id -> its tasks
-            rows = list(conn.execute(select(*columns).where(*where, ~pending_task)))
-            firsts = list(groups)
-            for i in range(0, len(firsts), _IN_CHUNK):
-                rows.extend(conn.execute(select(*columns).where(c.job_id.in_(firsts[i:i + _IN_CHUNK]))))
-            found = sorted((read(row) for row in rows), key=lambda job: job.job_id)
-            _fill_nodes(conn, found)
-        for job in found:
-            job.collapsed_tasks = groups.get(job.job_id, "")
+                rows = list(conn.execute(select(*columns).where(*where).order_by(c.job_id)))
+            else:
+                pending_task = (c.state == "PENDING") & c.array_job_id.is_not(None)
+                groups = self._pending_task_groups(conn, where, pending_task)  # first task's job id -> its tasks
+                rows = list(conn.execute(select(*columns).where(*where, ~pending_task)))
+                firsts = list(groups)
+                for i in range(0, len(firsts), _IN_CHUNK):
+                    rows.extend(conn.execute(select(*columns).where(c.job_id.in_(firsts[i:i + _IN_CHUNK]))))
+                rows.sort(key=lambda row: row.job_id)
+            found = self._records(conn, rows, light)
+        if collapse_arrays:
+            for job in found:
+                job.collapsed_tasks = groups.get(job.job_id, "")
+        return found
+
+    @staticmethod
+    def _records(conn: Connection, rows: Sequence[Any], light: bool, reader: SpecReader | None = None
+                 ) -> list[JobRecord]:
+        """The records of ``rows`` (of :data:`_LISTED` when ``light``, else of :data:`_ROW`), each request
+        read once for the records that share it (an array's tasks: one JobSpec), their nodes filled in."""
+        if light:
+            specs: dict[Any, Any] = {}  # the tasks of an array share one spec: built once (and GRES parsed once)
+            found = [_listed_record(specs, row) for row in rows]
+        else:
+            reader = reader or SpecReader()
+            reader.load(conn, (row.spec_id for row in rows))
+            found = [job_from_row(row, reader.spec(row.spec_id, row.spec_overrides)) for row in rows]
+        _fill_nodes(conn, found)
         return found
 
     @staticmethod
@@ -688,6 +709,8 @@ class Store:
         self._writer.write(lambda conn: conn.execute(update(nodes).where(nodes.c.name == name).values(**values)))
 
 
+# A job's row as the records read it: every column but the emptied ``spec`` (the request is in job_specs)
+_ROW = tuple(c for c in jobs.c if c.name != "spec")
 # A light listing's columns (Store.get_jobs(light=True)), in the order _listed_record unpacks them:
 # the job's own columns and the request's that a listing shows; not the stored request itself.
 _LISTED = tuple(jobs.c[name] for name in (
