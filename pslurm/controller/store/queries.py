@@ -13,7 +13,7 @@ import dataclasses
 import functools
 import json
 import pathlib
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Container, Iterable, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import (
@@ -221,6 +221,26 @@ class Store:
                reason: JobReason = JobReason.NONE) -> Change:
         return self._apply(job_id, now, lambda job: lifecycle.cancel(job, now, detail, reason))
 
+    def cancel_jobs(self, job_ids: Sequence[int], now: float, detail: str = "cancelled"
+                    ) -> list[Change | InvalidTransition]:
+        """``cancel`` each job in one transaction (pscancel of a whole array: one commit, not one per
+        task). Each is its own compare-and-set; one the lifecycle refuses (ended meanwhile) comes back
+        as its InvalidTransition, nothing written for it, and the others go on."""
+        def work(conn: Connection) -> list[Change | InvalidTransition]:
+            out: list[Change | InvalidTransition] = []
+            for job_id in job_ids:
+                try:
+                    out.append(_apply(conn, job_id, now, lambda job: lifecycle.cancel(job, now, detail)))
+                except InvalidTransition as exc:
+                    out.append(exc)
+            return out
+
+        if not job_ids:
+            return []
+        outcome = self._writer.write(work)
+        self._jobs_changed([i for i, o in zip(job_ids, outcome, strict=True) if not isinstance(o, Exception)])
+        return outcome
+
     def relinquish(self, job_id: int, exit_code: int, now: float) -> Change:
         """psalloc's end (lifecycle.relinquish): COMPLETING until the agent reports the run's end."""
         return self._apply(job_id, now, lambda job: lifecycle.relinquish(job, exit_code, now))
@@ -403,15 +423,29 @@ class Store:
             self._jobs_changed((job_id,))
         return bool(changed)
 
-    def resolve(self, job_id: int, tasks: Sequence[int] | None) -> list[int]:
-        """Job ids named by ``14`` (the job, or every task of array 14) or ``14_[tasks]``."""
-        if tasks is None:
-            query = select(jobs.c.job_id).where(or_(jobs.c.job_id == job_id, jobs.c.array_job_id == job_id))
-        else:
-            query = select(jobs.c.job_id).where(jobs.c.array_job_id == job_id,
-                                                jobs.c.array_task_id.in_(list(tasks)))
+    def resolve(self, job_id: int, tasks: Container[int] | None) -> list[int]:
+        """Job ids named by ``14`` (the job, or every task of array 14) or ``14_[tasks]``: the array's own
+        tasks (read by its index: at most its size, itself at most MaxArraySize) that ``tasks`` holds, so
+        that a selector costs what the array holds, whatever it spans (``1_[0-10000000]``)."""
+        c = jobs.c
         with self.engine.connect() as conn:
-            return sorted(r.job_id for r in conn.execute(query))
+            if tasks is None:
+                query = select(c.job_id).where(or_(c.job_id == job_id, c.array_job_id == job_id))
+                return sorted(r.job_id for r in conn.execute(query))
+            query = select(c.job_id, c.array_task_id).where(c.array_job_id == job_id)
+            return sorted(r.job_id for r in conn.execute(query) if r.array_task_id in tasks)
+
+    def jobs_with_ids(self, job_ids: Collection[int], light: bool = False) -> list[JobRecord]:
+        """The jobs with exactly these ids (an array's id is its first task here, not the array), in id
+        order, read in chunks; ``light`` as in :meth:`get_jobs`."""
+        found: list[JobRecord] = []
+        reader = SpecReader()
+        with self.engine.connect() as conn:
+            for part in _chunks(job_ids):
+                rows = list(conn.execute(select(*(_LISTED if light else _ROW)).where(jobs.c.job_id.in_(part))
+                                         .order_by(jobs.c.job_id)))
+                found.extend(self._records(conn, rows, light, reader))
+        return found
 
     def count_active(self, user: str | None = None, states: Sequence[JobState] = ()) -> int:
         """Jobs pending, running or completing (or in ``states``), of one user or all."""
