@@ -202,20 +202,7 @@ class Store:
         started) in one transaction: one commit for the lot. Each end is its own compare-and-set;
         one the lifecycle refuses (a repeated report, an earlier run) is returned as its
         InvalidTransition, with nothing written for it, and the others go on."""
-        def work(conn: Connection) -> list[Change | InvalidTransition]:
-            out: list[Change | InvalidTransition] = []
-            for e in ends:
-                try:
-                    out.append(_apply(conn, e.job_id, e.end_time, _end_decision(e)))
-                except InvalidTransition as exc:
-                    out.append(exc)
-            return out
-
-        if not ends:
-            return []
-        outcome = self._writer.write(work)
-        self._jobs_changed([e.job_id for e, o in zip(ends, outcome, strict=True) if not isinstance(o, Exception)])
-        return outcome
+        return self._apply_each([(e.job_id, e.end_time, _end_decision(e)) for e in ends])
 
     def cancel(self, job_id: int, now: float, detail: str = "cancelled",
                reason: JobReason = JobReason.NONE) -> Change:
@@ -226,19 +213,25 @@ class Store:
         """``cancel`` each job in one transaction (pscancel of a whole array: one commit, not one per
         task). Each is its own compare-and-set; one the lifecycle refuses (ended meanwhile) comes back
         as its InvalidTransition, nothing written for it, and the others go on."""
+        return self._apply_each([(job_id, now, lambda job: lifecycle.cancel(job, now, detail)) for job_id in job_ids])
+
+    def _apply_each(self, operations: Sequence[tuple[int, float, Callable[[JobFlags], Change]]]
+                    ) -> list[Change | InvalidTransition]:
+        """Lifecycle operations (job id, time, decision) in one transaction: each its own compare-and-set,
+        a refused one returned as its InvalidTransition (nothing written for it) while the others go on."""
         def work(conn: Connection) -> list[Change | InvalidTransition]:
             out: list[Change | InvalidTransition] = []
-            for job_id in job_ids:
+            for job_id, now, decide in operations:
                 try:
-                    out.append(_apply(conn, job_id, now, lambda job: lifecycle.cancel(job, now, detail)))
+                    out.append(_apply(conn, job_id, now, decide))
                 except InvalidTransition as exc:
                     out.append(exc)
             return out
 
-        if not job_ids:
+        if not operations:
             return []
         outcome = self._writer.write(work)
-        self._jobs_changed([i for i, o in zip(job_ids, outcome, strict=True) if not isinstance(o, Exception)])
+        self._jobs_changed([op[0] for op, o in zip(operations, outcome, strict=True) if not isinstance(o, Exception)])
         return outcome
 
     def relinquish(self, job_id: int, exit_code: int, now: float) -> Change:
