@@ -252,8 +252,9 @@ class Api:
              collapse_arrays: bool = False, brief: bool = False, steps: bool = False) -> list[Json]:
         """The jobs' ``job_info`` objects (as :meth:`pslurm.client.Client.jobs`; ``states``: names,
         ``PENDING``). ``brief``: a listing's (docs/api.md): ``light``, without the fields that are
-        unset or empty, each request sent once; every record comes back with its ``pslurm.job``
-        (records that share a request share its dict). ``steps``: each job's steps as ``pslurm.steps``."""
+        unset or empty. Every listing sends each request once; every record comes back with its
+        ``pslurm.job`` (records that share a request share its dict). ``steps``: each job's steps as
+        ``pslurm.steps``."""
         job_ids, users, states = list(job_ids), list(users), list(states)
         params = [("job_id", ",".join(map(str, job_ids)))] if job_ids else []
         params += [("user", ",".join(users))] if users else []
@@ -264,11 +265,9 @@ class Api:
         if since is not None:
             params.append(("since", repr(float(since))))
         found: list[Json] = self.request("GET", f"{PSLURM}/jobs{query_string(params)}")["jobs"]
-        if brief:
-            from pslurm.core.jobinfo import share_specs
+        from pslurm.core.jobinfo import share_specs
 
-            share_specs(found)
-        return found
+        return share_specs(found)  # a listing says each request once (records share it by pslurm.spec_ref)
 
     def wait(self, job_id: int) -> Iterator[Json]:
         """The job's ``job_info`` now and at each change, until it ends (see Client.wait)."""

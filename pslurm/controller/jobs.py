@@ -24,7 +24,7 @@ from pslurm.controller.errors import NotFound, PermissionDenied
 from pslurm.controller.ports import Agents, Reschedule
 from pslurm.controller.store import Store
 from pslurm.core.accounts import job_account
-from pslurm.core.arrays import format_ranges, parse_array, parse_task_selector
+from pslurm.core.arrays import format_ranges, parse_array, parse_job_selector
 from pslurm.core.config import ClusterConfig, scheduler_config
 from pslurm.core.dependency import parse_dependency
 from pslurm.core.gres import GresRequest
@@ -167,7 +167,7 @@ class JobService:
         """The job ids ``14``, ``14_3`` or ``14_[5-9]`` names (an array's id: every task), at most the
         array's tasks whatever the selector spans (core.arrays.TaskRanges, Store.resolve). SpecError
         for a malformed id; [] for an unknown one."""
-        job_id, tasks = parse_task_selector(text)
+        job_id, tasks = parse_job_selector(text)
         return self.store.resolve(job_id, tasks)
 
     def update_job(self, text: str, requester_uid: int, action: str = "", priority: int | None = None,

@@ -52,6 +52,7 @@ def format_ranges(ids: Iterable[int]) -> str:
 
 MAX_ID = 2**31 - 1  # the largest job or task id a selector may name (10 digits at most): past it, no job
 MAX_SELECTOR_ITEMS = 1000  # comma-separated items in one selector's brackets
+MAX_ARRAY_TASKS = 4_000_001  # Slurm's largest MaxArraySize: no selector of more tasks is expanded
 
 
 class TaskRanges:
@@ -95,13 +96,26 @@ class TaskRanges:
         return TaskRanges(out)
 
 
-def parse_task_selector(text: str) -> tuple[int, TaskRanges | None]:
+def parse_task_selector(text: str) -> tuple[int, tuple[int, ...] | None]:
+    """A job id as pscancel/psqueue take it: ``14`` -> (14, None), ``14_3`` -> (14, (3,)),
+    ``14_[5-9,12]`` -> (14, (5, ..., 9, 12)). A selector of more tasks than any array can have
+    (Slurm's largest MaxArraySize, MAX_ARRAY_TASKS) is refused rather than expanded. Raises
+    SpecError. The controller reads selectors as ranges instead (:func:`parse_job_selector`)."""
+    job_id, tasks = parse_job_selector(text)
+    if tasks is None:
+        return job_id, None
+    if sum((hi - lo) // step + 1 for lo, hi, step in tasks.ranges) > MAX_ARRAY_TASKS:
+        raise SpecError(f"Invalid job id specified: {_shown(text)}")
+    return job_id, tuple(tasks)
+
+
+def parse_job_selector(text: str) -> tuple[int, TaskRanges | None]:
     """A job id as pscancel/psqueue take it: ``14`` -> (14, None), ``14_3`` -> (14, the task 3),
     ``14_[5-9,12]`` -> (14, tasks 5 to 9 and 12), as ranges (:class:`TaskRanges`: nothing expanded).
     Every number has at most 10 digits and is at most MAX_ID; at most MAX_SELECTOR_ITEMS items.
     Raises SpecError (the text shown cut to 40 characters)."""
     head, us, tail = text.strip().partition("_")
-    invalid = f"Invalid job id specified: {text if len(text) <= 40 else text[:40] + '...'}"
+    invalid = f"Invalid job id specified: {_shown(text)}"
     if not _small(head):
         raise SpecError(invalid)
     if not us:
@@ -121,6 +135,11 @@ def parse_task_selector(text: str) -> tuple[int, TaskRanges | None]:
             raise SpecError(invalid)
         ranges.append((lo, hi, step))
     return int(head), TaskRanges(ranges)
+
+
+def _shown(text: str) -> str:
+    """A selector as an error line shows it: cut to 40 characters."""
+    return text if len(text) <= 40 else text[:40] + "..."
 
 
 def _small(digits: str) -> bool:

@@ -8,25 +8,29 @@ import time
 
 import pytest
 
-from pslurm.core.arrays import MAX_SELECTOR_ITEMS, TaskRanges, parse_task_selector
+from pslurm.core.arrays import MAX_SELECTOR_ITEMS, TaskRanges, parse_job_selector, parse_task_selector
 from pslurm.core.jobspec import SpecError
 from pslurm.core.states import JobState
 from tests.unit.test_update_job import ANA, config, service, start, store, submit  # noqa: F401 - fixtures
 
 
 def test_a_selector_is_ranges_not_ids() -> None:
-    job_id, tasks = parse_task_selector("1_[0-10000000]")
+    job_id, tasks = parse_job_selector("1_[0-10000000]")
     assert job_id == 1 and isinstance(tasks, TaskRanges) and tasks.ranges == ((0, 10_000_000, 1),)
     assert 9_999_999 in tasks and 10_000_001 not in tasks
-    assert parse_task_selector("14_[0-15:4,20]")[1] == (0, 4, 8, 12, 20)
-    assert list(parse_task_selector("3_[0-10000000:7]")[1].clipped(5, 30)) == [7, 14, 21, 28]
+    assert parse_job_selector("14_[0-15:4,20]")[1] == (0, 4, 8, 12, 20)
+    found = parse_job_selector("3_[0-10000000:7]")[1]
+    assert found is not None and list(found.clipped(5, 30)) == [7, 14, 21, 28]
+    assert parse_task_selector("14_[0-15:4,20]") == (14, (0, 4, 8, 12, 20))  # the commands' expanded form
+    with pytest.raises(SpecError):  # more tasks than any array has: refused, not expanded
+        parse_task_selector("1_[0-10000000]")
 
 
 @pytest.mark.parametrize("text", ["1" * 5000, "1_" + "9" * 5000, "12345678901", "2147483648", "1_[0-2147483648]",
                                   "1_[" + ",".join(["1"] * (MAX_SELECTOR_ITEMS + 1)) + "]", "1_[5-3]", "-1", "1_x"])
 def test_ids_a_job_cannot_have_are_refused_in_one_short_line(text: str) -> None:
     with pytest.raises(SpecError) as err:
-        parse_task_selector(text)
+        parse_job_selector(text)
     assert str(err.value).startswith("Invalid job id specified") and len(str(err.value)) < 80
 
 

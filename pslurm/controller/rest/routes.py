@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import json
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from concurrent.futures import Executor
@@ -25,6 +26,7 @@ from pslurm.controller.errors import NotFound
 from pslurm.controller.jobs import JobService
 from pslurm.controller.monitor import NodeMonitor
 from pslurm.controller.rest import access
+from pslurm.controller.rest.listing import HEAD, PAGE_JOBS, TAIL, Listing, whole
 from pslurm.controller.rest.relay import AgentRelay, AgentStreamError
 from pslurm.controller.scheduler import Scheduler
 from pslurm.controller.steps import StepService, step_request_from_json, step_to_json
@@ -247,21 +249,6 @@ class Api:
             raise ApiError(400, "Invalid request: the body must be a JSON object")
         return data
 
-    def _listing(self, uid: int, jobs: list[JobRecord], key: str = "jobs", brief: bool = False,
-                 steps: bool = False) -> bytes:
-        visible = access.visible_to(uid, self.service.operators, jobs)
-        if brief:  # each shared request once per reply (restjson.job_to_brief_json)
-            refs: dict[int, int] = {}
-            found = [restjson.job_to_brief_json(j, refs) for j in visible]
-        else:
-            specs: dict[int, restjson.Json] = {}  # an array's tasks: their shared spec converted once
-            found = [restjson.job_to_json(j, specs=specs) for j in visible]
-        if steps:  # psacct's step lines: each job's steps as pslurm.steps
-            by_job = self.service.store.steps([j.job_id for j in visible if j.start_time is not None])
-            for job, data in zip(visible, found, strict=True):
-                data.setdefault("pslurm", {})["steps"] = [step_to_json(s) for s in by_job.get(job.job_id, ())]
-        return _dumps({key: found})
-
     # -- jobs ------------------------------------------------------------------------------
 
     async def submit(self, request: web.Request) -> web.StreamResponse:
@@ -288,16 +275,39 @@ class Api:
 
         return _reply(await self._run(work))
 
-    async def jobs_reply(self, uid: int, job_ids: Sequence[int] = (), users: Sequence[str] = (),
+    async def jobs_reply(self, request: web.Request, job_ids: Sequence[int] = (), users: Sequence[str] = (),
                          states: Sequence[JobState] = (), include_finished: bool = False,
                          since: float | None = None, light: bool = False,
-                         collapse_arrays: bool = False, brief: bool = False, steps: bool = False) -> web.Response:
-        def work() -> bytes:
-            return self._listing(uid, self.service.jobs(job_ids, users, states, include_finished, since,
-                                                     light=light, collapse_arrays=collapse_arrays),
-                                 brief=brief, steps=steps)
+                         collapse_arrays: bool = False, brief: bool = False, steps: bool = False
+                         ) -> web.StreamResponse:
+        """A listing (listing.py): a collapsed one (psqueue's, of the queue alone) in one reply, any
+        other written page by page as it is read, so that psctld holds one page at a time."""
+        listing = Listing(self.service.store, _caller(request).uid, self.service.operators, brief, steps)
+        if collapse_arrays:
+            def one() -> bytes:
+                return whole(listing, self.service.jobs(job_ids, users, states, include_finished, since, light=light,
+                                                        collapse_arrays=True))
 
-        return web.Response(body=await self._run(work), content_type="application/json")
+            return web.Response(body=await self._run(one), content_type="application/json")
+
+        def page(after: int) -> tuple[bytes, int, bool]:
+            found = self.service.store.job_page(job_ids, users, states, include_finished, since, light, after,
+                                                PAGE_JOBS)
+            return listing.page(found.jobs, found.keys), found.last_id, found.full
+
+        body, after, more = await self._run(lambda: page(0))  # the first read's refusal is still a status
+        if not more:
+            return web.Response(body=HEAD + body + TAIL, content_type="application/json")
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        await response.write(HEAD + body)
+        while more:  # a failure from here on cuts the reply short: the client sees a broken reply, never a part
+            body, after, more = await self._run(functools.partial(page, after))
+            await response.write(body)
+        await response.write(TAIL)
+        await response.write_eof()
+        return response
 
     async def jobs(self, request: web.Request) -> web.StreamResponse:
         q = request.query
@@ -311,24 +321,24 @@ class Api:
                 since = float(q["since"])
             except ValueError:
                 raise ApiError(400, f"Invalid time specified: {q['since']}") from None
-        return await self.jobs_reply(_caller(request).uid, _ids(q.getall("job_id", [])), _strings(q.getall("user", [])),
+        return await self.jobs_reply(request, _ids(q.getall("job_id", [])), _strings(q.getall("user", [])),
                                      states, _flag(request, "include_finished"), since, _flag(request, "light"),
                                      _flag(request, "collapse_arrays"), _flag(request, "brief"),
                                      _flag(request, "steps"))
 
     async def slurm_jobs(self, request: web.Request) -> web.StreamResponse:
-        return await self.jobs_reply(_caller(request).uid)
+        return await self.jobs_reply(request)
 
     async def slurm_job(self, request: web.Request) -> web.StreamResponse:
         text = request.match_info["job_id"]
-        uid = _caller(request).uid
+        listing = Listing(self.service.store, _caller(request).uid, self.service.operators)
 
         def work() -> bytes:
-            ids = self.service.resolve(text)
-            found = self.service.jobs(ids, include_finished=True) if ids else []
+            ids = self.service.resolve(text)  # at most the array's tasks, whatever the selector spans
+            found = self.service.store.jobs_with_ids(ids) if ids else []
             if not found:
                 raise NotFound(f"Invalid job id specified: {text}")
-            return self._listing(uid, found)
+            return whole(listing, found)
 
         return web.Response(body=await self._run(work), content_type="application/json")
 

@@ -13,7 +13,7 @@ import dataclasses
 import functools
 import json
 import pathlib
-from collections.abc import Callable, Collection, Container, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Container, Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import (
@@ -35,6 +35,7 @@ from pslurm.controller.store.records import (
     ActiveRun,
     Allocation,
     JobEvent,
+    JobPage,
     NewStep,
     NodeShare,
     QueuedJob,
@@ -561,6 +562,23 @@ class Store:
                 job.collapsed_tasks = groups.get(job.job_id, "")
         return found
 
+    def job_page(self, job_ids: Sequence[int] = (), users: Sequence[str] = (), states: Sequence[JobState] = (),
+                 include_finished: bool = False, since: float | None = None, light: bool = False, after: int = 0,
+                 limit: int = 500) -> JobPage:
+        """One page of :meth:`get_jobs` (not collapsed): the first ``limit`` jobs with an id above
+        ``after``, and a key per job that records with the same request share (its ``job_specs`` row
+        and overrides): a listing read page by page holds one page at a time, and says each request
+        once however many pages its records span."""
+        c = jobs.c
+        where = self._job_filter(job_ids, users, states, include_finished, since)
+        query = select(*(_LISTED if light else _ROW)).where(*where, c.job_id > after).order_by(c.job_id).limit(limit)
+        with self.engine.connect() as conn:
+            rows = list(conn.execute(query))
+            found = self._records(conn, rows, light)
+        keys: list[Hashable] = ([tuple(row[_LISTED_OWN:]) for row in rows] if light
+                                else [(row.spec_id, row.spec_overrides, row.nice) for row in rows])
+        return JobPage(found, keys, rows[-1].job_id if rows else after, len(rows) == limit)
+
     @staticmethod
     def _records(conn: Connection, rows: Sequence[Any], light: bool, reader: SpecReader | None = None
                  ) -> list[JobRecord]:
@@ -747,6 +765,7 @@ _LISTED = tuple(jobs.c[name] for name in (
     "start_estimate", "eligible_time", "requeue", "requeue_requested", "system_comment", "nodes",
     "max_rss_kb", "name", "user_name", "uid", "cpus", "mem_mb", "gres", "account", "nice", "dependency",
     "array_max_running", "comment", "qos", "num_nodes"))
+_LISTED_OWN = 29  # where the request's own columns start in a _LISTED row (name, user_name, ...): its spec's key
 _STATES = {s.value: s for s in JobState}
 _REASONS = {r.value: r for r in JobReason}
 
@@ -759,7 +778,7 @@ def _listed_record(specs: dict[Any, Any], row: Any) -> JobRecord:
      cancel_requested, partition, time_limit, gpu_seconds, peak_gpu_memory_mb, mean_gpu_util, array_job_id,
      array_task_id, priority, admin_priority, hold, restarts, start_estimate, eligible_time, requeue,
      requeue_requested, system_comment, hostlist, max_rss_kb, *own) = row
-    key = tuple(own)
+    key = tuple(own)  # row[_LISTED_OWN:]
     spec = specs.get(key)
     if spec is None:  # as records._light_spec: of an array's expression only the throttle (%2)
         name, user, uid, cpus, mem_mb, gres, account, nice, dependency, throttle, comment, qos, num_nodes = own

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -191,6 +191,17 @@ class RefRow:
     array_task_id: int | None
     user: str
     name: str
+
+
+@dataclass(frozen=True)
+class JobPage:
+    """A page of a listing (Store.job_page): the jobs, a key per job (jobs with equal keys have equal
+    requests), the last job's id (where the next page starts) and whether there may be more."""
+
+    jobs: list[JobRecord]
+    keys: list[Hashable]
+    last_id: int
+    full: bool
 
 
 @dataclass(frozen=True)
