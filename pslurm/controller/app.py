@@ -38,6 +38,7 @@ from pslurm.controller.steps import StepService
 from pslurm.controller.store import Store
 from pslurm.controller.watch import JobWatch
 from pslurm.core.config import ClusterConfig, ConfigError, find_config_path, load_cluster_config
+from pslurm.core.ratelog import bound_logging
 from pslurm.proto import pslurm_pb2_grpc as pb_grpc
 
 if TYPE_CHECKING:
@@ -205,6 +206,7 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     logging.getLogger("alembic").setLevel(logging.WARNING)
+    bound_logging()  # a message that repeats is written at a bounded rate: no user fills the disk with it
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
