@@ -25,11 +25,12 @@ import grpc
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
-from pslurm.auth.credential import AuthError, create_key, load_key
+from pslurm.auth.credential import CONTROLLER, AuthError, create_key, load_key, node_audience
 from pslurm.auth.secretfiles import check_cluster_secrets, read_database_url
-from pslurm.auth.transport import SERVER_OPTIONS, Authenticator, CredentialService, signed_metadata
+from pslurm.auth.transport import SERVER_OPTIONS, Authenticator, CredentialService, Metadata, signed_metadata
 from pslurm.controller.agents import AgentClient
 from pslurm.controller.jobs import JobService
+from pslurm.controller.limits import ServerLimits, raise_descriptor_limit, server_limits
 from pslurm.controller.monitor import NodeMonitor
 from pslurm.controller.ports import Agents
 from pslurm.controller.scheduler import Scheduler
@@ -105,23 +106,31 @@ def serve(conf_path: str, ready: threading.Event | None = None, stop: threading.
     if create_key(config.auth_key_path):
         log.info("created the cluster key %s: every node's agent needs a copy", config.auth_key_path)
     check_cluster_secrets(config)  # before anything is served: a readable secret is no secret
-    auth = Authenticator(load_key(config.auth_key_path))
+    key = load_key(config.auth_key_path)
+    raise_descriptor_limit()
+    limits = server_limits(config)
     database_url = config.database_url or read_database_url(config.database_url_file)
     make_state_private(config, database_url)
     store = Store(database_url)
     store.migrate()
-    agents = AgentClient(lambda: signed_metadata(auth.key))
-    parts = assemble(config, store, agents, operators=frozenset({0, os.getuid()}))
+    for_agent = _agent_credentials(config, key)
+    agents = AgentClient(for_agent)
+    operators = frozenset({0, os.getuid()})
+    parts = assemble(config, store, agents, operators=operators)
+    # the agents' path: credentials made for the controller's gRPC, from daemons only, with their own replay
+    # cache and threads; users' requests (the HTTP API: its own cache, loop and pool) cannot stall it
+    auth = Authenticator(key, audience=CONTROLLER, only=operators)
     server = grpc.server(ThreadPoolExecutor(max_workers=RPC_WORKERS, thread_name_prefix="rpc"),
                          interceptors=[auth.interceptor()], options=SERVER_OPTIONS)
     servicer = ControllerServicer(parts.monitor, auth, parts.jobs.operators, parts.steps)
     pb_grpc.add_ControllerServicer_to_server(servicer, server)
     server.add_insecure_port(config.controller_target)
     server.start()
-    rest = _rest_server(parts, auth, config)
+    rest = _rest_server(parts, Authenticator(key), config, limits, for_agent)
     # Users who cannot read the key get credentials here. Only a controller running as root serves
     # them: a personal cluster's agents cannot run jobs as anybody but its owner, so only they may use it.
-    credentials = CredentialService(config.auth_socket_path, auth.key) if os.geteuid() == 0 else None
+    credentials = (CredentialService(config.auth_socket_path, key, rate=limits.credential_rate)
+                   if os.geteuid() == 0 else None)
     if credentials is not None:
         credentials.start()
     stopping = threading.Event()
@@ -144,15 +153,22 @@ def serve(conf_path: str, ready: threading.Event | None = None, stop: threading.
     store.close()
 
 
-def _rest_server(parts: Parts, auth: Authenticator, config: ClusterConfig) -> RestServer:
+def _agent_credentials(config: ClusterConfig, key: bytes) -> Callable[[str], Metadata]:
+    """Fresh gRPC metadata for a call to the agent at ``target`` (host:port): a credential made for
+    that node alone (its name from pslurm.conf's NodeName= lines), refused by any other."""
+    names = {f"{n.addr}:{n.port}": n.name for n in config.nodes.values()}
+    return lambda target: signed_metadata(key, node_audience(names.get(target, target)))
+
+
+def _rest_server(parts: Parts, auth: Authenticator, config: ClusterConfig, limits: ServerLimits,
+                 for_agent: Callable[[str], Metadata]) -> RestServer:
     """The user API (HTTP/JSON) on RestPort, serving from its own thread and event loop."""
     from pslurm.controller.rest.relay import AgentRelay
     from pslurm.controller.rest.routes import Api
     from pslurm.controller.rest.server import RestServer
 
-    api = Api(parts.jobs, parts.scheduler, parts.monitor, parts.watch, AgentRelay(lambda: signed_metadata(auth.key)),
-              parts.steps)
-    rest = RestServer(api, auth, config.controller_addr, config.rest_port)
+    api = Api(parts.jobs, parts.scheduler, parts.monitor, parts.watch, AgentRelay(for_agent), parts.steps)
+    rest = RestServer(api, auth, config.controller_addr, config.rest_port, limits, parts.jobs.operators)
     try:
         rest.start()
     except OSError as exc:

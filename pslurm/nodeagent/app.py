@@ -107,13 +107,15 @@ def serve(config: ClusterConfig, node: NodeConfig, devices: list[GpuDevice], cgr
     """Run the agent's gRPC server, registration, heartbeats (and usage sampling) until stopped."""
     import grpc
 
+    from pslurm.auth.credential import CONTROLLER, node_audience
     from pslurm.auth.transport import SERVER_OPTIONS, Authenticator, signed_metadata
     from pslurm.nodeagent.agent import Agent
     from pslurm.nodeagent.servicer import AgentServicer
     from pslurm.proto import pslurm_pb2_grpc as pb_grpc
 
-    auth = Authenticator(key)
-    agent = Agent(config, node, devices, cgroup_conf, drain, monitor, credentials=lambda: signed_metadata(key))
+    auth = Authenticator(key, audience=node_audience(node.name))  # credentials made for this node only
+    agent = Agent(config, node, devices, cgroup_conf, drain, monitor,
+                  credentials=lambda: signed_metadata(key, CONTROLLER))
     # A psrun job's output and input streams each hold a thread while the job runs, and a node runs at
     # most one job per CPU: streams may take two threads per CPU (48 at least, however many streams
     # users open), the rest stay free for the controller's launches and signals.

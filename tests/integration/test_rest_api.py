@@ -33,7 +33,7 @@ WAITERS = 200
 class Api:
     """psctld and psd (node c000) as processes, and requests to the API as this process or as nobody."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, extra_conf: str = "") -> None:
         self.root = root
         ctld, agent, self.port = free_ports(3)
         self.conf = root / "pslurm.conf"
@@ -47,7 +47,7 @@ SlurmdTimeout=10
 KillWait=1
 NodeName=c000 NodeAddr=127.0.0.1 Port={agent} CPUs=4 RealMemory=1000
 PartitionName=debug Nodes=c000 Default=YES
-""")
+{extra_conf}""")
         create_key(str(root / "pslurm.key"))
         self.key = load_key(str(root / "pslurm.key"))
         self.procs = [self._start("pslurm.controller.app", "psctld"), self._start("pslurm.nodeagent.app", "psd",
@@ -159,7 +159,7 @@ def test_errors_carry_the_one_line_messages_and_their_statuses(api: Api) -> None
 
 
 def test_a_bad_or_reused_credential_is_refused_before_the_body_is_read(api: Api) -> None:
-    status, reply = api.call("GET", "/pslurm/v1/cluster", credential="p1.0.0.1.x.forged")
+    status, reply = api.call("GET", "/pslurm/v1/cluster", credential="p2.api.0.0.1.x.forged")
     assert status == 401
     assert first_error(reply) == "authentication failed: credential not signed with this cluster's key"
     used = api.credential()

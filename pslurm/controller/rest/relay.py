@@ -53,8 +53,8 @@ def stream_error(exc: grpc.aio.AioRpcError, target: str) -> AgentStreamError:
 class AgentRelay:
     """grpc.aio channels to the agents, one per agent, made on (and used only from) the API's loop."""
 
-    def __init__(self, credentials: Callable[[], Metadata]) -> None:
-        self._credentials = credentials  # fresh metadata for each call (a credential is good once)
+    def __init__(self, credentials: Callable[[str], Metadata]) -> None:
+        self._credentials = credentials  # fresh metadata for each call to that agent (a credential is good once)
         self._channels: dict[str, grpc.aio.Channel] = {}
 
     def _stub(self, target: str) -> pb_grpc.NodeAgentStub:
@@ -68,7 +68,7 @@ class AgentRelay:
         """The agent's output stream for the job (or its step ``step_id``); AgentStreamError when it
         fails. Leaving the iteration cancels the call."""
         call = self._stub(target).StreamOutput(pb.OutputRequest(job_id=job_id, step_id=step_id),
-                                               metadata=self._credentials())
+                                               metadata=self._credentials(target))
         try:
             while True:
                 msg = await call.read()
@@ -150,7 +150,7 @@ class AgentRelay:
                 if piece:
                     yield pb.InputChunk(job_id=job_id, data=piece, step_id=step_id)
 
-        call = self._stub(target).SendInput(chunks(), metadata=self._credentials())
+        call = self._stub(target).SendInput(chunks(), metadata=self._credentials(target))
         try:
             await call
         except grpc.aio.AioRpcError as exc:
