@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 
-from pslurm.core.errors import SpecError
+from pslurm.core.errors import SpecError, shown
 
 _ITEM = re.compile(r"^(\d+)(?:-(\d+)(?::(\d+))?)?$")
 
@@ -105,7 +105,7 @@ def parse_task_selector(text: str) -> tuple[int, tuple[int, ...] | None]:
     if tasks is None:
         return job_id, None
     if sum((hi - lo) // step + 1 for lo, hi, step in tasks.ranges) > MAX_ARRAY_TASKS:
-        raise SpecError(f"Invalid job id specified: {_shown(text)}")
+        raise SpecError(f"Invalid job id specified: {shown(text)}")
     return job_id, tuple(tasks)
 
 
@@ -115,7 +115,7 @@ def parse_job_selector(text: str) -> tuple[int, TaskRanges | None]:
     Every number has at most 10 digits and is at most MAX_ID; at most MAX_SELECTOR_ITEMS items.
     Raises SpecError (the text shown cut to 40 characters)."""
     head, us, tail = text.strip().partition("_")
-    invalid = f"Invalid job id specified: {_shown(text)}"
+    invalid = f"Invalid job id specified: {shown(text)}"
     if not _small(head):
         raise SpecError(invalid)
     if not us:
@@ -135,11 +135,6 @@ def parse_job_selector(text: str) -> tuple[int, TaskRanges | None]:
             raise SpecError(invalid)
         ranges.append((lo, hi, step))
     return int(head), TaskRanges(ranges)
-
-
-def _shown(text: str) -> str:
-    """A selector as an error line shows it: cut to 40 characters."""
-    return text if len(text) <= 40 else text[:40] + "..."
 
 
 def _small(digits: str) -> bool:

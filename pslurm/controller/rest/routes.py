@@ -33,6 +33,7 @@ from pslurm.controller.steps import StepService, step_request_from_json, step_to
 from pslurm.controller.watch import JobWatch
 from pslurm.core import restjson
 from pslurm.core.convert import job_state_from_pb
+from pslurm.core.errors import shown
 from pslurm.core.hostlists import expand
 from pslurm.core.jobspec import JobRecord
 from pslurm.core.lifecycle import StepBusy
@@ -54,8 +55,13 @@ class ApiError(Exception):
         self.status, self.message, self.node_target = status, message, node_target
 
 
+MAX_ERROR = 300  # characters of an error line: whatever a request echoes, the reply says it in one short line
+
+
 def error_body(message: str, status: int, source: str, **extra: Any) -> dict[str, Any]:
-    """slurmrestd's reply with one error."""
+    """slurmrestd's reply with one error (its message one line of at most MAX_ERROR characters)."""
+    message = shown(" ".join(message.split()), MAX_ERROR)
+    source = shown(source, 100)
     return {"errors": [{"error": message, "error_number": status, "description": message, "source": source,
                         **extra}], "warnings": []}
 
@@ -147,15 +153,35 @@ ROUTES: tuple[Route, ...] = (
 )
 
 
+MAX_JSON_DEPTH = 32  # nesting of a request's JSON: a job_desc_msg needs 4
+
+
+def json_object(raw: bytes) -> dict[str, Any]:
+    """A request body: a JSON object nested at most MAX_JSON_DEPTH deep; ValueError (one short line)
+    for anything else (not UTF-8, not JSON, nested past the parser's recursion, numbers of thousands
+    of digits)."""
+    try:
+        data = json.loads(raw or b"{}")
+    except RecursionError:
+        raise ValueError(f"the body is not JSON of at most {MAX_JSON_DEPTH} levels") from None
+    except ValueError as exc:
+        raise ValueError(f"the body is not JSON ({str(exc)[:120]})") from None
+    if not isinstance(data, dict):
+        raise ValueError("the body must be a JSON object")
+    level: list[Any] = [data]
+    for _ in range(MAX_JSON_DEPTH):  # one level at a time, no recursion: containers only
+        level = [v for c in level for v in (c.values() if isinstance(c, dict) else c) if isinstance(v, (dict, list))]
+        if not level:
+            return data
+    raise ValueError(f"the body is nested more than {MAX_JSON_DEPTH} levels deep")
+
+
 def _ids(values: Sequence[str]) -> list[int]:
     out = []
     for text in values:
         for item in text.split(","):
             if item:
-                try:
-                    out.append(int(item))
-                except ValueError:
-                    raise ApiError(400, f"Invalid job id specified: {item}") from None
+                out.append(_number(item, "Invalid job id specified"))
     return out
 
 
@@ -167,27 +193,31 @@ def _flag(request: web.Request, name: str) -> bool:
     return request.query.get(name, "").lower() in _TRUE
 
 
+def _small(text: str) -> bool:
+    """A whole number of at most 10 digits: what an id or a signal can be."""
+    return text.isascii() and text.isdigit() and len(text) <= 10
+
+
+def _number(text: str, invalid: str) -> int:
+    """An id or a signal; ApiError 400 ``invalid: <text, cut>`` for anything else."""
+    if not _small(text):
+        raise ApiError(400, f"{invalid}: {shown(text)}")
+    return int(text)
+
+
 def _step_id(request: web.Request) -> int:
-    text = request.match_info["step_id"]
-    try:
-        return int(text)
-    except ValueError:
-        raise ApiError(400, f"Invalid job id specified: {request.match_info['job_id']}.{text}") from None
+    job, step = request.match_info["job_id"], request.match_info["step_id"]
+    if not _small(step):
+        raise ApiError(400, f"Invalid job id specified: {shown(job)}.{shown(step)}")
+    return int(step)
 
 
 def _signal(request: web.Request) -> int:
-    try:
-        return int(request.query.get("signal") or 0)
-    except ValueError:
-        raise ApiError(400, f"Invalid signal specified: {request.query['signal']}") from None
+    return _number(request.query.get("signal") or "0", "Invalid signal specified")
 
 
 def _job_id(request: web.Request) -> int:
-    text = request.match_info["job_id"]
-    try:
-        return int(text)
-    except ValueError:
-        raise ApiError(400, f"Invalid job id specified: {text}") from None
+    return _number(request.match_info["job_id"], "Invalid job id specified")
 
 
 IDENTITY = web.RequestKey("identity", Identity)  # set by the server's guard, from the request's credential
@@ -240,14 +270,10 @@ class Api:
             raise ApiError(_HTTP_STATUS[kind], str(exc)) from None
 
     async def _body(self, request: web.Request) -> dict[str, Any]:
-        raw = await request.read()
         try:
-            data = json.loads(raw or b"{}")
+            return json_object(await request.read())
         except ValueError as exc:
-            raise ApiError(400, f"Invalid request: the body is not JSON ({exc})") from None
-        if not isinstance(data, dict):
-            raise ApiError(400, "Invalid request: the body must be a JSON object")
-        return data
+            raise ApiError(400, f"Invalid request: {exc}") from None
 
     # -- jobs ------------------------------------------------------------------------------
 
@@ -314,7 +340,7 @@ class Api:
         try:
             states = [JobState.parse(s) for s in _strings(q.getall("state", []))]
         except ValueError as exc:
-            raise ApiError(400, str(exc)) from None
+            raise ApiError(400, shown(str(exc), 80)) from None
         since = None
         if q.get("since"):
             try:
@@ -344,10 +370,7 @@ class Api:
 
     async def slurm_cancel(self, request: web.Request) -> web.StreamResponse:
         text = request.match_info["job_id"]
-        try:
-            signal = int(request.query.get("signal") or 0)
-        except ValueError:
-            raise ApiError(400, f"Invalid signal specified: {request.query['signal']}") from None
+        signal = _signal(request)
         uid = _caller(request).uid
         lines = await self._run(lambda: self.service.cancel([], uid, signal, [text]))
         if not lines:

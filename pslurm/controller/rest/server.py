@@ -31,6 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 from aiohttp.web_protocol import RequestHandler
+from aiohttp.web_request import BaseRequest
 
 from pslurm.auth.credential import AuthError, Identity
 from pslurm.auth.ratelimit import TokenBuckets
@@ -142,6 +143,26 @@ async def _limited(request: web.Request, handler: Handler, gate: Gate, who: Iden
                 gate.threads.pop(who.uid, None)
 
 
+class _Handler(RequestHandler):
+    """aiohttp's connection handler, its own refusals (a request line past 8190 bytes, a malformed
+    head, a handler's fault) answered as the API answers: JSON with one short line."""
+
+    def handle_error(self, request: BaseRequest, status: int = 500, exc: BaseException | None = None,
+                     message: str | None = None) -> web.StreamResponse:
+        if status >= 500:
+            self.log_exception("Error handling request", exc_info=exc)  # bounded by core.ratelog
+            line = "internal error (see the controller's log)"
+        else:
+            line = " ".join(str(getattr(exc, "message", None) or message or exc or "bad request").split())
+            line = f"Invalid request: {line[:120]}"
+        if request.writer.output_size > 0:
+            raise ConnectionError("the reply had begun: no error reply can follow")
+        response = web.Response(status=status, body=json.dumps(error_body(line, status, "")).encode(),
+                                content_type="application/json")
+        response.force_close()
+        return response
+
+
 class _Connection(asyncio.Protocol):
     """An accepted connection: aiohttp's handler, seen by the server's count from its accept (aiohttp
     counts a connection only once the loop has made it, after a whole burst of accepts) to its end."""
@@ -242,6 +263,7 @@ class RestServer:
         # handler_cancellation: a client that goes away (a waiter, an output stream) ends its handler at once;
         # keepalive_timeout: a connection without a whole request's head that long (since it opened, or since
         # its last reply: idle, half-sent, or sent a byte at a time) is closed
+        # (the connections' handlers are made by _connection, with the same options)
         self._runner = web.AppRunner(self.make_app(), handler_cancellation=True, access_log=None,
                                      keepalive_timeout=self.limits.read_timeout)
         await self._runner.setup()
@@ -257,7 +279,9 @@ class RestServer:
             if idle is None:
                 return _Busy()
             idle.evict()
-        return _Connection(server(), self._open)
+        handler = _Handler(server, loop=asyncio.get_running_loop(), keepalive_timeout=self.limits.read_timeout,
+                           access_log=None)  # type: ignore[arg-type]  # None: no access log (aiohttp takes it)
+        return _Connection(handler, self._open)
 
     async def _cleanup(self) -> None:
         if self._listener is not None:
