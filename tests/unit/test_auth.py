@@ -260,6 +260,53 @@ def open_dir():
         shutil.rmtree(where)
 
 
+@pytest.fixture
+def born(monkeypatch) -> list[int]:
+    """The modes files are created with (os.open with O_CREAT), as they are created."""
+    modes: list[int] = []
+    real_open = os.open
+
+    def watching(path, flags, mode=0o777, *args, **kw):  # type: ignore[no-untyped-def]
+        fd = real_open(path, flags, mode, *args, **kw)
+        if flags & os.O_CREAT:
+            modes.append(stat.S_IMODE(os.fstat(fd).st_mode))
+        return fd
+
+    monkeypatch.setattr(os, "open", watching)
+    return modes
+
+
+def test_a_secret_is_private_from_its_first_byte_and_an_old_reader_does_not_see_it(open_dir, born):
+    secret = open_dir / "database.url"
+    secret.write_text("old\n")
+    secret.chmod(0o644)
+    reader = open(secret)  # opened while it was readable: it keeps the old file, not the new text  # noqa: SIM115
+    old_umask = os.umask(0)
+    try:
+        write_private(str(secret), "postgresql://u:pw@db/x\n")
+    finally:
+        os.umask(old_umask)
+    assert born == [0o600] and stat.S_IMODE(secret.stat().st_mode) == 0o600
+    assert reader.read() == "old\n" and secret.read_text() == "postgresql://u:pw@db/x\n"
+    reader.close()
+    assert sorted(p.name for p in open_dir.iterdir()) == ["database.url"]  # no temporary left
+
+
+def test_lxc_copies_the_key_private_from_its_first_byte(open_dir, born):
+    from types import SimpleNamespace
+
+    from pslurm.lxc import cluster
+
+    nodes = {"c000": open_dir / "c000", "c001": open_dir / "c001"}
+    for where in nodes.values():
+        where.mkdir()
+    plan = SimpleNamespace(state_dir=open_dir, nodes=list(nodes), node_dir=nodes.__getitem__)
+    cluster._install_key(plan)  # type: ignore[arg-type]
+    assert born == [0o600, 0o600, 0o600]  # the key and both copies
+    key = (open_dir / "pslurm.key").read_text()
+    assert all((where / "pslurm.key").read_text() == key for where in nodes.values())
+
+
 def test_a_secret_is_exposed_only_where_others_can_reach_and_read_it(open_dir, tmp_path):
     secret = open_dir / "secret"
     write_private(str(secret), "x\n")
