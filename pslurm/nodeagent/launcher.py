@@ -28,6 +28,7 @@ from pslurm.core.patterns import default_output_pattern, expand_output_pattern
 from pslurm.core.states import JobState
 from pslurm.core.timefmt import format_timestamp
 from pslurm.nodeagent.cgroups import ChildSetup, JobCgroup
+from pslurm.nodeagent.identity import supplementary_groups
 from pslurm.nodeagent.runs import Group, RunRecord, RunRecords, boot_id, kill_groups, kill_pgid, start_ticks
 from pslurm.nodeagent.userfiles import JobUser, UserFile, UserStart, append_as, file_umask, write_private_file
 
@@ -215,7 +216,7 @@ class Launcher:
                 raise LaunchError("execve(): no command to run")
         user_kw: dict[str, object] = {}
         if self.as_root and spec.uid != 0:  # run as the submitter, never as root on their behalf
-            user_kw = {"user": spec.uid, "group": spec.gid, "extra_groups": _groups_of(spec.user, spec.gid)}
+            user_kw = {"user": spec.uid, "group": spec.gid, "extra_groups": supplementary_groups(spec.uid, spec.gid)}
         if spec.interactive:
             streams: dict[str, Any] = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
         else:  # stdout and stderr: the child's own files, dup2'd onto 1 and 2 before exec
@@ -284,7 +285,7 @@ class Launcher:
     def _job_user(self, job: JobRecord) -> JobUser:
         spec = job.spec
         switch = self.as_root and spec.uid != 0
-        return JobUser(spec.uid, spec.gid, tuple(_groups_of(spec.user, spec.gid)) if switch else (), switch)
+        return JobUser(spec.uid, spec.gid, tuple(supplementary_groups(spec.uid, spec.gid)) if switch else (), switch)
 
     def note_stderr(self, running: RunningJob, text: str) -> None:
         """Add slurmstepd's ``text`` (whole lines) to the job's stderr: psrun's stream, or the
@@ -595,10 +596,3 @@ def _exec_errors() -> Iterator[None]:
         raise LaunchError(f"setting up the job's process failed: {describe(exc)}") from exc
     except ValueError as exc:
         raise LaunchError(f"execve(): {describe(exc)}") from exc
-
-
-def _groups_of(user: str, gid: int) -> list[int]:
-    try:
-        return os.getgrouplist(user, gid)
-    except (KeyError, OSError):
-        return [gid]

@@ -45,6 +45,7 @@ from typing import Any
 from pslurm.core import hostlists
 from pslurm.core.states import JobState
 from pslurm.nodeagent.cgroups import ChildSetup
+from pslurm.nodeagent.identity import supplementary_groups
 from pslurm.nodeagent.launcher import JobEnd, LaunchError, OutputBuffer, RunningJob, _exec_errors, describe
 from pslurm.nodeagent.runs import Group, RunRecord, RunRecords, boot_id, kill_groups, kill_pgid, start_ticks
 from pslurm.nodeagent.userfiles import UserStart
@@ -281,7 +282,7 @@ class Steps:
             log.warning("step %d.%d: launch names uid %d, the job's is %d: running as the job's user",
                         step.job_id, step.step_id, launch.uid, spec.uid)
         if self.as_root and spec.uid != 0:
-            user_kw = {"user": spec.uid, "group": spec.gid, "extra_groups": _groups_of(spec.user, spec.gid)}
+            user_kw = {"user": spec.uid, "group": spec.gid, "extra_groups": supplementary_groups(spec.uid, spec.gid)}
         for local in range(max(launch.ntasks, 1)):
             task = Task(launch.task_offset + local, local)
             step.tasks.append(task)
@@ -597,13 +598,6 @@ def _tty_gid() -> int:
         return grp.getgrnam("tty").gr_gid
     except KeyError:
         return -1
-
-
-def _groups_of(user: str, gid: int) -> list[int]:
-    try:
-        return os.getgrouplist(user, gid)
-    except (KeyError, OSError):
-        return [gid]
 
 
 def _check(workdir: str, argv: Sequence[str], env: Mapping[str, str]) -> None:
