@@ -30,7 +30,7 @@ from pslurm.auth.secretfiles import check_cluster_secrets, read_database_url
 from pslurm.auth.transport import SERVER_OPTIONS, Authenticator, CredentialService, Metadata, signed_metadata
 from pslurm.controller.agents import AgentClient
 from pslurm.controller.jobs import JobService
-from pslurm.controller.limits import ServerLimits, raise_descriptor_limit, server_limits
+from pslurm.controller.limits import ServerLimits, max_tasks_per_node, raise_descriptor_limit, server_limits
 from pslurm.controller.monitor import NodeMonitor
 from pslurm.controller.ports import Agents
 from pslurm.controller.scheduler import Scheduler
@@ -79,7 +79,7 @@ def assemble(config: ClusterConfig, store: Store, agents: Agents, clock: Callabl
     jobs = JobService(config, store, agents, scheduler.reschedule, clock, operators)
     monitor.end_on_nodes = jobs.end_on_nodes
     return Parts(store, agents, scheduler, monitor, jobs, JobWatch(store, clock),
-                 StepService(store, agents, clock, operators))
+                 StepService(store, agents, clock, operators, max_tasks_per_node(config)))
 
 
 class _Late:

@@ -5,7 +5,8 @@ conmgr_read_timeout=S,conmgr_threads=N`` (Slurm 23.11's connection manager) and
 ``rl_enable,rl_bucket_size=N,rl_refill_rate=N,rl_refill_period=S`` (Slurm 23.02's per-user RPC rate
 limit, off by default as there). pslurm's own keys where Slurm has none: ``MaxRequestsPerUser``
 (requests in flight), ``MaxStreamsPerUser`` (waits, output and input streams open),
-``AuthCredentialRate`` (credentials a second from the credential socket). See docs/security.md.
+``AuthCredentialRate`` (credentials a second from the credential socket); and Slurm's
+``MaxTasksPerNode`` (a step's tasks on a node). See docs/security.md.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import resource
 from dataclasses import dataclass
 
 from pslurm.auth.transport import CREDENTIAL_RATE
+from pslurm.controller.steps import MAX_TASKS_PER_NODE
 from pslurm.core.config import ClusterConfig, ConfigError
 
 FD_RESERVE = 256  # descriptors kept for the store, the agents' channels, logs: never given to connections
@@ -60,6 +62,12 @@ def server_limits(config: ClusterConfig) -> ServerLimits:
         # others are Slurm's that pslurm does not use: kept, as unknown keys are
     limits = ServerLimits(**values)  # type: ignore[arg-type]
     return _within_descriptors(limits)
+
+
+def max_tasks_per_node(config: ClusterConfig) -> int:
+    """MaxTasksPerNode (Slurm's key, default 512): a step's tasks on one node, with -O/--overcommit too."""
+    text = next((v for k, v in config.extra.items() if k.lower() == "maxtaskspernode"), "")
+    return _positive(config.path, "MaxTasksPerNode", text) if text else MAX_TASKS_PER_NODE
 
 
 def _positive(path: str, key: str, text: str) -> int:
