@@ -417,7 +417,7 @@ def test_streams_for_a_job_that_is_not_there_answer_not_found(cluster: Cluster) 
         list(cluster.agent.StreamOutput(pb.OutputRequest(job_id=987654),
                                         metadata=cluster.metadata(cluster.nobody(C000)), timeout=30))
     assert err.value.code() == grpc.StatusCode.NOT_FOUND and time.monotonic() - began < 5
-    assert err.value.details() == "Invalid job id specified: no psrun job 987654 on node c000"
+    assert err.value.details() == "Invalid job id specified: no step 987654.0 on node c000"
     with pytest.raises(grpc.RpcError) as err:
         cluster.agent.SendInput(iter([pb.InputChunk(job_id=987654, data=b"x")]),
                                 metadata=cluster.metadata(cluster.nobody(C000)), timeout=30)
