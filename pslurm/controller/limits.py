@@ -19,7 +19,7 @@ from pslurm.auth.transport import CREDENTIAL_RATE
 from pslurm.controller.steps import MAX_TASKS_PER_NODE
 from pslurm.core.config import ClusterConfig, ConfigError
 
-FD_RESERVE = 256  # descriptors kept for the store, the agents' channels, logs: never given to connections
+FD_RESERVE = 256  # descriptors kept for the store, the agents' channels, logs (a quarter, under a low limit)
 
 
 @dataclass(frozen=True)
@@ -93,7 +93,8 @@ def _within_descriptors(limits: ServerLimits) -> ServerLimits:
     """The connection limit under the process's descriptors: psctld refuses connections past it, so
     it never runs out of descriptors (accept() failing with EMFILE, and all that fails with it)."""
     soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-    room = (soft if soft != resource.RLIM_INFINITY else 1 << 20) - FD_RESERVE - _open_descriptors()
+    soft = soft if soft != resource.RLIM_INFINITY else 1 << 20
+    room = soft - min(FD_RESERVE, soft // 4) - _open_descriptors()
     if limits.max_connections <= room:
         return limits
     return ServerLimits(**{**vars(limits), "max_connections": max(16, room)})
