@@ -55,6 +55,9 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format=f"%(asctime)s psd[{args.node_name}] %(levelname)s %(message)s")
+    from pslurm.core.ratelog import bound_logging
+
+    bound_logging()  # a message that repeats (a user's refused streams) is written at a bounded rate
     conf_path = args.conf or find_config_path()
     try:
         config = load_cluster_config(conf_path)
