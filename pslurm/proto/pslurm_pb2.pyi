@@ -580,3 +580,21 @@ class OutputChunk(_message.Message):
     exit_code: int
     exit_signal: int
     def __init__(self, stdout: _Optional[bytes] = ..., stderr: _Optional[bytes] = ..., done: _Optional[bool] = ..., state: _Optional[_Union[JobState, str]] = ..., exit_code: _Optional[int] = ..., exit_signal: _Optional[int] = ...) -> None: ...
+
+class TailRequest(_message.Message):
+    __slots__ = ("job_id", "max_bytes")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
+    job_id: int
+    max_bytes: int
+    def __init__(self, job_id: _Optional[int] = ..., max_bytes: _Optional[int] = ...) -> None: ...
+
+class TailReply(_message.Message):
+    __slots__ = ("data", "path", "truncated")
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATED_FIELD_NUMBER: _ClassVar[int]
+    data: bytes
+    path: str
+    truncated: bool
+    def __init__(self, data: _Optional[bytes] = ..., path: _Optional[str] = ..., truncated: _Optional[bool] = ...) -> None: ...
