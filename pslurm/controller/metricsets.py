@@ -301,6 +301,7 @@ def pslurm_metrics(w: MetricWriter, statuses: Sequence[NodeStatus], allocations:
                    measured: Measurements, pending: int, history_bytes: int, now: float) -> None:
     """``/metrics/pslurm``: each GPU (utilisation, memory used, promised and total, the jobs and users
     holding it), each node's state word and heartbeat age, the scheduler's passes, the requests served."""
+    # "jobid", not "job": Prometheus keeps "job" for the scrape job's name (a target's "job" becomes "exported_job")
     holders: dict[tuple[str, int], list[Allocation]] = defaultdict(list)
     for a in allocations:
         for index in set(a.gpu_indices):
@@ -310,7 +311,7 @@ def pslurm_metrics(w: MetricWriter, statuses: Sequence[NodeStatus], allocations:
         for g in s.gpus:
             held = holders.get((s.node.name, g.index), [])
             base: Labels = (("node", s.node.name), ("gpu", str(g.index)))
-            gpu_rows.append((base, (*base, ("job", _joined(a.job_id for a in held)),
+            gpu_rows.append((base, (*base, ("jobid", _joined(a.job_id for a in held)),
                                     ("user", _joined(a.user for a in held))), g))
     w.gauge("pslurm_gpu_utilization_percent", "GPU utilisation its node's agent measured at its last heartbeat, "
             "with the jobs and users holding the GPU",
@@ -322,7 +323,7 @@ def pslurm_metrics(w: MetricWriter, statuses: Sequence[NodeStatus], allocations:
             [(base, g.memory_alloc_mb * MB) for base, _, g in gpu_rows])
     w.gauge("pslurm_gpu_jobs", "Jobs holding the GPU", [(base, g.jobs) for base, _, g in gpu_rows])
     w.gauge("pslurm_gpu_job_info", "1 for each job holding a GPU: its job, user and account",
-            [((*base, ("job", str(a.job_id)), ("user", a.user), ("account", a.account)), 1)
+            [((*base, ("jobid", str(a.job_id)), ("user", a.user), ("account", a.account)), 1)
              for (node, index), held in sorted(holders.items())
              for base in [(("node", node), ("gpu", str(index)))] for a in held])
     w.gauge("pslurm_node_state", "1 for the node's state as sinfo shows it (idle, mix, alloc, drain, drng, down)",
