@@ -76,7 +76,7 @@ class GpuHistory:
             ring = self._rings.get((node, index))
             if ring is None or ring.last < 0:
                 return []
-            first = max(int(start // self.resolution), ring.last - self.slots + 1)
+            first = max(math.ceil(start / self.resolution), ring.last - self.slots + 1)
             last = min(int(end // self.resolution), ring.last)
             out = []
             for slot in range(first, last + 1):

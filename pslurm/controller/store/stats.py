@@ -79,7 +79,7 @@ def job_page(store: Store, states: Sequence[JobState] = (), users: Sequence[str]
     where = _page_filter(states, users)
     if order == QUEUE:
         rank = case((c.state.in_(list(_ACTIVE)), literal(0)), (c.state == "PENDING", literal(1)), else_=literal(2))
-        ordering: list[Any] = [rank, c.priority.desc(), c.job_id]
+        ordering: list[Any] = [rank, func.coalesce(c.admin_priority, c.priority).desc(), c.job_id]  # as shown
     else:
         ordering = [c.job_id.desc()]
     query = select(*_LISTED).where(*where).order_by(*ordering).offset(max(0, offset)).limit(max(1, limit))
