@@ -62,8 +62,9 @@ class GpuHistory:
                     ring = self._rings[(node, index)] = _Ring(self.slots)
                 if slot < ring.last:
                     continue  # a clock step back: keep what is there
-                for skipped in range(max(ring.last + 1, slot - self.slots + 1), slot):
-                    ring.util[skipped % self.slots] = NO_UTIL  # no heartbeat then: a gap, not an old sample
+                if ring.last >= 0:  # a new ring has no samples to clear
+                    for skipped in range(max(ring.last + 1, slot - self.slots + 1), slot):
+                        ring.util[skipped % self.slots] = NO_UTIL  # no heartbeat then: a gap, not an old sample
                 i = slot % self.slots
                 ring.util[i] = max(0, min(100, round(util)))
                 ring.memory[i] = max(0, min(MAX_UNITS, round(memory_mb / MEMORY_UNIT_MB)))

@@ -107,6 +107,10 @@ def test_prometheus_scrapes_the_gpu_utilisation_of_a_running_jobs_gpu(seeing: Cl
         assert float(wait_for(lambda: query("slurm_jobs_running"))[0]["value"][1]) >= 1  # type: ignore[index]
         up = wait_for(lambda: len(r := query("up == 1")) == 4 and r)  # every endpoint parses as Prometheus reads it
         assert {s["metric"]["job"] for s in up} == {"pslurm", "nodes", "jobs", "scheduler"}  # type: ignore[index]
+        grafana = json.loads((Path(__file__).parents[2] / "conf" / "grafana-pslurm.json").read_text())
+        exprs = [t["expr"].replace("$node", ".*") for p in grafana["panels"] for t in p["targets"]]
+        empty = [e for e in exprs if "rate(" not in e and not query(e)]  # rates need two scrapes a window apart
+        assert empty == [], f"conf/grafana-pslurm.json asks for what is not scraped: {empty}"
     finally:
         prom.terminate()
         prom.wait(timeout=30)
