@@ -132,10 +132,11 @@ def test_a_browser_logs_in_sees_the_cluster_and_a_jobs_live_output_and_not_anoth
         browser.screenshot(shots / "login.png")
         browser.type("#token", "p1.0.0.0.0.forged")
         browser.click("#login")
+        browser.wait_for(lambda: browser.find_all(".error"))
         assert "Login refused" in browser.text(".error")
         browser.type("#token", sign(load_key(config.auth_key_path), Identity(0, 0), time.time()))
         browser.click("#login")
-        assert browser.current_url == base + "/"
+        browser.wait_for(lambda: browser.current_url == base + "/")  # a click starts the form's navigation
         [cookie] = [c for c in browser.cookies() if c["name"] == "pslurm_session"]
         assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
         assert browser.script("return document.cookie") == ""  # HttpOnly: the page's scripts cannot read it
@@ -164,9 +165,10 @@ def test_a_browser_logs_in_sees_the_cluster_and_a_jobs_live_output_and_not_anoth
         assert "root" in browser.text("table.usage")
         browser.screenshot(shots / "usage.png")
         browser.click("form.who button")  # log out
-        assert browser.current_url == base + "/login"
+        browser.wait_for(lambda: browser.current_url == base + "/login")
         browser.type("#token", ask_credential_as(NOBODY, NOBODY, config.auth_socket_path))
         browser.click("#login")
+        browser.wait_for(lambda: browser.current_url == base + "/")
         browser.get(f"{base}/job/{job}")
         assert "train" in browser.text("table.record")  # the job shows, as psqueue shows it
         assert "not yours to see" in browser.text("#tail-refused") and not browser.find_all("#tail")

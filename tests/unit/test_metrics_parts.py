@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 import time
-from pathlib import Path
 
 import pytest
 
@@ -162,8 +161,9 @@ def test_charts_and_pages_escape_what_users_wrote() -> None:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Store:
-    found = Store(f"sqlite:///{tmp_path / 's.db'}")
+def store(db_url: str) -> Store:
+    """A real store, SQLite and PostgreSQL (the tallies' and GPU hours' SQL must hold on both)."""
+    found = Store(db_url)
     found.migrate()
     return found
 
