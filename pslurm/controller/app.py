@@ -32,6 +32,7 @@ from pslurm.controller.agents import AgentClient
 from pslurm.controller.jobs import JobService
 from pslurm.controller.limits import ServerLimits, max_tasks_per_node, raise_descriptor_limit, server_limits
 from pslurm.controller.monitor import NodeMonitor
+from pslurm.controller.observe import Observer
 from pslurm.controller.ports import Agents
 from pslurm.controller.scheduler import Scheduler
 from pslurm.controller.servicer import ControllerServicer
@@ -117,16 +118,17 @@ def serve(conf_path: str, ready: threading.Event | None = None, stop: threading.
     agents = AgentClient(for_agent)
     operators = frozenset({0, os.getuid()})
     parts = assemble(config, store, agents, operators=operators)
+    observer = Observer(parts, config).attach()  # metrics and the GPU history, fed by the parts' hooks
     # the agents' path: credentials made for the controller's gRPC, from daemons only, with their own replay
     # cache and threads; users' requests (the HTTP API: its own cache, loop and pool) cannot stall it
     auth = Authenticator(key, audience=CONTROLLER, only=operators)
     server = grpc.server(ThreadPoolExecutor(max_workers=RPC_WORKERS, thread_name_prefix="rpc"),
-                         interceptors=[auth.interceptor()], options=SERVER_OPTIONS)
+                         interceptors=[observer.grpc_interceptor(), auth.interceptor()], options=SERVER_OPTIONS)
     servicer = ControllerServicer(parts.monitor, auth, parts.jobs.operators, parts.steps)
     pb_grpc.add_ControllerServicer_to_server(servicer, server)
     server.add_insecure_port(config.controller_target)
     server.start()
-    rest = _rest_server(parts, Authenticator(key), config, limits, for_agent)
+    rest = _rest_server(parts, Authenticator(key), config, limits, for_agent, observer)
     # Users who cannot read the key get credentials here. Only a controller running as root serves
     # them: a personal cluster's agents cannot run jobs as anybody but its owner, so only they may use it.
     credentials = (CredentialService(config.auth_socket_path, key, rate=limits.credential_rate)
@@ -161,14 +163,17 @@ def _agent_credentials(config: ClusterConfig, key: bytes) -> Callable[[str], Met
 
 
 def _rest_server(parts: Parts, auth: Authenticator, config: ClusterConfig, limits: ServerLimits,
-                 for_agent: Callable[[str], Metadata]) -> RestServer:
-    """The user API (HTTP/JSON) on RestPort, serving from its own thread and event loop."""
+                 for_agent: Callable[[str], Metadata], observer: Observer) -> RestServer:
+    """The user API (HTTP/JSON), metrics and the dashboard on RestPort, serving from its own thread and
+    event loop; ``auth``: the API's (its credentials' audience, its own replay cache)."""
+    from pslurm.controller.rest.observed import WebObservability
     from pslurm.controller.rest.relay import AgentRelay
     from pslurm.controller.rest.routes import Api
     from pslurm.controller.rest.server import RestServer
 
     api = Api(parts.jobs, parts.scheduler, parts.monitor, parts.watch, AgentRelay(for_agent), parts.steps)
-    rest = RestServer(api, auth, config.controller_addr, config.rest_port, limits, parts.jobs.operators)
+    rest = RestServer(api, auth, config.controller_addr, config.rest_port, limits, parts.jobs.operators,
+                      observed=WebObservability(observer, auth, api))
     try:
         rest.start()
     except OSError as exc:

@@ -237,6 +237,17 @@ class AgentServicer(pb_grpc.NodeAgentServicer):
     def _allowed(self, uid: int) -> Callable[[JobSpec], bool]:
         return lambda spec: uid in self.operators or uid == spec.uid
 
+    def TailOutput(self, request: pb.TailRequest, context: grpc.ServicerContext) -> pb.TailReply:
+        """The dashboard (through the controller, which checked that the caller may see it)."""
+        from pslurm.nodeagent.tail import NothingToTail, tail_output
+
+        self._from_controller(context)
+        try:
+            data, path, truncated = tail_output(self.agent, request.job_id, request.max_bytes)
+        except NothingToTail as exc:
+            context.abort(grpc.StatusCode.NOT_FOUND, str(exc))
+        return pb.TailReply(data=data, path=path, truncated=truncated)
+
     def _launch_wait(self, uid: int, job_id: int) -> tuple[float, Callable[[], None]]:
         """How long a stream of ``uid`` may wait for the launch of ``job_id``, and what to call once
         it waits no more. A user's stream for a job not launched here takes one of the waits

@@ -594,3 +594,21 @@ class TaskEnded(_message.Message):
     signal: int
     node: str
     def __init__(self, rank: _Optional[int] = ..., exit_code: _Optional[int] = ..., signal: _Optional[int] = ..., node: _Optional[str] = ...) -> None: ...
+
+class TailRequest(_message.Message):
+    __slots__ = ("job_id", "max_bytes")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
+    job_id: int
+    max_bytes: int
+    def __init__(self, job_id: _Optional[int] = ..., max_bytes: _Optional[int] = ...) -> None: ...
+
+class TailReply(_message.Message):
+    __slots__ = ("data", "path", "truncated")
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATED_FIELD_NUMBER: _ClassVar[int]
+    data: bytes
+    path: str
+    truncated: bool
+    def __init__(self, data: _Optional[bytes] = ..., path: _Optional[str] = ..., truncated: _Optional[bool] = ...) -> None: ...

@@ -27,6 +27,7 @@ import logging
 import threading
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 from aiohttp.typedefs import Middleware
@@ -38,6 +39,9 @@ from pslurm.auth.ratelimit import TokenBuckets
 from pslurm.auth.transport import MAX_REQUEST_BYTES, METADATA_KEY, Authenticator
 from pslurm.controller.limits import ServerLimits
 from pslurm.controller.rest.routes import IDENTITY, ROUTES, Api, error_body
+
+if TYPE_CHECKING:
+    from pslurm.controller.rest.observed import WebObservability
 
 log = logging.getLogger("psctld")
 OPEN_PATHS = frozenset({"/openapi/v3"})  # served without a credential: it says nothing about the cluster
@@ -82,10 +86,13 @@ class Gate:
         return RATE_LIMITED if held.get(who.uid, 0) >= limit else None
 
 
-def guard_middleware(auth: Authenticator, gate: Gate) -> Middleware:
+def guard_middleware(auth: Authenticator, gate: Gate, checked_elsewhere: Callable[[str], bool] = lambda path: False
+                     ) -> Middleware:
+    """``checked_elsewhere``: paths whose callers another middleware checks (metrics, the dashboard);
+    they are bounded by the connection limit and the read timeout, not by a user's share."""
     @web.middleware
     async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if request.path not in OPEN_PATHS:
+        if request.path not in OPEN_PATHS and not checked_elsewhere(request.path):
             credential = request.headers.get(METADATA_KEY, "")
             try:  # an HMAC and a set lookup: cheap enough for the loop itself
                 request[IDENTITY] = auth.admit(((METADATA_KEY, credential),) if credential else ())
@@ -94,7 +101,7 @@ def guard_middleware(auth: Authenticator, gate: Gate) -> Middleware:
         length = request.content_length
         if length is not None and length > MAX_REQUEST_BYTES:
             return _refusal(request, 413, f"request too large: {length} bytes (at most {MAX_REQUEST_BYTES})")
-        if request.path in OPEN_PATHS:
+        if request.path in OPEN_PATHS or checked_elsewhere(request.path):
             return await handler(request)
         return await _limited(request, handler, gate, request[IDENTITY])
 
@@ -217,10 +224,11 @@ class RestServer:
     serves from a thread of its own until :meth:`stop`."""
 
     def __init__(self, api: Api, auth: Authenticator, host: str, port: int, limits: ServerLimits | None = None,
-                 operators: frozenset[int] = frozenset({0})) -> None:
+                 operators: frozenset[int] = frozenset({0}), observed: WebObservability | None = None) -> None:
         self.api, self.auth, self.host, self.port = api, auth, host, port
         self.limits = limits or ServerLimits()
         self.gate = Gate(self.limits, operators)
+        self.observed = observed  # metrics and the dashboard (observed.py), with their own callers' checks
         self.executor = ThreadPoolExecutor(max_workers=self.limits.threads, thread_name_prefix="rest")
         self._loop: asyncio.AbstractEventLoop | None = None
         self._runner: web.AppRunner | None = None
@@ -229,8 +237,15 @@ class RestServer:
         self._thread: threading.Thread | None = None
 
     def make_app(self) -> web.Application:
-        app = web.Application(middlewares=[guard_middleware(self.auth, self.gate)], client_max_size=MAX_REQUEST_BYTES)
+        observed = self.observed
+        middlewares = [guard_middleware(self.auth, self.gate,
+                                        observed.owns if observed is not None else lambda path: False)]
+        if observed is not None:
+            middlewares.insert(0, observed.middleware())
+        app = web.Application(middlewares=middlewares, client_max_size=MAX_REQUEST_BYTES)
         self.api.add_routes(app, self.executor)
+        if observed is not None:
+            observed.add_routes(app, self.executor)
         return app
 
     def start(self) -> None:
