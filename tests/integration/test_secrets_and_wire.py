@@ -552,7 +552,7 @@ def test_streams_naming_another_users_job_are_refused_before_any_wait(cluster: C
     def attack(step: int) -> None:
         began = time.monotonic()
         code = code_of(lambda: list(cluster.agent.StreamOutput(pb.OutputRequest(job_id=victim, step_id=step),
-                                                               metadata=cluster.metadata(cluster.nobody()),
+                                                               metadata=cluster.metadata(cluster.nobody(C000)),
                                                                timeout=60)))
         codes.append(code)
         assert time.monotonic() - began < 10  # no START_WAIT (30 s) for a job that is not theirs
@@ -564,8 +564,8 @@ def test_streams_naming_another_users_job_are_refused_before_any_wait(cluster: C
         mine = cluster.submit(cluster.spec(hold=False, argv=("echo", "through"), interactive=True))
         wait_for(lambda: cluster.job(mine).state in (JobState.RUNNING, JobState.COMPLETED), timeout=10,
                  interval=0.05)
-        chunks = list(cluster.agent.StreamOutput(pb.OutputRequest(job_id=mine), metadata=cluster.metadata(cluster.me()),
-                                                 timeout=10))
+        chunks = list(cluster.agent.StreamOutput(pb.OutputRequest(job_id=mine),
+                                                 metadata=cluster.metadata(cluster.me(C000)), timeout=10))
     finally:
         for thread in threads:
             thread.join(timeout=30)
