@@ -29,6 +29,7 @@ from pslurm.auth.credential import AuthError, create_key, load_key
 from pslurm.auth.secretfiles import check_cluster_secrets, read_database_url
 from pslurm.auth.transport import SERVER_OPTIONS, Authenticator, CredentialService, signed_metadata
 from pslurm.controller.agents import AgentClient
+from pslurm.controller.assocs import AssocService
 from pslurm.controller.jobs import JobService
 from pslurm.controller.monitor import NodeMonitor
 from pslurm.controller.ports import Agents
@@ -63,6 +64,7 @@ class Parts:
     jobs: JobService
     watch: JobWatch
     steps: StepService
+    assocs: AssocService
 
 
 def assemble(config: ClusterConfig, store: Store, agents: Agents, clock: Callable[[], float] = time.time,
@@ -76,8 +78,11 @@ def assemble(config: ClusterConfig, store: Store, agents: Agents, clock: Callabl
     monitor = NodeMonitor(config, store, scheduler.reschedule, clock)
     jobs = JobService(config, store, agents, scheduler.reschedule, clock, operators)
     monitor.end_on_nodes = jobs.end_on_nodes
+    assocs = AssocService(store.assoc, config.cluster_name, operators)
+    assocs.load_config(config)
+    scheduler.associations = jobs.associations = assocs.current  # read at each submit and pass
     return Parts(store, agents, scheduler, monitor, jobs, JobWatch(store, clock),
-                 StepService(store, agents, clock, operators))
+                 StepService(store, agents, clock, operators), assocs)
 
 
 class _Late:

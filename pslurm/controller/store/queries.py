@@ -31,6 +31,7 @@ from sqlalchemy import (
     update,
 )
 
+from pslurm.controller.store.assoc import AssocStore
 from pslurm.controller.store.records import (
     ActiveRun,
     Allocation,
@@ -79,6 +80,7 @@ class Store:
         self.engine: Engine = _make_engine(url)
         self._writer = GroupCommit(self.engine)  # every write: one writer, concurrent ones share a commit
         self._listeners: list[Callable[[Collection[int]], None]] = []
+        self.assoc = AssocStore(self.engine, self._writer)  # sacctmgr's associations (store/assoc.py)
 
     def subscribe(self, listener: Callable[[Collection[int]], None]) -> None:
         """Call ``listener(job_ids)`` after each committed write that may have changed those jobs
