@@ -150,12 +150,14 @@ def serve(conf_path: str, ready: threading.Event | None = None, stop: threading.
 
 def _rest_server(parts: Parts, auth: Authenticator, config: ClusterConfig) -> RestServer:
     """The user API (HTTP/JSON) on RestPort, serving from its own thread and event loop."""
+    from pslurm.controller.rest.acct_routes import AcctApi
     from pslurm.controller.rest.relay import AgentRelay
     from pslurm.controller.rest.routes import Api
     from pslurm.controller.rest.server import RestServer
 
     api = Api(parts.jobs, parts.scheduler, parts.monitor, parts.watch, AgentRelay(lambda: signed_metadata(auth.key)),
               parts.steps)
+    api.more.append(AcctApi(api, parts.assocs))
     rest = RestServer(api, auth, config.controller_addr, config.rest_port)
     try:
         rest.start()

@@ -201,7 +201,7 @@ def from_config(accounts: Iterable[tuple[str, tuple[str, ...], bool, int, str]],
     a user record (its default: the UserName= line's, else the first account listing it)."""
     out_accounts, assocs, users = [], [], dict[str, User]()
     for name, members, all_users, fairshare, description in accounts:
-        out_accounts.append(Account(name, description))
+        out_accounts.append(Account(name, description, name))  # sacctmgr: the organisation is the name
         assocs.append(Assoc(name, parent=ROOT, fairshare=fairshare))
         for user in ((ALL_USERS,) if all_users else members):
             assocs.append(Assoc(name, user))

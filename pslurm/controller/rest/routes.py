@@ -204,11 +204,14 @@ class Api:
         self.steps = steps or StepService(jobs.store, jobs.agents, jobs.clock, jobs.operators)
         self.config = jobs.config
         self.executor: Executor | None = None
+        self.more: list[Any] = []  # more routes over these parts: add_routes(app, wrap) (rest/acct_routes.py)
 
     def add_routes(self, app: web.Application, executor: Executor) -> None:
         self.executor = executor
         for route in ROUTES:
             app.router.add_route(route.method, route.path, self._wrap(getattr(self, route.handler)))
+        for more in self.more:
+            more.add_routes(app, self._wrap)
 
     async def close(self) -> None:
         await self.relay.close()

@@ -1,0 +1,84 @@
+"""The accounting endpoints of the user API (issue 20): associations (sacctmgr), fair share (sshare),
+usage (sreport), the controller's figures (sdiag) and tokens (scontrol token).
+
+They hang off :class:`pslurm.controller.rest.routes.Api` (its error mapping and thread pool) through
+its ``more`` list, so that routes.py stays the jobs' and the streams' module.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from pslurm.controller.assocs import AssocService
+from pslurm.controller.rest.routes import PSLURM, ApiError, Route, _caller, _reply
+from pslurm.core.assoc import Associations
+
+if TYPE_CHECKING:
+    from pslurm.controller.rest.routes import Api
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+ROUTES: tuple[Route, ...] = (
+    Route("GET", f"{PSLURM}/assoc", "associations", "Every QOS, account, user and association, and the "
+          "cluster (sacctmgr list)", tags=("pslurm",)),
+    Route("POST", f"{PSLURM}/assoc", "change_associations", "sacctmgr add|modify|delete: the lines it prints; "
+          "applied when commit is true (operators and AdminLevel Operator/Administrator)",
+          body="{\"verb\": \"add\", \"entity\": \"account\", \"names\": [...], \"where\": [[k, v]], "
+               "\"set\": [[k, v]], \"commit\": true}; reply {\"lines\": [...]}", tags=("pslurm",)),
+    Route("GET", f"{PSLURM}/shares", "shares", "The fair-share tree, each association's shares, usage and "
+          "factor (sshare)", tags=("pslurm",)),
+)
+
+
+def assoc_json(snap: Associations) -> dict[str, Any]:
+    """The whole model as JSON: lists of its records' fields (``pslurm.core.assoc``)."""
+    return {"qos": [dataclasses.asdict(q) for q in snap.qos.values()],
+            "accounts": [dataclasses.asdict(a) for a in snap.accounts.values()],
+            "users": [dataclasses.asdict(u) for u in snap.users.values()],
+            "associations": [dataclasses.asdict(a) for a in snap.assocs]}
+
+
+def _pairs(value: Any, what: str) -> list[tuple[str, str]]:
+    if not isinstance(value, list) or not all(isinstance(p, list) and len(p) == 2 for p in value):
+        raise ApiError(400, f"Invalid request: {what} is a list of [key, value] pairs")
+    return [(str(k), str(v)) for k, v in value]
+
+
+class AcctApi:
+    """The handlers, over the association service and the parts the main Api holds."""
+
+    def __init__(self, api: Api, assocs: AssocService) -> None:
+        self.api, self.assocs = api, assocs
+
+    def add_routes(self, app: web.Application, wrap: Callable[[Handler], Handler]) -> None:
+        for route in ROUTES:
+            app.router.add_route(route.method, route.path, wrap(getattr(self, route.handler)))
+
+    async def associations(self, request: web.Request) -> web.StreamResponse:
+        config = self.api.config
+        snap = await self.api._run(self.assocs.current)
+        return _reply({**assoc_json(snap), "cluster": {
+            "name": config.cluster_name, "control_host": config.controller_addr,
+            "control_port": config.controller_port, "rest_port": config.rest_port}})
+
+    async def change_associations(self, request: web.Request) -> web.StreamResponse:
+        caller = _caller(request)
+        body = await self.api._body(request)
+        names = body.get("names") or []
+        if not isinstance(names, list):
+            raise ApiError(400, "Invalid request: names is a list")
+        where, values = _pairs(body.get("where") or [], "where"), _pairs(body.get("set") or [], "set")
+        verb, entity, commit = str(body.get("verb") or ""), str(body.get("entity") or ""), bool(body.get("commit"))
+        if verb not in ("add", "modify", "delete"):
+            raise ApiError(400, f"Invalid request: verb {verb!r} (add, modify, delete)")
+        lines = await self.api._run(lambda: self.assocs.execute(caller, verb, entity, [str(n) for n in names],
+                                                                where, values, commit))
+        return _reply({"lines": lines})
+
+    async def shares(self, request: web.Request) -> web.StreamResponse:
+        rows = await self.api._run(self.api.scheduler.fair_share)
+        return _reply({"shares": [dataclasses.asdict(r) for r in rows]})
