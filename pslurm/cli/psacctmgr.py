@@ -202,7 +202,8 @@ def list_rows(model: Model, entity: str, words: Words) -> tuple[str, list[Row]]:
                 and (not cond.get("cluster") or model.name.lower() in cond["cluster"]))
 
     if entity == "association":
-        rows: list[Row] = [model.assoc_row(x) for x in model.tree() if assoc_ok(x) and (not names or x["user"] in names)]
+        rows: list[Row] = [model.assoc_row(x) for x in model.tree()
+                           if assoc_ok(x) and (not names or x["user"] in names)]
         return DEFAULTS["association"], rows
     if entity == "account":
         wanted = names + cond.pop("account", [])
