@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 # The Slurm command each ps* command stands in for: the names `pslurm compat install` writes.
 SLURM_NAMES = {"psbatch": "sbatch", "psrun": "srun", "psalloc": "salloc", "psqueue": "squeue", "psinfo": "sinfo",
                "pscancel": "scancel", "pscontrol": "scontrol", "psacct": "sacct", "psprio": "sprio",
-               "psacctmgr": "sacctmgr"}
+               "psacctmgr": "sacctmgr", "psshare": "sshare"}
 
 
 def prog_name(own: str) -> str:

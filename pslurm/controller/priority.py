@@ -134,7 +134,7 @@ def share_rows(usage: Mapping[tuple[str, str], float], users: Iterable[tuple[str
 
     def walk(account: str, s_parent: float, ue_parent: float | None, depth: int) -> None:
         level = sum(raw[k] for k in kids[account]) or 1
-        for key in kids[account]:
+        for key in sorted(kids[account], key=lambda k: not k[1]):  # users, then sub-accounts, as sshare lists
             name, user = key
             share = raw[key] / level
             s = s_parent * share
@@ -149,9 +149,6 @@ def share_rows(usage: Mapping[tuple[str, str], float], users: Iterable[tuple[str
                                     depth, ids.get(key, 0)))
                 walk(name, s, ue, depth + 1)
 
-    for key in [k for k in kids[ROOT] if k[1]]:  # root's own users (root) sit beside its accounts
-        kids[ROOT].remove(key)
-        kids[ROOT].insert(0, key)
     walk(ROOT, 1.0, None, 1)
     return out
 

@@ -79,3 +79,17 @@ def test_bad_words_are_one_line_errors(acct: Cluster) -> None:
     assert bad.returncode == 1 and bad.stderr == "Unknown field 'nosuchfield'\n"
     nothing = acct.run("psacctmgr", "-i", "add", "account", "lab")
     assert nothing.returncode == 0 and nothing.stdout == " Nothing new added.\n"
+
+
+def test_sshare_lists_the_tree_and_snakemakes_account(acct: Cluster) -> None:
+    lines = out(acct, "psshare", "-a").splitlines()
+    assert lines[0] == "Account                    User  RawShares  NormShares    RawUsage  EffectvUsage  FairShare "
+    assert [line[:32].rstrip() for line in lines[2:]][:4] == [
+        "root", " root                      root", " lab", "  lab                      root"]
+    assert lines[4].split()[1:3] == ["2", "0.666667"]  # lab's 2 shares beside root's own 1
+    # snakemake: sshare -U --format Account%256 --noheader: the user's accounts, right-justified
+    accounts = out(acct, "psshare", "-U", "--format", "Account%256", "--noheader").splitlines()
+    assert [a.strip() for a in accounts] == ["root", "lab"]
+    assert out(acct, "psshare", "-P", "-n", "-A", "lab", "-o", "Account,User,RawShares") == "lab||2\n lab|root|1\n"
+    bad = acct.run("psshare", "-o", "Nope")
+    assert bad.returncode == 1 and bad.stderr == 'psshare: error: Invalid field requested: "Nope"\n'
