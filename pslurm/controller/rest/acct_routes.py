@@ -8,11 +8,13 @@ its ``more`` list, so that routes.py stays the jobs' and the streams' module.
 from __future__ import annotations
 
 import dataclasses
+import pwd
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
+from pslurm.auth.jwt import TokenCheck
 from pslurm.controller.assocs import AssocService
 from pslurm.controller.rest.routes import PSLURM, ApiError, Route, _caller, _reply
 from pslurm.core.assoc import Associations
@@ -29,6 +31,9 @@ ROUTES: tuple[Route, ...] = (
           "applied when commit is true (operators and AdminLevel Operator/Administrator)",
           body="{\"verb\": \"add\", \"entity\": \"account\", \"names\": [...], \"where\": [[k, v]], "
                "\"set\": [[k, v]], \"commit\": true}; reply {\"lines\": [...]}", tags=("pslurm",)),
+    Route("POST", f"{PSLURM}/token", "token", "A JWT for slurmrestd's clients (scontrol token): "
+          "X-SLURM-USER-TOKEN; only an operator may name another user",
+          body="{\"lifespan\": 1800, \"username\": \"\"}; reply {\"token\": \"...\"}", tags=("pslurm",)),
     Route("GET", f"{PSLURM}/shares", "shares", "The fair-share tree, each association's shares, usage and "
           "factor (sshare)", tags=("pslurm",)),
 )
@@ -51,8 +56,8 @@ def _pairs(value: Any, what: str) -> list[tuple[str, str]]:
 class AcctApi:
     """The handlers, over the association service and the parts the main Api holds."""
 
-    def __init__(self, api: Api, assocs: AssocService) -> None:
-        self.api, self.assocs = api, assocs
+    def __init__(self, api: Api, assocs: AssocService, tokens: TokenCheck | None = None) -> None:
+        self.api, self.assocs, self.tokens = api, assocs, tokens
 
     def add_routes(self, app: web.Application, wrap: Callable[[Handler], Handler]) -> None:
         for route in ROUTES:
@@ -78,6 +83,24 @@ class AcctApi:
         lines = await self.api._run(lambda: self.assocs.execute(caller, verb, entity, [str(n) for n in names],
                                                                 where, values, commit))
         return _reply({"lines": lines})
+
+    async def token(self, request: web.Request) -> web.StreamResponse:
+        caller = _caller(request)
+        body = await self.api._body(request)
+        if self.tokens is None:
+            raise ApiError(400, "JWT authentication is not configured")
+        lifespan = body.get("lifespan")
+        if lifespan is not None and (not isinstance(lifespan, int) or lifespan <= 0):
+            raise ApiError(400, "Invalid lifespan: a number of seconds above 0")
+        try:
+            own = pwd.getpwuid(caller.uid).pw_name
+        except KeyError:
+            raise ApiError(403, f"Invalid user id: {caller.uid}") from None
+        user = str(body.get("username") or own)
+        if user != own and caller.uid not in self.api.service.operators:
+            raise ApiError(403, "Access/permission denied: only an operator may ask a token for another user")
+        tokens = self.tokens
+        return _reply({"token": tokens.issue(user, lifespan)})
 
     async def shares(self, request: web.Request) -> web.StreamResponse:
         rows = await self.api._run(self.api.scheduler.fair_share)

@@ -20,6 +20,7 @@ from aiohttp import web
 from aiohttp.typedefs import Middleware
 
 from pslurm.auth.credential import AuthError
+from pslurm.auth.jwt import TOKEN_HEADER, TokenCheck
 from pslurm.auth.transport import MAX_REQUEST_BYTES, METADATA_KEY, Authenticator
 from pslurm.controller.rest.routes import IDENTITY, Api, error_body
 
@@ -38,13 +39,16 @@ def _refusal(request: web.Request, status: int, message: str) -> web.Response:
     return response
 
 
-def guard_middleware(auth: Authenticator) -> Middleware:
+def guard_middleware(auth: Authenticator, tokens: TokenCheck | None = None) -> Middleware:
     @web.middleware
     async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
         if request.path not in OPEN_PATHS:
             credential = request.headers.get(METADATA_KEY, "")
             try:  # an HMAC and a set lookup: cheap enough for the loop itself
-                request[IDENTITY] = auth.admit(((METADATA_KEY, credential),) if credential else ())
+                if tokens is not None and TOKEN_HEADER in request.headers:  # slurmrestd's JWT (auth/jwt.py)
+                    request[IDENTITY] = tokens.admit(request.headers)
+                else:
+                    request[IDENTITY] = auth.admit(((METADATA_KEY, credential),) if credential else ())
             except AuthError as exc:
                 return _refusal(request, 401, f"authentication failed: {exc}")
         length = request.content_length
@@ -59,15 +63,16 @@ class RestServer:
     """The API's server: :meth:`start` binds ``host:port`` (raising OSError when it cannot) and
     serves from a thread of its own until :meth:`stop`."""
 
-    def __init__(self, api: Api, auth: Authenticator, host: str, port: int, workers: int = REST_WORKERS) -> None:
-        self.api, self.auth, self.host, self.port = api, auth, host, port
+    def __init__(self, api: Api, auth: Authenticator, host: str, port: int, workers: int = REST_WORKERS,
+                 tokens: TokenCheck | None = None) -> None:
+        self.api, self.auth, self.host, self.port, self.tokens = api, auth, host, port, tokens
         self.executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rest")
         self._loop: asyncio.AbstractEventLoop | None = None
         self._runner: web.AppRunner | None = None
         self._thread: threading.Thread | None = None
 
     def make_app(self) -> web.Application:
-        app = web.Application(middlewares=[guard_middleware(self.auth)], client_max_size=MAX_REQUEST_BYTES)
+        app = web.Application(middlewares=[guard_middleware(self.auth, self.tokens)], client_max_size=MAX_REQUEST_BYTES)
         self.api.add_routes(app, self.executor)
         return app
 
