@@ -5,7 +5,8 @@ followed by one blank, so lines end in one (as Slurm's do). A text longer than i
 last character ``+``; a number is never cut. ``-p`` (parsable) ends every field with ``|``, ``-P``
 (parsable2) puts ``|`` between them. ``FIELD%N`` in a format list sets the width to N.
 
-Standard library only: the accounting commands import this on their path.
+Standard library only: the accounting commands import this on their path (and their getopt line's
+handling, :func:`parse_command`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from __future__ import annotations
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
+
+    from pslurm.cli.argv import Opt
 
 PARSABLE, PARSABLE2 = "p", "P"
 
@@ -73,3 +76,28 @@ def split_width(item: str) -> tuple[str, int | None]:
 def format_double(value: float | None) -> str | None:
     """print_fields_double's ``%f``."""
     return None if value is None else f"{value:f}"
+
+
+def parse_command(prog: str, argv: Sequence[str] | None, options: Sequence[Opt], usage: str, description: str,
+                  words: bool = False) -> tuple[dict[str, object], list[str]]:
+    """The accounting commands' getopt line: the options' values and the other words (refused unless
+    ``words``); ``-V`` prints pslurm's version and exits, ``--help`` the help page."""
+    from pslurm.cli import argv as a
+
+    found, positional = a.parse_or_fail(prog, argv, options, stop_at_positional=False, usage=usage,
+                                        description=description)
+    values = a.values(found)
+    if values.get("version"):
+        from pslurm import __version__
+
+        print(f"pslurm {__version__}")
+        raise SystemExit(0)
+    if not words:
+        a.no_positionals(prog, positional)
+    return values, positional
+
+
+def write_lines(lines: Iterable[str]) -> None:
+    import sys
+
+    sys.stdout.write("".join(line + "\n" for line in lines))

@@ -13,7 +13,7 @@ import sys
 
 from pslurm.cli import argv as a
 from pslurm.cli.common import connect_api, fail, prog_name
-from pslurm.cli.printfields import PARSABLE, PARSABLE2, Field, render, split_width
+from pslurm.cli.printfields import PARSABLE, PARSABLE2, Field, parse_command, render, split_width, write_lines
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -252,8 +252,7 @@ def do_list(entity: str, words: Words, header: bool, parsable: str) -> None:
         for f in fields:
             if f.header == "Account" and f.width == 10:
                 f.width = -20
-    sys.stdout.write("".join(line + "\n" for line in render(
-        fields, ([row.get(f.header, "") for f in fields] for row in rows), header, parsable)))
+    write_lines(render(fields, ([row.get(f.header, "") for f in fields] for row in rows), header, parsable))
 
 
 def do_change(verb: str, entity: str, words: Words, immediate: bool, quiet: bool) -> None:
@@ -301,15 +300,8 @@ def _ask(question: str, seconds: float = 30.0) -> bool:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Show and change accounts, users, associations, QOS (sacctmgr)."""
-    found, words = a.parse_or_fail(PROG, argv, OPTIONS, stop_at_positional=False,
-                                   usage="psacctmgr [OPTIONS] COMMAND ENTITY [NAMES] [where ...] [set ...]",
-                                   description=main.__doc__ or "")
-    v = a.values(found)
-    if v.get("version"):
-        from pslurm import __version__
-
-        print(f"pslurm {__version__}")
-        return
+    v, words = parse_command(PROG, argv, OPTIONS, "psacctmgr [OPTIONS] COMMAND ENTITY [NAMES] [where ...] "
+                             "[set ...]", main.__doc__ or "", words=True)
     if not words:
         fail(PROG, "no command given (list, show, add, modify, delete)")
     command = next((VERBS[name] for name, n in COMMANDS if _matches(words[0], ((name, n),))), None)

@@ -7,11 +7,18 @@ the root, then each account and its users, indented one blank a level.
 
 from __future__ import annotations
 
-import sys
-
 from pslurm.cli import argv as a
 from pslurm.cli.common import connect_api, fail, prog_name, reporting, user_identity
-from pslurm.cli.printfields import PARSABLE, PARSABLE2, Field, format_double, render, split_width
+from pslurm.cli.printfields import (
+    PARSABLE,
+    PARSABLE2,
+    Field,
+    format_double,
+    parse_command,
+    render,
+    split_width,
+    write_lines,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -93,15 +100,7 @@ def rows(shares: Sequence[dict[str, Any]], cluster: str, users: Sequence[str] | 
 
 def main(argv: Sequence[str] | None = None) -> None:
     """The fair-share tree: each account's and user's shares, usage and fair-share factor (sshare)."""
-    found, positional = a.parse_or_fail(PROG, argv, OPTIONS, stop_at_positional=False, usage="psshare [OPTIONS]",
-                                        description=main.__doc__ or "")
-    a.no_positionals(PROG, positional)
-    v = a.values(found)
-    if v.get("version"):
-        from pslurm import __version__
-
-        print(f"pslurm {__version__}")
-        return
+    v, _ = parse_command(PROG, argv, OPTIONS, "psshare [OPTIONS]", main.__doc__ or "")
     if v.get("helpformat"):
         print(" ".join(f[0] for f in FIELDS))
         return
@@ -121,7 +120,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     table = rows(shares, api.config.cluster_name, users, accounts, bool(v.get("users_only")))
     parsable = PARSABLE2 if v.get("parsable2") else PARSABLE if v.get("parsable") else ""
     lines = render(fields, ([r[f.header] for f in fields] for r in table), not v.get("noheader"), parsable)
-    sys.stdout.write("".join(line + "\n" for line in lines))
+    write_lines(lines)
 
 
 if __name__ == "__main__":

@@ -151,6 +151,7 @@ def serve(conf_path: str, ready: threading.Event | None = None, stop: threading.
 def _rest_server(parts: Parts, auth: Authenticator, config: ClusterConfig) -> RestServer:
     """The user API (HTTP/JSON) on RestPort, serving from its own thread and event loop."""
     from pslurm.auth.jwt import TokenCheck, key_path, load_or_create_key
+    from pslurm.controller.diag import Diag
     from pslurm.controller.rest.acct_routes import AcctApi
     from pslurm.controller.rest.relay import AgentRelay
     from pslurm.controller.rest.routes import Api
@@ -159,7 +160,9 @@ def _rest_server(parts: Parts, auth: Authenticator, config: ClusterConfig) -> Re
     api = Api(parts.jobs, parts.scheduler, parts.monitor, parts.watch, AgentRelay(lambda: signed_metadata(auth.key)),
               parts.steps)
     tokens = TokenCheck(load_or_create_key(key_path(config.state_dir, config.extra)))  # scontrol token's JWT
-    api.more.append(AcctApi(api, parts.assocs, tokens))
+    diag = Diag(parts.store)  # sdiag's figures: the scheduler's passes through its hook
+    parts.scheduler.on_pass = diag.scheduler_pass
+    api.more.append(AcctApi(api, parts.assocs, tokens, diag))
     rest = RestServer(api, auth, config.controller_addr, config.rest_port, tokens=tokens)
     try:
         rest.start()

@@ -209,6 +209,20 @@ class JobCgroup:
                     return int(value)
         return None
 
+    def cpu_seconds(self) -> float | None:
+        """The CPU time its processes used, user and system, in seconds (sacct's TotalCPU, seff's CPU
+        Utilized): v2 ``cpu.stat`` usage_usec (kept in every v2 cgroup), v1 ``cpuacct.usage`` (ns);
+        None where neither is there. Read it before remove()."""
+        for path in self.dirs:
+            for line in (read_file(os.path.join(path, "cpu.stat")) or "").splitlines():
+                key, _, value = line.partition(" ")
+                if key == "usage_usec" and value.strip().isdigit():
+                    return int(value) / 1e6
+            value = (read_file(os.path.join(path, "cpuacct.usage")) or "").strip()
+            if value.isdigit():
+                return int(value) / 1e9
+        return None
+
     def remove(self, timeout: float = 2.0) -> bool:
         """rmdir the cgroup's directories (and any the job made below them); True when all are
         gone (or never existed).

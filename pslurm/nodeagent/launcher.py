@@ -66,6 +66,7 @@ class RunningJob:
     changed: threading.Condition = field(default_factory=threading.Condition)
     usage: Any = None  # the agent's JobGpuUsage, set when the job ends (None: no GPUs)
     max_rss_bytes: int | None = None  # its memory cgroup's peak, read when it ends (None: not measured)
+    cpu_seconds: float | None = None  # its cgroup's CPU time, read when it ends (None: not measured)
     launch_failure: str = ""  # why the run never started ("" when it did)
     start_ticks: int | None = None  # the leader's start time (/proc/<pid>/stat field 22)
     settled: threading.Event = field(default_factory=threading.Event)  # set by on_end's receiver once it took the end
@@ -334,6 +335,7 @@ class Launcher:
         self._reap(running)  # what the job left running in the background goes too, before the end is told
         if running.cgroup is not None:  # read before _finish removes the cgroup
             running.max_rss_bytes = running.cgroup.max_rss_bytes()
+            running.cpu_seconds = running.cgroup.cpu_seconds()
         self._drain_output(running)
         oom_kills = self._oom_kills(running)
         if running.timed_out:

@@ -16,7 +16,9 @@ from aiohttp import web
 
 from pslurm.auth.jwt import TokenCheck
 from pslurm.controller.assocs import AssocService
+from pslurm.controller.diag import Diag
 from pslurm.controller.rest.routes import PSLURM, ApiError, Route, _caller, _reply
+from pslurm.controller.store.usage import job_measures, usage_summary
 from pslurm.core.assoc import Associations
 
 if TYPE_CHECKING:
@@ -34,6 +36,12 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", f"{PSLURM}/token", "token", "A JWT for slurmrestd's clients (scontrol token): "
           "X-SLURM-USER-TOKEN; only an operator may name another user",
           body="{\"lifespan\": 1800, \"username\": \"\"}; reply {\"token\": \"...\"}", tags=("pslurm",)),
+    Route("GET", f"{PSLURM}/usage", "usage", "Each account's and user's CPU, GPU and memory seconds, and each "
+          "job size's, between start and end (sreport)", query=("start", "end"), tags=("pslurm",)),
+    Route("GET", f"{PSLURM}/efficiency", "efficiency", "What jobs held and what their agents measured: CPU "
+          "time, MaxRSS, GPU use (seff)", query=("job_id",), tags=("pslurm",)),
+    *(Route("GET", f"/slurm/{version}/diag", "diag_reply", "The controller's figures (sdiag): scheduler passes, job "
+            "counters", tags=("slurm",)) for version in ("v0.0.40", "v0.0.41", "v0.0.42")),
     Route("GET", f"{PSLURM}/shares", "shares", "The fair-share tree, each association's shares, usage and "
           "factor (sshare)", tags=("pslurm",)),
 )
@@ -56,8 +64,10 @@ def _pairs(value: Any, what: str) -> list[tuple[str, str]]:
 class AcctApi:
     """The handlers, over the association service and the parts the main Api holds."""
 
-    def __init__(self, api: Api, assocs: AssocService, tokens: TokenCheck | None = None) -> None:
+    def __init__(self, api: Api, assocs: AssocService, tokens: TokenCheck | None = None,
+                 diag: Diag | None = None) -> None:
         self.api, self.assocs, self.tokens = api, assocs, tokens
+        self.diag = diag or Diag(api.service.store)
 
     def add_routes(self, app: web.Application, wrap: Callable[[Handler], Handler]) -> None:
         for route in ROUTES:
@@ -101,6 +111,32 @@ class AcctApi:
             raise ApiError(403, "Access/permission denied: only an operator may ask a token for another user")
         tokens = self.tokens
         return _reply({"token": tokens.issue(user, lifespan)})
+
+    async def diag_reply(self, request: web.Request) -> web.StreamResponse:
+        return _reply({"statistics": await self.api._run(self.diag.statistics)})
+
+    async def usage(self, request: web.Request) -> web.StreamResponse:
+        q = request.query
+        try:
+            start, end = float(q["start"]), float(q["end"])
+        except (KeyError, ValueError):
+            raise ApiError(400, "Invalid request: start and end are epoch seconds") from None
+        if end <= start:
+            raise ApiError(400, "Invalid request: end is not after start")
+        service, config = self.api.service, self.api.config
+        found = await self.api._run(lambda: usage_summary(service.store, start, end, service.clock()))
+        nodes = config.nodes.values()
+        return _reply({**found, "cluster": {"name": config.cluster_name, "nodes": len(nodes),
+                                            "cpus": sum(n.cpus for n in nodes), "gpus": sum(n.gpus() for n in nodes),
+                                            "mem_mb": sum(n.real_memory for n in nodes)}})
+
+    async def efficiency(self, request: web.Request) -> web.StreamResponse:
+        ids = [int(i) for text in request.query.getall("job_id", []) for i in text.split(",") if i.isdigit()]
+        if not ids:
+            raise ApiError(400, "Invalid job id specified")
+        store = self.api.service.store
+        found = await self.api._run(lambda: job_measures(store, ids))
+        return _reply({"jobs": found, "cluster": self.api.config.cluster_name})
 
     async def shares(self, request: web.Request) -> web.StreamResponse:
         rows = await self.api._run(self.api.scheduler.fair_share)

@@ -44,6 +44,7 @@ jobs = Table(
     Column("peak_gpu_memory_mb", Integer),
     Column("mean_gpu_util", Float),
     Column("max_rss_kb", BigInteger),  # the job's memory cgroup's peak, KiB (0010); NULL: not measured
+    Column("total_cpu_seconds", Float),  # its cgroup's CPU time, user and system (0011); NULL: not measured
     Column("spec", Text, nullable=False),  # the whole JobSpec as JSON
     # scheduling (migration 0002)
     Column("account", String(64), nullable=False, default=""),

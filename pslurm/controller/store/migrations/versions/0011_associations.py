@@ -1,5 +1,6 @@
 """Associations (issue 20): sacctmgr's QOS, accounts, users and associations in the store, so that
-they change without a restart. pslurm.conf's AccountName=/UserName= lines are loaded into them at
+they change without a restart. And a job's CPU time (``jobs.total_cpu_seconds``, its cgroup's, read by its
+agent when it ends: seff's CPU Utilized). pslurm.conf's AccountName=/UserName= lines are loaded into them at
 every start of psctld; the QOS ``normal`` is made here, as slurmdbd makes it.
 
 Revision ID: 0011
@@ -16,6 +17,7 @@ depends_on = None
 
 
 def upgrade() -> None:
+    op.add_column("jobs", sa.Column("total_cpu_seconds", sa.Float))  # sacct's TotalCPU, seff's CPU Utilized
     qos = op.create_table(
         "acct_qos",
         sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
@@ -64,3 +66,5 @@ def upgrade() -> None:
 def downgrade() -> None:
     for table in ("acct_assocs", "acct_users", "acct_accounts", "acct_qos"):
         op.drop_table(table)
+    with op.batch_alter_table("jobs") as batch:
+        batch.drop_column("total_cpu_seconds")
