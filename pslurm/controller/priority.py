@@ -100,7 +100,8 @@ def share_rows(usage: Mapping[tuple[str, str], float], users: Iterable[tuple[str
                tree: Associations) -> list[ShareRow]:
     """Slurm's classic fair share (priority/multifactor with PriorityFlags=NO_FAIR_TREE) over the
     association tree: every account (depth first, as sshare lists them) then its users, for every
-    association of ``tree`` and every (account, user) in ``usage`` and ``users``.
+    association of ``tree`` and every (account, user) in ``usage`` (of an account the tree has, where it
+    is enforced) and in ``users``.
 
         F = 2^(-UE / S)
 
@@ -119,7 +120,8 @@ def share_rows(usage: Mapping[tuple[str, str], float], users: Iterable[tuple[str
         key = (a.account, a.user)
         raw[key], ids[key] = a.fairshare, a.id
         kids[a.account if a.user else tree.parent_of(a.account) or ROOT].append(key)
-    for account, user in [*usage.keys(), *users]:
+    seen = [k for k in usage if not tree.enforced or k[0] in tree.accounts]  # a deleted account's usage: not a row
+    for account, user in [*seen, *users]:
         for key in ((account, ""), (account, user)):
             if key not in raw:
                 raw[key] = 1

@@ -86,7 +86,10 @@ def test_sshare_lists_the_tree_and_snakemakes_account(acct: Cluster) -> None:
     assert lines[0] == "Account                    User  RawShares  NormShares    RawUsage  EffectvUsage  FairShare "
     assert [line[:32].rstrip() for line in lines[2:]][:4] == [
         "root", " root                      root", " lab", "  lab                      root"]
-    assert lines[4].split()[1:3] == ["2", "0.666667"]  # lab's 2 shares beside root's own 1
+    top = [line.split() for line in lines[2:] if line.startswith(" ") and not line.startswith("  ")]
+    shares = {row[0]: int(row[2] if len(row) == 7 else row[1]) for row in top}  # the root's children
+    assert shares["lab"] == 2 and shares["root"] == 1  # lab's 2 shares beside root's own 1 (and others')
+    assert float(lines[4].split()[2]) == round(2 / sum(shares.values()), 6)
     # snakemake: sshare -U --format Account%256 --noheader: the user's accounts, right-justified
     accounts = out(acct, "psshare", "-U", "--format", "Account%256", "--noheader").splitlines()
     assert [a.strip() for a in accounts] == ["root", "lab"]

@@ -1,0 +1,65 @@
+"""sdiag, seff and sreport through the real commands (issue 20), on a local cluster: a finished job's
+efficiency from its cgroup's CPU time, sreport's usage of it, and the controller's own figures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pslurm.core.config import load_cluster_config
+from tests.conftest import Cluster, wait_for
+
+BUSY = "python3 -c 'sum(range(6 * 10**7))'"  # a fixed amount of CPU work (some 2 s), whatever the load
+
+
+def run_busy_job(c: Cluster, tmp_path: Path) -> str:
+    job = c.run("psbatch", "--parsable", "-n", "2", "--mem=100", "-o", str(tmp_path / "out"), "--wrap", BUSY,
+                cwd=tmp_path)
+    assert job.returncode == 0, job.stderr
+    job_id = job.stdout.strip()
+    wait_for(lambda: c.run("psacct", "-j", job_id, "-X", "-n", "-P", "-o", "State").stdout.strip() == "COMPLETED")
+    return job_id
+
+
+def test_seff_reports_cpu_and_memory_efficiency_of_a_finished_job(cluster: Cluster, tmp_path: Path) -> None:
+    job_id = run_busy_job(cluster, tmp_path)
+    lines = cluster.run("pseff", job_id, check=True).stdout.splitlines()
+    assert lines[0] == f"Job ID: {job_id}"
+    assert lines[2] == "User/Group: root/root" and lines[3] == "State: COMPLETED (exit code 0)"
+    assert lines[4:6] == ["Nodes: 1", "Cores per node: 2"]
+    used = dict(line.split(": ", 1) for line in lines[6:])
+    hours, minutes, seconds = (int(x) for x in used["CPU Utilized"].split(":"))
+    assert 1 <= hours * 3600 + minutes * 60 + seconds <= 30  # the loop's CPU time, measured by its cgroup
+    assert used["CPU Efficiency"].endswith("core-walltime") and "Memory Efficiency" in used
+    assert used["Memory Efficiency"].endswith("of 100.00 MB")
+    missing = cluster.run("pseff", "999999")
+    assert missing.returncode == 2 and missing.stderr == "Job not found.\n"
+    usage = cluster.run("pseff")
+    assert usage.returncode == 1 and usage.stdout.startswith("Usage: seff [Options] <Jobid>")
+
+
+def test_sreport_counts_the_jobs_cpu_time_and_sdiag_the_controllers_figures(cluster: Cluster,
+                                                                            tmp_path: Path) -> None:
+    run_busy_job(cluster, tmp_path)
+    window = ("start=now-1hour", "end=now+1hour")
+    lines = cluster.run("psreport", "cluster", "utilization", *window, "-t", "seconds", check=True).stdout.splitlines()
+    assert lines[0] == "-" * 80 and lines[1].startswith("Cluster Utilization ")
+    assert lines[2] == "Usage reported in CPU Seconds"
+    assert lines[4].split() == ["Cluster", "Allocated", "Down", "PLND", "Down", "Idle", "Planned", "Reported"]
+    values = [int(v) for v in lines[6].split()[1:]]
+    allocated, reported = values[0], values[-1]
+    cpus = sum(n.cpus for n in load_cluster_config(str(cluster.conf)).nodes.values())
+    assert allocated >= 2 and reported == cpus * 7200  # every CPU of the cluster for two hours
+    assert values[3] == reported - allocated  # Idle: what was not allocated (no node history: Down is 0)
+    top = cluster.run("psreport", "-nP", "user", "topusage", *window, "-t", "percent", check=True).stdout
+    assert top.splitlines()[0].split("|")[1] == "root" and top.splitlines()[0].split("|")[4] == "100.00%"
+    sizes = cluster.run("psreport", "-P", "job", "sizesbyaccount", *window, check=True).stdout.splitlines()
+    assert sizes[4] == "Cluster|Account|0-49 CPUs|50-249 CPUs|250-499 CPUs|500-999 CPUs|>= 1000 CPUs|% of cluster"
+    bad = cluster.run("psreport", "cluster", "nosuchreport")
+    assert bad.returncode == 1 and bad.stderr.startswith("psreport: error: Not valid report")
+    diag = cluster.run("psdiag", check=True).stdout.splitlines()
+    assert diag[0] == "*" * 55 and diag[1].startswith("sdiag output at ")
+    figures = dict(line.split(":", 1) for line in diag if line.startswith("Jobs "))
+    assert int(figures["Jobs submitted"]) >= 1 and int(figures["Jobs completed"]) >= 1
+    cycles = next(line for line in diag if line.startswith("\tTotal cycles:"))
+    assert int(cycles.split(":")[1]) >= 1
+    assert "Remote Procedure Call statistics by message type" in diag
