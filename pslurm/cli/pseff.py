@@ -101,6 +101,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     import time
 
     args = sys.argv[1:] if argv is None else list(argv)
+    if "--help" in args:  # Getopt::Std's own --help: the usage, status 0
+        sys.stdout.write(USAGE)
+        return 0
     try:  # the seff script's getopts('hvdf:')
         opts, words = getopt.getopt(args, "hvdf:")
     except getopt.GetoptError as exc:

@@ -96,3 +96,29 @@ def test_sshare_lists_the_tree_and_snakemakes_account(acct: Cluster) -> None:
     assert out(acct, "psshare", "-P", "-n", "-A", "lab", "-o", "Account,User,RawShares") == "lab||2\n lab|root|1\n"
     bad = acct.run("psshare", "-o", "Nope")
     assert bad.returncode == 1 and bad.stderr == 'psshare: error: Invalid field requested: "Nope"\n'
+
+
+def test_the_tools_lookups_work_by_slurms_names(acct: Cluster, tmp_path: Path) -> None:
+    """snakemake's and Open OnDemand's commands, through `pslurm compat install`'s sacctmgr and sshare."""
+    import os
+    import subprocess
+
+    from tests.conftest import BIN
+
+    installed = acct.run("pslurm", "compat", "install", "--bin-dir", str(tmp_path / "bin"))
+    assert installed.returncode == 0, installed.stderr
+    env = {**acct.env, "PATH": f"{tmp_path / 'bin'}:{BIN}:{os.environ.get('PATH', '')}"}
+
+    def slurm(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(list(argv), env=env, capture_output=True, text=True, timeout=60)
+
+    snakemake = slurm("sacctmgr", "-n", "-s", "list", "user", "root", "format=account%256")
+    assert [line.strip() for line in snakemake.stdout.splitlines()] == ["root", "lab"]
+    assert [a.strip() for a in slurm("sshare", "-U", "--format", "Account%256", "--noheader").stdout.splitlines()] \
+        == ["root", "lab"]
+    ood = slurm("sacctmgr", "-nP", "show", "users", "withassoc", "format=account,cluster,partition,qos",
+                "where", "user=root")
+    assert ood.stdout.splitlines() == ["root|acctmgr||normal", "lab|acctmgr||normal"]
+    for name in ("sdiag", "sreport", "seff"):
+        assert (tmp_path / "bin" / name).exists()
+    assert slurm("sshare", "-o", "Nope").stderr == 'sshare: error: Invalid field requested: "Nope"\n'
