@@ -206,8 +206,9 @@ def list_rows(model: Model, entity: str, words: Words) -> tuple[str, list[Row]]:
                            if assoc_ok(x) and (not names or x["user"] in names)]
         return DEFAULTS["association"], rows
     if entity == "account":
-        wanted = names + cond.pop("account", [])
-        found = [x for name, x in sorted(model.accounts.items()) if not wanted or name in wanted]
+        wanted, parents = names + cond.pop("account", []), cond.pop("parent", [])
+        found = [x for name, x in sorted(model.accounts.items()) if (not wanted or name in wanted)
+                 and (not parents or (model.own.get(name) or {}).get("parent") in parents)]
         accounts = [{"Account": x["name"], "Descr": x["description"], "Org": x["organization"]} for x in found]
         if not with_assoc:
             return DEFAULTS["account"], accounts

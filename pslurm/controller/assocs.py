@@ -18,9 +18,8 @@ from dataclasses import replace
 from pslurm.auth.credential import Identity
 from pslurm.controller.errors import PermissionDenied
 from pslurm.controller.store.assoc import AssocStore
-from pslurm.core.accounts import config_associations
 from pslurm.core.acctmgr import plan
-from pslurm.core.assoc import ROOT, Account, Assoc, AssocChange, Associations, Qos, User
+from pslurm.core.assoc import ROOT, Account, Assoc, AssocChange, Associations, Qos, User, config_associations
 from pslurm.core.config import ClusterConfig
 from pslurm.core.errors import SpecError
 from pslurm.core.jobspec import JobSpec

@@ -24,9 +24,8 @@ from pslurm.controller.assocs import assoc_limits, charge
 from pslurm.controller.errors import NotFound, PermissionDenied
 from pslurm.controller.ports import Agents, Reschedule
 from pslurm.controller.store import Store
-from pslurm.core.accounts import config_associations
 from pslurm.core.arrays import format_ranges, parse_array, parse_task_selector
-from pslurm.core.assoc import Associations
+from pslurm.core.assoc import Associations, config_associations
 from pslurm.core.config import ClusterConfig, scheduler_config
 from pslurm.core.dependency import parse_dependency
 from pslurm.core.gres import GresRequest

@@ -31,8 +31,7 @@ from pslurm.controller.policy import (
 )
 from pslurm.controller.ports import Agents, NodeHealth
 from pslurm.controller.store import Allocation, LiveJobs, NodeShare, QueuedJob, Store
-from pslurm.core.accounts import config_associations
-from pslurm.core.assoc import Associations
+from pslurm.core.assoc import Associations, config_associations
 from pslurm.core.config import ClusterConfig, scheduler_config
 from pslurm.core.dependency import DepStatus, Ref, RefJob, evaluate, parse_dependency
 from pslurm.core.features import parse_constraint, satisfies

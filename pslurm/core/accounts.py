@@ -17,14 +17,12 @@ store beside them.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
 
-from pslurm.core.assoc import INVALID_ACCOUNT, MAX_SHARES, Associations, from_config
+from pslurm.core.assoc import INVALID_ACCOUNT, MAX_SHARES
 from pslurm.core.clientconf import config_error
 from pslurm.core.config import AccountConfig, ClusterConfig
 
-__all__ = ["INVALID_ACCOUNT", "check_accounts", "config_associations", "parse_account_line", "parse_user_line",
-           "render_accounts"]
+__all__ = ["INVALID_ACCOUNT", "check_accounts", "parse_account_line", "parse_user_line", "render_accounts"]
 
 
 _err = config_error
@@ -94,13 +92,3 @@ def render_accounts(cfg: ClusterConfig) -> list[str]:
     lines += [f"UserName={shlex.quote(user)} DefaultAccount={shlex.quote(account)}"
               for user, account in cfg.default_accounts.items()]
     return lines
-
-
-def config_associations(cfg: ClusterConfig) -> Associations:
-    """The associations pslurm.conf's lines alone make (what psctld loads into its store at start, and
-    the model of a job service that has no store of associations)."""
-    accounts, users, assocs = from_config(
-        ((a.name, a.users, a.all_users, a.fairshare, a.description) for a in cfg.accounts.values()),
-        cfg.default_accounts)
-    numbered = tuple(replace(a, id=i) for i, a in enumerate(assocs, 1))
-    return Associations({a.name: a for a in accounts}, {u.name: u for u in users}, numbered)

@@ -19,6 +19,10 @@ from dataclasses import dataclass, field, replace
 
 from pslurm.core.errors import SpecError
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pslurm.core.config import ClusterConfig
+
 ROOT = "root"
 ALL_USERS = "*"  # pslurm.conf's Users=ALL: an association every user may charge
 NORMAL_QOS = "normal"
@@ -210,6 +214,16 @@ def from_config(accounts: Iterable[tuple[str, tuple[str, ...], bool, int, str]],
     for user, account in defaults.items():
         users[user] = replace(users.get(user, User(user)), default_account=account)
     return out_accounts, list(users.values()), assocs
+
+
+def config_associations(cfg: ClusterConfig) -> Associations:
+    """The associations pslurm.conf's lines alone make (what psctld loads into its store at start, and
+    the model of a job service that has no store of associations)."""
+    accounts, users, assocs = from_config(
+        ((a.name, a.users, a.all_users, a.fairshare, a.description) for a in cfg.accounts.values()),
+        cfg.default_accounts)
+    numbered = tuple(replace(a, id=i) for i, a in enumerate(assocs, 1))
+    return Associations({a.name: a for a in accounts}, {u.name: u for u in users}, numbered)
 
 
 def parse_tres(text: str) -> dict[str, int]:
