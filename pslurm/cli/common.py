@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 SLURM_NAMES = {"psbatch": "sbatch", "psrun": "srun", "psalloc": "salloc", "psqueue": "squeue", "psinfo": "sinfo",
                "pscancel": "scancel", "pscontrol": "scontrol", "psacct": "sacct", "psprio": "sprio",
                "psacctmgr": "sacctmgr", "psshare": "sshare", "psdiag": "sdiag", "pseff": "seff",
-               "psreport": "sreport"}
+               "psreport": "sreport", "psstat": "sstat"}
 
 
 def prog_name(own: str) -> str:

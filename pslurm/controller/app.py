@@ -156,13 +156,14 @@ def _rest_server(parts: Parts, auth: Authenticator, config: ClusterConfig) -> Re
     from pslurm.controller.rest.relay import AgentRelay
     from pslurm.controller.rest.routes import Api
     from pslurm.controller.rest.server import RestServer
+    from pslurm.controller.rest.stats_relay import StatsRelay
 
     api = Api(parts.jobs, parts.scheduler, parts.monitor, parts.watch, AgentRelay(lambda: signed_metadata(auth.key)),
               parts.steps)
     tokens = TokenCheck(load_or_create_key(key_path(config.state_dir, config.extra)))  # scontrol token's JWT
     diag = Diag(parts.store)  # sdiag's figures: the scheduler's passes through its hook
     parts.scheduler.on_pass = diag.scheduler_pass
-    api.more.append(AcctApi(api, parts.assocs, tokens, diag))
+    api.more.append(AcctApi(api, parts.assocs, tokens, diag, StatsRelay(lambda: signed_metadata(auth.key))))
     rest = RestServer(api, auth, config.controller_addr, config.rest_port, tokens=tokens)
     try:
         rest.start()

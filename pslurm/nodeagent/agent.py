@@ -481,6 +481,11 @@ class Agent:
                                      cpus=cpus if self.cgroup_conf.constrain_cores else None)
         return cgroup, None if cgroup.cpus else cpus
 
+    def run_of(self, job_id: int) -> RunningJob | None:
+        """The job's run that is still going here, if any (sstat's, nodeagent/stepstats.py)."""
+        with self._lock:
+            return next((r for k, r in self._runs.items() if k[0] == job_id and r.end is None), None)
+
     def set_time_limit(self, job_id: int, restarts: int, time_limit: int | None) -> None:
         """pscontrol update TimeLimit=: the run's new limit (seconds from its start; None: none). A
         change that comes before the run's launch is kept for it (the controller sent the launch

@@ -17,6 +17,7 @@ import grpc
 from pslurm.auth.transport import Authenticator
 from pslurm.core import convert
 from pslurm.core.jobspec import JobSpec
+from pslurm.nodeagent import stepstats
 from pslurm.nodeagent.agent import (
     FIRST_INPUT_WAIT,
     INPUT_LINGER,
@@ -192,6 +193,15 @@ class AgentServicer(pb_grpc.NodeAgentServicer):
         self._from_controller(context)
         self.agent.signal_step(request.job_id, request.step_id, request.signal)
         return pb.Empty()
+
+    def JobStats(self, request: pb.JobStatsRequest, context: grpc.ServicerContext) -> pb.JobStatsReply:
+        """sstat: the controller asks what the job's tasks use now (nodeagent/stepstats.py)."""
+        self._from_controller(context)
+        try:
+            return stepstats.job_stats(self.agent, request.job_id)
+        except LookupError as exc:
+            context.abort(grpc.StatusCode.NOT_FOUND, str(exc))
+            raise  # abort raised already
 
     def _launch_wait(self, uid: int, job_id: int) -> tuple[float, Callable[[], None]]:
         """How long a stream of ``uid`` may wait for the launch of ``job_id``, and what to call once

@@ -582,3 +582,45 @@ class OutputChunk(_message.Message):
     exit_code: int
     exit_signal: int
     def __init__(self, stdout: _Optional[bytes] = ..., stderr: _Optional[bytes] = ..., done: _Optional[bool] = ..., state: _Optional[_Union[JobState, str]] = ..., exit_code: _Optional[int] = ..., exit_signal: _Optional[int] = ...) -> None: ...
+
+class JobStatsRequest(_message.Message):
+    __slots__ = ("job_id",)
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: int
+    def __init__(self, job_id: _Optional[int] = ...) -> None: ...
+
+class TaskStats(_message.Message):
+    __slots__ = ("step", "rank", "pid", "cpu_seconds", "rss_kb", "vmsize_kb", "pages", "read_bytes", "write_bytes")
+    STEP_FIELD_NUMBER: _ClassVar[int]
+    RANK_FIELD_NUMBER: _ClassVar[int]
+    PID_FIELD_NUMBER: _ClassVar[int]
+    CPU_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    RSS_KB_FIELD_NUMBER: _ClassVar[int]
+    VMSIZE_KB_FIELD_NUMBER: _ClassVar[int]
+    PAGES_FIELD_NUMBER: _ClassVar[int]
+    READ_BYTES_FIELD_NUMBER: _ClassVar[int]
+    WRITE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    step: str
+    rank: int
+    pid: int
+    cpu_seconds: float
+    rss_kb: int
+    vmsize_kb: int
+    pages: int
+    read_bytes: int
+    write_bytes: int
+    def __init__(self, step: _Optional[str] = ..., rank: _Optional[int] = ..., pid: _Optional[int] = ..., cpu_seconds: _Optional[float] = ..., rss_kb: _Optional[int] = ..., vmsize_kb: _Optional[int] = ..., pages: _Optional[int] = ..., read_bytes: _Optional[int] = ..., write_bytes: _Optional[int] = ...) -> None: ...
+
+class JobStatsReply(_message.Message):
+    __slots__ = ("node", "tasks", "memory_kb", "cpu_seconds", "gpus")
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_KB_FIELD_NUMBER: _ClassVar[int]
+    CPU_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    GPUS_FIELD_NUMBER: _ClassVar[int]
+    node: str
+    tasks: _containers.RepeatedCompositeFieldContainer[TaskStats]
+    memory_kb: int
+    cpu_seconds: float
+    gpus: _containers.RepeatedCompositeFieldContainer[GpuUse]
+    def __init__(self, node: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[TaskStats, _Mapping]]] = ..., memory_kb: _Optional[int] = ..., cpu_seconds: _Optional[float] = ..., gpus: _Optional[_Iterable[_Union[GpuUse, _Mapping]]] = ...) -> None: ...

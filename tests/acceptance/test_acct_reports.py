@@ -63,3 +63,39 @@ def test_sreport_counts_the_jobs_cpu_time_and_sdiag_the_controllers_figures(clus
     cycles = next(line for line in diag if line.startswith("\tTotal cycles:"))
     assert int(cycles.split(":")[1]) >= 1
     assert "Remote Procedure Call statistics by message type" in diag
+
+
+def test_sstat_measures_a_running_jobs_steps_on_each_node(cluster: Cluster, tmp_path: Path) -> None:
+    import os
+
+    from tests.conftest import BIN
+
+    env = {**cluster.env, "PATH": f"{BIN}:{os.environ.get('PATH', '')}"}  # psrun inside the job
+    hold = tmp_path / "hold"
+    hold.touch()
+    script = ("psrun python3 -c 'import os, time\nx = bytearray(40 * 2**20)\n"
+              f"while os.path.exists(\"{hold}\"): time.sleep(0.1)'")
+    job = cluster.run("psbatch", "--parsable", "-N", "2", "-n", "2", "-o", str(tmp_path / "out"), "--wrap", script,
+                      cwd=tmp_path, env=env)
+    assert job.returncode == 0, job.stderr
+    job_id = job.stdout.strip()
+    try:
+        def step_line() -> list[str]:
+            proc = cluster.run("psstat", "-n", "-P", "-j", job_id, "-o", "JobID,NTasks,MaxRSS,Nodelist,Pids")
+            return proc.stdout.strip().split("|") if proc.returncode == 0 and proc.stdout.strip() else []
+
+        found = wait_for(lambda: (line := step_line()) and line[0] == f"{job_id}.0" and line)
+        assert found[1] == "2" and found[3] == "c[000-001]" and len(found[4].split(",")) == 2  # a task a node
+        rss = found[2]
+        assert rss.endswith("M") and float(rss[:-1]) >= 40  # each task holds its 40 MiB
+        everything = cluster.run("psstat", "-a", "-P", "-j", job_id, "-o", "JobID,TRESUsageInTot", check=True)
+        lines = everything.stdout.splitlines()
+        assert lines[0] == "JobID|TRESUsageInTot" and {line.split("|")[0] for line in lines[1:]} == {
+            f"{job_id}.batch", f"{job_id}.0"}
+        assert all("cpu=" in line and "mem=" in line and "vmem=" in line for line in lines[1:])
+        header = cluster.run("psstat", "-j", f"{job_id}.batch", "-i", check=True).stdout.splitlines()[0]
+        assert header.split() == ["JobID", "Nodelist", "Pids"]
+    finally:
+        hold.unlink()
+    ended = cluster.run("psstat", "-j", "999999")
+    assert ended.returncode == 1 and ended.stderr == "psstat: error: Invalid job id specified: 999999\n"

@@ -16,7 +16,7 @@ import pytest
 from tests.conftest import BIN, Cluster
 
 COMMANDS = ("psbatch", "psrun", "psalloc", "psqueue", "psinfo", "pscancel", "pscontrol", "psprio", "psacct",
-            "psacctmgr", "psshare", "psdiag", "pseff", "psreport")
+            "psacctmgr", "psshare", "psdiag", "pseff", "psreport", "psstat")
 FORBIDDEN = ("typer", "click", "pydantic", "rich", "grpc", "google", "sqlalchemy", "alembic", "jinja2", "hostlist",
              "email", "http.client", "ssl", "asyncio", "aiohttp")
 
@@ -83,6 +83,7 @@ REQUESTS = [
     ("pseff", "1"),
     ("psreport", "cluster", "utilization"),
     ("pscontrol", "token"),
+    ("psstat", "-j", "1"),
 ]
 
 

@@ -17,7 +17,8 @@ from aiohttp import web
 from pslurm.auth.jwt import TokenCheck
 from pslurm.controller.assocs import AssocService
 from pslurm.controller.diag import Diag
-from pslurm.controller.rest.routes import PSLURM, ApiError, Route, _caller, _reply
+from pslurm.controller.rest.routes import PSLURM, ApiError, Route, _caller, _job_id, _reply
+from pslurm.controller.rest.stats_relay import StatsRelay
 from pslurm.controller.store.usage import job_measures, usage_summary
 from pslurm.core.assoc import Associations
 
@@ -42,6 +43,9 @@ ROUTES: tuple[Route, ...] = (
           "time, MaxRSS, GPU use (seff)", query=("job_id",), tags=("pslurm",)),
     *(Route("GET", f"/slurm/{version}/diag", "diag_reply", "The controller's figures (sdiag): scheduler passes, job "
             "counters", tags=("slurm",)) for version in ("v0.0.40", "v0.0.41", "v0.0.42")),
+    Route("GET", f"{PSLURM}/job/{{job_id}}/stat", "job_stat", "What a running job's tasks use now, from "
+          "each of its nodes (sstat): CPU time, RSS, VM size, pages, I/O, the job's cgroup and GPUs",
+          tags=("pslurm",)),
     Route("GET", f"{PSLURM}/shares", "shares", "The fair-share tree, each association's shares, usage and "
           "factor (sshare)", tags=("pslurm",)),
 )
@@ -65,8 +69,8 @@ class AcctApi:
     """The handlers, over the association service and the parts the main Api holds."""
 
     def __init__(self, api: Api, assocs: AssocService, tokens: TokenCheck | None = None,
-                 diag: Diag | None = None) -> None:
-        self.api, self.assocs, self.tokens = api, assocs, tokens
+                 diag: Diag | None = None, stats: StatsRelay | None = None) -> None:
+        self.api, self.assocs, self.tokens, self.stats = api, assocs, tokens, stats
         self.diag = diag or Diag(api.service.store)
 
     def add_routes(self, app: web.Application, wrap: Callable[[Handler], Handler]) -> None:
@@ -137,6 +141,25 @@ class AcctApi:
         store = self.api.service.store
         found = await self.api._run(lambda: job_measures(store, ids))
         return _reply({"jobs": found, "cluster": self.api.config.cluster_name})
+
+    async def job_stat(self, request: web.Request) -> web.StreamResponse:
+        job_id, uid = _job_id(request), _caller(request).uid
+        store = self.api.service.store
+
+        def work() -> tuple[Any, list[str]]:
+            job = store.get_job(job_id, light=True)
+            nodes = [store.get_node(name) for name in job.all_nodes] if job is not None else []
+            return job, [n.target for n in nodes if n is not None]
+
+        job, targets = await self.api._run(work)
+        if job is None:
+            raise ApiError(404, f"Invalid job id specified: {job_id}")
+        if uid not in self.api.service.operators and uid != job.spec.uid:
+            raise ApiError(403, f"Access/permission denied: job {job_id} is not yours")
+        if job.state.value not in ("RUNNING", "COMPLETING") or not targets or self.stats is None:
+            raise ApiError(409, f"job {job.display_id} is not running")
+        nodes = await self.stats.job_stats(targets, job_id)
+        return _reply({"job_id": job_id, "display_id": job.display_id, "nodes": nodes})
 
     async def shares(self, request: web.Request) -> web.StreamResponse:
         rows = await self.api._run(self.api.scheduler.fair_share)
