@@ -101,3 +101,17 @@ def write_lines(lines: Iterable[str]) -> None:
     import sys
 
     sys.stdout.write("".join(line + "\n" for line in lines))
+
+
+def tree_indents(entries: Iterable[tuple[str, str, bool]]) -> list[str]:
+    """The indent of each (account, parent, is_user) in a tree listing, as slurmdb_tree_name_get gives
+    it: one blank more than the parent's when the parent was listed before (a user's parent is its
+    account), none otherwise. sacctmgr's ``tree`` and sshare's Account column."""
+    spaces: dict[str, str] = {}
+    out = []
+    for account, parent, is_user in entries:
+        indent = " " + spaces[parent] if parent in spaces else ""
+        if not is_user:
+            spaces[account] = indent
+        out.append(indent)
+    return out

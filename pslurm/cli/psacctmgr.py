@@ -13,7 +13,16 @@ import sys
 
 from pslurm.cli import argv as a
 from pslurm.cli.common import connect_api, fail, prog_name
-from pslurm.cli.printfields import PARSABLE, PARSABLE2, Field, parse_command, render, split_width, write_lines
+from pslurm.cli.printfields import (
+    PARSABLE,
+    PARSABLE2,
+    Field,
+    parse_command,
+    render,
+    split_width,
+    tree_indents,
+    write_lines,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -202,8 +211,13 @@ def list_rows(model: Model, entity: str, words: Words) -> tuple[str, list[Row]]:
                 and (not cond.get("cluster") or model.name.lower() in cond["cluster"]))
 
     if entity == "association":
-        rows: list[Row] = [model.assoc_row(x) for x in model.tree()
-                           if assoc_ok(x) and (not names or x["user"] in names)]
+        found = [x for x in model.tree() if assoc_ok(x) and (not names or x["user"] in names)]
+        rows: list[Row] = [model.assoc_row(x) for x in found]
+        if words.tree:
+            indents = tree_indents((x["account"], x["account"] if x["user"] else x["parent"], bool(x["user"]))
+                                   for x in found)
+            for row, indent in zip(rows, indents, strict=True):
+                row["Account"] = indent + row["Account"]
         return DEFAULTS["association"], rows
     if entity == "account":
         wanted, parents = names + cond.pop("account", []), cond.pop("parent", [])
@@ -270,7 +284,9 @@ def do_change(verb: str, entity: str, words: Words, immediate: bool, quiet: bool
         raise SystemExit(1) from None
     if not quiet:
         print("\n".join(lines))
-    if immediate or any(line.startswith(" Nothing") for line in lines):
+    if any(line.startswith(" Nothing") for line in lines):
+        raise SystemExit(1)  # sacctmgr's status when nothing was added, modified or deleted
+    if immediate:
         return
     if _ask("Would you like to commit changes?"):
         api.request("POST", "/pslurm/v1/assoc", {**body, "commit": True})

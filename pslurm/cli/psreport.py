@@ -64,23 +64,37 @@ def time_format(text: str) -> tuple[str, str]:
     raise ValueError(f"unknown time format {text}: Seconds, Minutes, Hours, Percent, SecPer, MinPer or HourPer")
 
 
+def to_hour(when: float, round_up: bool = True) -> float:
+    """slurmdb_report_set_start_end_time's rounding: to the nearest hour (30 s up a minute, 30 min up
+    an hour), or down to the hour."""
+    t = list(time.localtime(when))
+    if round_up:
+        t[4] += t[5] >= 30
+        t[3] += t[4] >= 30
+    t[4] = t[5] = 0
+    t[8] = -1  # let mktime find daylight saving
+    return time.mktime(tuple(t))  # type: ignore[arg-type]
+
+
 class Window:
-    """A report's window: ``start=``/``end=`` (sreport's default: yesterday, midnight to midnight)."""
+    """A report's window as sreport takes it: ``start=``/``end=`` to the hour, the end at most now
+    (default: yesterday, midnight to midnight), an hour at least."""
 
     def __init__(self, words: Sequence[str], now: float) -> None:
         from pslurm.core.timefmt import parse_timestamp
 
-        today = parse_timestamp("midnight", now)
-        self.start, self.end = today - 86400, today
+        midnight = to_hour(parse_timestamp("midnight", now), False)
+        start, end = midnight - 86400, midnight
         self.rest: list[tuple[str, str]] = []
         for word in words:
             key, _, value = word.partition("=")
             if key.lower() in ("start", "starttime"):
-                self.start = parse_timestamp(value, now)
+                start = to_hour(parse_timestamp(value, now))
             elif key.lower() in ("end", "endtime"):
-                self.end = parse_timestamp(value, now)
+                end = to_hour(min(parse_timestamp(value, now), now))
             else:
                 self.rest.append((key.lower(), value))
+        self.start, self.end = start, max(end, start + 3600)
 
     def title(self, name: str, seconds: bool = True) -> str:
         from pslurm.core.timefmt import format_timestamp
@@ -96,6 +110,24 @@ def header(title: str, unit_line: str) -> list[str]:
 def usage_line(fmt: tuple[str, str], tres_given: bool) -> str:
     return f"Usage reported in {fmt[1]}" if fmt[0] == "%" else \
         f"Usage reported in {'TRES' if tres_given else 'CPU'} {fmt[1]}"
+
+
+def usage_width(seconds: float, fmt: str) -> int:
+    """sreport_set_usage_col_width: 8, a column more for each digit of ``seconds`` past 8, 9 more
+    under a *Per format."""
+    width, order = 8, 100_000_000
+    while seconds >= order and width < 26:
+        width, order = width + 1, order * 10
+    return width + (9 if len(fmt) == 2 else 0)
+
+
+def size_usage(fields: Sequence[Field], spec: str, seconds: dict[str, float], fmt: str) -> None:
+    """Usage columns as wide as sreport makes them for these figures (``seconds``: by field key),
+    unless the format gave a width."""
+    given = {split_width(item)[0].lower() for item in spec.split(",") if "%" in item}
+    for f in fields:
+        if f.key in seconds and not any(f.key.startswith(g) for g in given):
+            f.width = usage_width(seconds[f.key], fmt)
 
 
 def _fields(spec: str, table: Sequence[tuple[str, int, str, int, int]], per: bool) -> list[Field]:
@@ -139,12 +171,16 @@ def cluster_utilization(data: dict[str, Any], fmt: tuple[str, str], tres: list[s
     fields = _fields(spec, CLUSTER_FIELDS, per)
     seconds = data["window"]
     rows = []
+    widest: dict[str, float] = {}
     for name in tres:
         used = sum(r[TRES[name]] for r in data["assocs"])
         reported = data["cluster"][CLUSTER_SIZE[name]] * seconds
         values = {"cluster": data["cluster"]["name"], "allocated": used, "down": 0, "planneddown": 0,
                   "idle": max(0.0, reported - used), "reserved": 0, "planned": 0, "overcommitted": 0,
                   "reported": reported}
+        for key, value in values.items():
+            if key != "cluster":
+                widest[key] = max(widest.get(key, 0.0), float(value))
         row: list[str | None] = []
         for f in fields:
             if f.key in ("cluster", "tresname", "trescount"):
@@ -155,6 +191,7 @@ def cluster_utilization(data: dict[str, Any], fmt: tuple[str, str], tres: list[s
             else:
                 row.append(None)
         rows.append(row)
+    size_usage(fields, spec, widest, fmt[0])
     return fields, rows
 
 
@@ -166,6 +203,7 @@ def account_by_user(data: dict[str, Any], fmt: tuple[str, str], tres: list[str],
     for name in tres:
         key = TRES[name]
         total = sum(r[key] for r in data["assocs"])
+        size_usage(fields, spec, {"used": total, "energy": total}, fmt[0])  # the root's is the largest
         accounts: dict[str, float] = {}
         for r in data["assocs"]:
             accounts[r["account"]] = accounts.get(r["account"], 0.0) + r[key]
@@ -194,7 +232,10 @@ def top_usage(data: dict[str, Any], fmt: tuple[str, str], tres: list[str], spec:
             entry = users.setdefault(r["user"], [0.0, []])
             entry[0] += r[key]
             entry[1].append(r["account"])
-        for user in sorted(users, key=lambda u: (-users[u][0], u))[:top]:
+        ranked = sorted(users, key=lambda u: (-users[u][0], u))[:top]
+        largest = users[ranked[0]][0] if ranked else 0.0
+        size_usage(fields, spec, {"used": largest, "energy": largest}, fmt[0])
+        for user in ranked:
             values = {"cluster": data["cluster"]["name"], "login": user, "proper": _proper(user),
                       "accounts": ",".join(sorted(set(users[user][1]))), "tresname": name,
                       "used": time_value(users[user][0], total, fmt[0])}

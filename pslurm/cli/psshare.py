@@ -17,6 +17,7 @@ from pslurm.cli.printfields import (
     parse_command,
     render,
     split_width,
+    tree_indents,
     write_lines,
 )
 
@@ -62,7 +63,7 @@ def fields_of(spec: str) -> list[Field]:
         name, width = split_width(item)
         found = next((f for f in FIELDS if f[0].lower().startswith(name.lower())), None)
         if found is None:
-            raise ValueError(f'Invalid field requested: "{name}"')
+            raise ValueError(f'Invalid field requested: "{name.lower()}"')
         out.append(Field(found[0], width or found[1], found[2]))
     return out
 
@@ -72,21 +73,17 @@ def rows(shares: Sequence[dict[str, Any]], cluster: str, users: Sequence[str] | 
     """sshare's rows: the root's, then each association (``users`` None: every user's; an account's own
     row is always there, as slurmctld sends it), values as print_fields prints them."""
     total = sum(r["raw_usage"] for r in shares if r["depth"] == 1)
-    root = {"account": "root", "user": "", "raw_shares": None, "norm_shares": 1.0, "raw_usage": total,
+    root = {"account": "root", "user": "", "raw_shares": None, "norm_shares": 0.0, "raw_usage": total,
             "effective_usage": 1.0 if total else 0.0, "depth": 0, "assoc_id": 1, "fairshare": None}
+    shown = [r for r in [root, *shares]
+             if not (users is not None and r["user"] and r["user"] not in users)
+             and not (accounts and r["account"] not in accounts) and not (users_only and not r["user"])]
+    indents = tree_indents((r["account"], r["account"] if r["user"] else r.get("parent") or
+                            ("root" if r["depth"] else ""), bool(r["user"])) for r in shown)
     out: list[dict[str, str | None]] = []
-    spaces: dict[str, str] = {}  # the accounts printed so far -> their indent (slurmdb_tree_name_get)
-    for r in [root, *shares]:
-        if (users is not None and r["user"] and r["user"] not in users) or (accounts and r["account"] not in accounts):
-            continue
-        if users_only and not r["user"]:
-            continue
+    for r, indent in zip(shown, indents, strict=True):
         s, ue = r["norm_shares"], r["effective_usage"]
         factor = r["fairshare"] if r["fairshare"] is not None else (2.0 ** (-ue / s) if s else 0.0)
-        parent = r["account"] if r["user"] else r.get("parent") or ("root" if r["depth"] else "")
-        indent = " " + spaces[parent] if parent in spaces else ""
-        if not r["user"]:
-            spaces[r["account"]] = indent
         out.append({
             "Account": indent + r["account"], "User": r["user"] or None, "Cluster": cluster,
             "RawShares": None if r["raw_shares"] is None else str(r["raw_shares"]),

@@ -161,8 +161,8 @@ def _limit_lines(fields: Mapping[str, object]) -> list[str]:
     out = []
     for name, label in (("fairshare", "Fairshare    "), ("grp_tres", "GrpTRES      "), ("max_jobs", "MaxJobs      "),
                         ("max_submit_jobs", "MaxSubmitJobs"), ("max_tres_per_job", "MaxTRES      "),
-                        ("max_wall", "MaxWall      "), ("parent", "Parent       "), ("qos", "QOS          "),
-                        ("default_qos", "DefQOS       ")):
+                        ("max_wall", "MaxWall      "), ("qos", "QOS          "), ("default_qos", "DefQOS       "),
+                        ("parent", "Parent       ")):
         if name not in fields:
             continue
         value = fields[name]
@@ -178,11 +178,12 @@ def _limit_lines(fields: Mapping[str, object]) -> list[str]:
     return out
 
 
-def _assoc_line(cluster: str, a: Assoc) -> str:
-    """slurmdbd's line for a changed association."""
+def _assoc_line(cluster: str, a: Assoc, account_width: int = 20) -> str:
+    """slurmdbd's line for a changed association (``C = c A = acct of parent`` for an account's own;
+    a deleted one's account is 10 wide)."""
     if not a.user:
-        return f"  C = {cluster:<10} A = {a.account}"
-    line = f"  C = {cluster:<10} A = {a.account:<20} U = {a.user:<9}"
+        return f"  C = {cluster:<10} A = {a.account} of {a.parent or ROOT}"
+    line = f"  C = {cluster:<10} A = {a.account:<{account_width}} U = {a.user:<9}"
     return f"{line} P = {a.partition}" if a.partition else line
 
 
@@ -245,9 +246,8 @@ def _add_account(snap: Associations, cluster: str, wanted: list[str], cond: dict
                   f"  Description     = {sets.get('description', 'Account Name')}",
                   f"  Organization    = {sets.get('organization', 'Parent/Account Name')}"]
     lines += [" Associations", *(f"  A = {a.account:<10.10} C = {cluster:<10.10}" for a in new_assocs)]
-    shown = {**limits, **({"parent": parent} if "parent" in sets else {})}
-    if shown:
-        lines += [" Settings", *_limit_lines(shown)]
+    if limits or "parent" in sets:  # sacctmgr: the limits set, then the parent, under Settings
+        lines += [" Settings", *_limit_lines({**limits, "parent": parent})]
     return AssocChange(put_accounts=tuple(new_accounts), put_assocs=tuple(new_assocs)), lines
 
 
@@ -350,16 +350,14 @@ def _add_user(snap: Associations, cluster: str, wanted: list[str], cond: dict[st
     lines = []
     if new_users:
         lines += [" Adding User(s)", *(f"  {u.name}" for u in new_users)]
-        if default or accounts or level:
+        if default or level:  # sacctmgr says only what was given
             lines.append(" Settings =")
-            lines.append(f"  Default Account = {default or accounts[0]}")
-            if level:
-                lines.append(f"  Admin Level     = {level}")
+            lines += [f"  Default Account = {default}"] if default else []
+            lines += [f"  Admin Level     = {level}"] if level else []
     if new_assocs:
         lines += [" Associations =",
-                  *(f"  U = {a.user:<9.9} A = {a.account:<10.10} C = {cluster:<10.10}" for a in new_assocs)]
-    if limits:
-        lines += [" Non Default Settings", *_limit_lines(limits)]
+                  *(f"  U = {a.user:<9.9} A = {a.account:<10.10} C = {cluster:<10.10}" for a in new_assocs),
+                  " Non Default Settings", *_limit_lines(limits)]
     return AssocChange(put_users=tuple(new_users), put_assocs=tuple(new_assocs)), lines
 
 
@@ -420,7 +418,7 @@ def _delete_user(snap: Associations, cluster: str, wanted: list[str], cond: dict
             user = snap.users.get(name)
             if user is not None and left and user.default_account not in left:
                 users.append(replace(user, default_account=left[0]))
-        lines = [" Deleting user associations...", *(_assoc_line(cluster, a) for a in assocs)]
+        lines = [" Deleting user associations...", *(_assoc_line(cluster, a, 10) for a in assocs)]
         return AssocChange(put_users=tuple(users), drop_assocs=tuple(gone)), lines
     found = [n for n in wanted if n in snap.users or any(a.user == n for a in snap.assocs)]
     if not found:
@@ -482,7 +480,7 @@ def _add_qos(snap: Associations, cluster: str, wanted: list[str], cond: dict[str
     if not new:
         return AssocChange(), [" Nothing new added."]
     lines = [" Adding QOS(s)", *(f"  {q.name}" for q in new), " Settings",
-             f"  Description    = {sets.get('description', 'QOS Name')}", *_qos_lines(fields)]
+             f"  Description    = {sets.get('description', new[0].name)}", *_qos_lines(fields)]
     return AssocChange(put_qos=tuple(new)), lines
 
 

@@ -74,7 +74,7 @@ def test_an_account_added_is_charged_at_once_and_its_users_default_set(tmp_path:
 def test_modify_and_delete_as_sacctmgr_words_them(tmp_path: Path) -> None:
     svc = service(tmp_path, "AccountName=lab1 Users=ana,bo\nAccountName=lab2 Users=bo\n")
     assert run(svc, "modify", "account", "lab1", "Fairshare=5") == [
-        " Modified account associations...", f"  C = {CLUSTER:<10} A = lab1"]
+        " Modified account associations...", f"  C = {CLUSTER:<10} A = lab1 of root"]
     assert svc.current().account_assoc("lab1").fairshare == 5  # type: ignore[union-attr]
     dry = run(svc, "modify", "user", "bo", "DefaultAccount=lab2", commit=False)
     assert dry == [" Modified users...", "  bo"] and svc.current().users["bo"].default_account == "lab1"
@@ -176,3 +176,22 @@ def test_jwt_tokens_are_hs256_and_refused_when_forged_expired_or_for_another(tmp
     with pytest.raises(AuthError, match="owner only"):
         load_or_create_key(str(path))
     assert os.path.exists(path) and time.time() > 0
+
+
+def test_a_windows_usage_is_each_run_clipped_to_it(tmp_path: Path) -> None:
+    from pslurm.controller.store.usage import job_counts, usage_summary
+    from pslurm.core.gres import GresRequest
+    from pslurm.core.states import JobState
+
+    store = store_at(tmp_path)
+    store.ensure_nodes([])
+    spec = JobSpec(name="j", user="ana", uid=1, gid=1, workdir="/", argv=("true",), ntasks=4,
+                   gres=(GresRequest("gpu", None, 2),), account="lab1")
+    job = store.submit(spec, "p", None, 1000.0)
+    assert store.start_jobs([(job, "c000", (0, 1))], 1000.0) == [job]
+    store.finish(job, "c000", 0, JobState.COMPLETED, 0, 0, 5000.0)
+    found = usage_summary(store, 2000.0, 6000.0, 9000.0)
+    assert found["assocs"] == [{"account": "lab1", "user": "ana", "cpu_seconds": 4 * 3000.0,
+                                "gpu_seconds": 2 * 3000.0, "mem_mb_seconds": 0.0, "jobs": 0}]  # started before
+    assert found["sizes"][0]["cpus"] == 4 and usage_summary(store, 6000.0, 7000.0, 9000.0)["assocs"] == []
+    assert job_counts(store, 0.0) == {"submitted": 1, "started": 1, "completed": 1, "canceled": 0, "failed": 0}
