@@ -59,13 +59,14 @@ OPTIONS = (
 
 
 def size(value: float, convert: bool = True) -> str:
-    """convert_num_unit: bytes in 1024s, ``1604K``, ``2.50M``; ``0``."""
+    """sstat's convert_num_unit (CONVERT_NUM_UNIT_EXACT): bytes in 1024s while no precision is lost
+    (``3084K``, ``2.50M`` as a half), else as they are (``11089``); ``0``."""
     if int(value) == 0:
         return "0"
     if not convert:
         return str(int(value))
     unit = 0
-    while value >= 1024 and unit < 5:
+    while value >= 1024 and value % 512 == 0 and unit < 5:
         value /= 1024
         unit += 1
     suffix = "\0KMGTP"[unit] if unit else ""
@@ -102,9 +103,9 @@ def step_rows(reply: dict[str, Any], wanted_step: str | None, all_steps: bool, c
 def _row(job_id: str, tasks: list[tuple[str, dict[str, Any]]], gpus: list[dict[str, Any]],
          convert: bool) -> dict[str, str]:
     row = {"JobID": job_id, "NTasks": str(len(tasks)), "Nodelist": _hostlist([n for n, _ in tasks]),
-           "Pids": ",".join(str(t["pid"]) for _, t in tasks), "AveCPUFreq": "0", "ReqCPUFreqMin": "Unknown",
-           "ReqCPUFreqMax": "Unknown", "ReqCPUFreqGov": "Unknown", "ReqCPUFreq": "Unknown", "ConsumedEnergy": "0",
-           "ConsumedEnergyRaw": "0"}
+           "Pids": ",".join(str(p) for _, t in tasks for p in t.get("pids") or [t["pid"]]), "AveCPUFreq": "0",
+           "ReqCPUFreqMin": "0", "ReqCPUFreqMax": "0", "ReqCPUFreqGov": "0", "ReqCPUFreq": "0",
+           "ConsumedEnergy": "0", "ConsumedEnergyRaw": "0"}
     for name, key, show in (("VMSize", "vmsize_kb", 1024), ("RSS", "rss_kb", 1024), ("Pages", "pages", 0),
                             ("DiskRead", "read_bytes", 1), ("DiskWrite", "write_bytes", 1)):
         node, top = max(tasks, key=lambda nt: nt[1][key])

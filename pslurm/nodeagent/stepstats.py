@@ -69,6 +69,7 @@ def task_stats(leaders: Mapping[int, tuple[str, int]], pids: Iterable[int], root
         task.pages += found.pages
         task.read_bytes += found.read_bytes
         task.write_bytes += found.write_bytes
+        task.pids.append(pid)
     return sorted(sums.values(), key=lambda t: (t.step != "batch", t.step, t.rank))
 
 

@@ -590,7 +590,7 @@ class JobStatsRequest(_message.Message):
     def __init__(self, job_id: _Optional[int] = ...) -> None: ...
 
 class TaskStats(_message.Message):
-    __slots__ = ("step", "rank", "pid", "cpu_seconds", "rss_kb", "vmsize_kb", "pages", "read_bytes", "write_bytes")
+    __slots__ = ("step", "rank", "pid", "cpu_seconds", "rss_kb", "vmsize_kb", "pages", "read_bytes", "write_bytes", "pids")
     STEP_FIELD_NUMBER: _ClassVar[int]
     RANK_FIELD_NUMBER: _ClassVar[int]
     PID_FIELD_NUMBER: _ClassVar[int]
@@ -600,6 +600,7 @@ class TaskStats(_message.Message):
     PAGES_FIELD_NUMBER: _ClassVar[int]
     READ_BYTES_FIELD_NUMBER: _ClassVar[int]
     WRITE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    PIDS_FIELD_NUMBER: _ClassVar[int]
     step: str
     rank: int
     pid: int
@@ -609,7 +610,8 @@ class TaskStats(_message.Message):
     pages: int
     read_bytes: int
     write_bytes: int
-    def __init__(self, step: _Optional[str] = ..., rank: _Optional[int] = ..., pid: _Optional[int] = ..., cpu_seconds: _Optional[float] = ..., rss_kb: _Optional[int] = ..., vmsize_kb: _Optional[int] = ..., pages: _Optional[int] = ..., read_bytes: _Optional[int] = ..., write_bytes: _Optional[int] = ...) -> None: ...
+    pids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, step: _Optional[str] = ..., rank: _Optional[int] = ..., pid: _Optional[int] = ..., cpu_seconds: _Optional[float] = ..., rss_kb: _Optional[int] = ..., vmsize_kb: _Optional[int] = ..., pages: _Optional[int] = ..., read_bytes: _Optional[int] = ..., write_bytes: _Optional[int] = ..., pids: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class JobStatsReply(_message.Message):
     __slots__ = ("node", "tasks", "memory_kb", "cpu_seconds", "gpus")

@@ -151,3 +151,20 @@ def test_sreport_and_sdiag_headers_are_slurms() -> None:
     lines = psdiag.report(stats)
     recorded = real("sdiag")[0]
     assert lines[4:29] == recorded[4:29]  # from the thread count to the backfill's last queue length
+
+
+def test_sstat_prints_slurms_fields_and_units() -> None:
+    from pslurm.cli import psstat
+
+    fields = psstat.fields_of(psstat.STAT_FIELDS)
+    assert render(fields, [])[0] == real("sstat_a")[0][0]  # every default field, its header and width
+    # the batch step sstat measured on the anchor, as pslurm's agent would report it
+    reply = {"display_id": "5", "nodes": [{"node": "c000", "gpus": [], "tasks": [
+        {"step": "batch", "rank": 0, "pid": 1492, "pids": [1499, 1492], "cpu_seconds": 0.2, "rss_kb": 3084,
+         "vmsize_kb": 5512, "pages": 0, "read_bytes": 11089, "write_bytes": 0}]}]}
+    rows = psstat.step_rows(reply, None, True, True)
+    wanted = psstat.fields_of("JobID,NTasks,MaxRSS,AveRSS,MaxVMSize,AveCPU,MinCPU,TRESUsageInTot,TRESUsageInMax")
+    assert render(wanted, ([r.get(f.header) for f in wanted] for r in rows), parsable=PARSABLE2) == real("sstat_p")[0]
+    pids = psstat.fields_of(psstat.PID_FIELDS)
+    assert render(pids, ([r.get(f.header) for f in pids] for r in rows)) == real("sstat_i")[0][2:]
+    assert psstat.step_rows(reply, None, False, True) == []  # no step named, no -a: no normal step, as sstat

@@ -44,7 +44,8 @@ class StatsRelay:
                 "gpus": [{"index": g.index, "memory_used_mb": g.memory_used_mb, "util": g.util} for g in reply.gpus],
                 "tasks": [{"step": t.step, "rank": t.rank, "pid": t.pid, "cpu_seconds": t.cpu_seconds,
                            "rss_kb": t.rss_kb, "vmsize_kb": t.vmsize_kb, "pages": t.pages,
-                           "read_bytes": t.read_bytes, "write_bytes": t.write_bytes} for t in reply.tasks]}
+                           "read_bytes": t.read_bytes, "write_bytes": t.write_bytes, "pids": list(t.pids)}
+                          for t in reply.tasks]}
 
     async def close(self) -> None:
         for channel in self._channels.values():
