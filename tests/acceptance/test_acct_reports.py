@@ -87,8 +87,8 @@ def test_sstat_measures_a_running_jobs_steps_on_each_node(cluster: Cluster, tmp_
 
         found = wait_for(lambda: (line := step_line()) and line[0] == f"{job_id}.0" and line)
         assert found[1] == "2" and found[3] == "c[000-001]" and len(found[4].split(",")) == 2  # a task a node
-        rss = found[2]
-        assert rss.endswith("M") and float(rss[:-1]) >= 40  # each task holds its 40 MiB
+        rss = found[2]  # sstat's size: K, M or G (in 1024s while exact)
+        assert float(rss[:-1]) * {"K": 1 / 1024, "M": 1, "G": 1024}[rss[-1]] >= 40  # each task holds its 40 MiB
         everything = cluster.run("psstat", "-a", "-P", "-j", job_id, "-o", "JobID,TRESUsageInTot", check=True)
         lines = everything.stdout.splitlines()
         assert lines[0] == "JobID|TRESUsageInTot" and {line.split("|")[0] for line in lines[1:]} == {
