@@ -23,15 +23,16 @@ CLUSTER = "lab"
 ROOT = Identity(0, 0)
 
 
-def store_at(tmp_path: Path) -> Store:
-    store = Store(f"sqlite:///{tmp_path / 'pslurm.db'}")
+def store_at(where: Path | str) -> Store:
+    """A migrated store: in the directory ``where``, or at the database URL ``where``."""
+    store = Store(where if isinstance(where, str) else f"sqlite:///{where / 'pslurm.db'}")
     store.migrate()
     return store
 
 
-def service(tmp_path: Path, conf: str = "") -> AssocService:
+def service(where: Path | str, conf: str = "") -> AssocService:
     cfg = parse_slurm_conf("NodeName=c000 CPUs=4 RealMemory=1000\nPartitionName=p Nodes=c000 Default=YES\n" + conf)
-    found = AssocService(store_at(tmp_path).assoc, CLUSTER)
+    found = AssocService(store_at(where).assoc, CLUSTER)
     found.load_config(cfg)
     return found
 
@@ -71,8 +72,8 @@ def test_an_account_added_is_charged_at_once_and_its_users_default_set(tmp_path:
         run(svc, "add", "account", "zz_x", "Parent=nope")
 
 
-def test_modify_and_delete_as_sacctmgr_words_them(tmp_path: Path) -> None:
-    svc = service(tmp_path, "AccountName=lab1 Users=ana,bo\nAccountName=lab2 Users=bo\n")
+def test_modify_and_delete_as_sacctmgr_words_them(db_url: str) -> None:  # SQLite and PostgreSQL
+    svc = service(db_url, "AccountName=lab1 Users=ana,bo\nAccountName=lab2 Users=bo\n")
     assert run(svc, "modify", "account", "lab1", "Fairshare=5") == [
         " Modified account associations...", f"  C = {CLUSTER:<10} A = lab1 of root"]
     assert svc.current().account_assoc("lab1").fairshare == 5  # type: ignore[union-attr]
@@ -117,9 +118,9 @@ def test_qos_limits_and_priority_as_sacctmgr_sets_them(tmp_path: Path) -> None:
     assert "high" not in svc.current().allowed_qos(svc.current().job_assoc("ana", ""))  # type: ignore[arg-type]
 
 
-def test_the_files_lines_win_for_what_they_state_and_sacctmgrs_stay(tmp_path: Path) -> None:
+def test_the_files_lines_win_for_what_they_state_and_sacctmgrs_stay(db_url: str) -> None:
     conf = "AccountName=lab1 Users=ana Fairshare=3\nUserName=ana DefaultAccount=lab1\n"
-    svc = service(tmp_path, conf)
+    svc = service(db_url, conf)
     run(svc, "modify", "account", "lab1", "Fairshare=7")
     run(svc, "add", "account", "extra")
     run(svc, "add", "user", "ana", "Account=extra")
