@@ -1,10 +1,9 @@
 """sdiag's figures (slurmrestd's ``/slurm/v0.0.40/diag``), from what the controller measures.
 
-The scheduler's passes come through its ``on_pass`` hook (each pass's kind, its time, the jobs it
-started); the job counters from the store's event rows since psctld started; the rest from the live
-process. What pslurm has no counterpart of (slurmdbd's agent queue, RPC agents) is 0. The pass
-figures' names are those of the metrics' PassStats (controller/metrics.py on the observability
-branch), so that one recorder can feed both.
+The scheduler's passes and the API's requests come from the observer's measurements (observe.py:
+the scheduler's ``on_pass`` hook, the HTTP middleware), the job counters from the store's event rows
+since psctld started, the rest from the live process. What pslurm has no counterpart of (slurmdbd's
+agent queue, RPC agents) is 0; the "message types" are the API's routes.
 """
 
 from __future__ import annotations
@@ -12,64 +11,39 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
+from pslurm.controller.metrics import Measurements, PassStats
 from pslurm.controller.store import Store
 from pslurm.controller.store.usage import job_counts
 from pslurm.core.states import JobState
 
 
-@dataclass
-class PassFigures:
-    """One kind of pass (main or backfill), as sdiag counts it."""
-
-    cycles: int = 0
-    last: float = 0.0  # seconds
-    longest: float = 0.0
-    total: float = 0.0
-    last_at: float = 0.0  # when the last pass ended (epoch seconds; 0: none yet)
-    started_jobs: int = 0
-
-    def record(self, seconds: float, started: int, now: float) -> None:
-        self.cycles += 1
-        self.last, self.longest, self.total = seconds, max(self.longest, seconds), self.total + seconds
-        self.last_at, self.started_jobs = now, self.started_jobs + started
-
-
 class Diag:
-    """The figures since psctld started (sdiag's "Data since")."""
+    """The figures since psctld started (sdiag's "Data since"), read from the observer's measurements."""
 
-    def __init__(self, store: Store, clock: Callable[[], float] = time.time) -> None:
-        self.store, self.clock = store, clock
-        self.started = clock()
-        self.main, self.backfill = PassFigures(), PassFigures()
-        self._lock = threading.Lock()
-
-    def scheduler_pass(self, backfill: bool, seconds: float, started: int) -> None:
-        """The scheduler's ``on_pass`` hook."""
-        with self._lock:
-            (self.backfill if backfill else self.main).record(seconds, started, self.clock())
+    def __init__(self, store: Store, measurements: Measurements, clock: Callable[[], float] = time.time) -> None:
+        self.store, self.measurements, self.clock = store, measurements, clock
 
     def statistics(self) -> dict[str, Any]:
         """slurmrestd v0.0.40's ``statistics`` object (stats_info_response_msg_t): times in
         microseconds, as sdiag prints them."""
         now = int(self.clock())
-        with self._lock:
-            main, bf = PassFigures(**vars(self.main)), PassFigures(**vars(self.backfill))
-        counts = job_counts(self.store, self.started)
+        main, bf, _ = self.measurements.passes()
+        started = self.measurements.started
+        counts = job_counts(self.store, started)
         pending = self.store.count_active(states=[JobState.PENDING])
         running = self.store.count_active(states=[JobState.RUNNING, JobState.COMPLETING])
 
         def usec(seconds: float) -> int:
             return int(seconds * 1e6)
 
-        def mean(f: PassFigures) -> int:
+        def mean(f: PassStats) -> int:
             return usec(f.total / f.cycles) if f.cycles else 0
 
-        minutes = (now - self.started) / 60
+        minutes = (now - started) / 60
         return {
-            "parts_packed": 1, "req_time": _time(now), "req_time_start": _time(int(self.started)),
+            "parts_packed": 1, "req_time": _time(now), "req_time_start": _time(int(started)),
             "server_thread_count": threading.active_count(), "agent_queue_size": 0, "agent_count": 0,
             "agent_thread_count": 0, "dbd_agent_queue_size": 0, "gettimeofday_latency": _clock_latency(),
             "schedule_cycle_max": usec(main.longest), "schedule_cycle_last": usec(main.last),
@@ -86,8 +60,20 @@ class Diag:
             "bf_depth_try_sum": 0, "bf_queue_len": pending, "bf_queue_len_mean": pending, "bf_queue_len_sum": 0,
             "bf_table_size": 0, "bf_table_size_mean": 0,
             "bf_when_last_cycle": _time(int(bf.last_at)), "bf_active": False,
-            "rpcs_by_message_type": [], "rpcs_by_user": [],
+            "rpcs_by_message_type": self._requests(), "rpcs_by_user": [],
         }
+
+    def _requests(self) -> list[dict[str, Any]]:
+        """The API's requests by route (pslurm's "message types"), busiest first: count, times in µs."""
+        _, latency = self.measurements.http.snapshot()
+        out = []
+        for number, (labels, hist) in enumerate(sorted(latency.items(), key=lambda kv: -kv[1].count), 1):
+            names = dict(labels)
+            total = int(hist.sum * 1e6)
+            out.append({"message_type": f"{names.get('method', '')} {names.get('route', '')}", "type_id": number,
+                        "count": hist.count, "average_time": total // hist.count if hist.count else 0,
+                        "total_time": total})
+        return out
 
 
 def _time(value: int) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import pwd
+import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +18,7 @@ from aiohttp import web
 from pslurm.auth.jwt import TokenCheck
 from pslurm.controller.assocs import AssocService
 from pslurm.controller.diag import Diag
+from pslurm.controller.metrics import Measurements
 from pslurm.controller.rest.routes import PSLURM, ApiError, Route, _caller, _job_id, _reply
 from pslurm.controller.rest.stats_relay import StatsRelay
 from pslurm.controller.store.usage import job_measures, usage_summary
@@ -71,7 +73,7 @@ class AcctApi:
     def __init__(self, api: Api, assocs: AssocService, tokens: TokenCheck | None = None,
                  diag: Diag | None = None, stats: StatsRelay | None = None) -> None:
         self.api, self.assocs, self.tokens, self.stats = api, assocs, tokens, stats
-        self.diag = diag or Diag(api.service.store)
+        self.diag = diag or Diag(api.service.store, Measurements(time.time()))
 
     def add_routes(self, app: web.Application, wrap: Callable[[Handler], Handler]) -> None:
         for route in ROUTES:
