@@ -1,7 +1,8 @@
 """psdiag: the controller's figures as sdiag 22.05 prints them (``GET /slurm/v0.0.40/diag``).
 
 The figures count from psctld's start. pslurm's controller has no slurmdbd agent and no RPC agent
-threads (those lines are 0), and serves HTTP, not Slurm's RPCs: the RPC sections list nothing.
+threads (those lines are 0), and serves HTTP, not Slurm's RPCs: the "message types" are the API's
+routes, and nothing is listed by user.
 """
 
 from __future__ import annotations
