@@ -29,6 +29,7 @@ from pslurm.auth.credential import AuthError, create_key, load_key
 from pslurm.auth.secretfiles import check_cluster_secrets, read_database_url
 from pslurm.auth.transport import SERVER_OPTIONS, Authenticator, CredentialService, signed_metadata
 from pslurm.controller.agents import AgentClient
+from pslurm.controller.assocs import AssocService
 from pslurm.controller.jobs import JobService
 from pslurm.controller.monitor import NodeMonitor
 from pslurm.controller.observe import Observer
@@ -64,6 +65,7 @@ class Parts:
     jobs: JobService
     watch: JobWatch
     steps: StepService
+    assocs: AssocService
 
 
 def assemble(config: ClusterConfig, store: Store, agents: Agents, clock: Callable[[], float] = time.time,
@@ -77,8 +79,11 @@ def assemble(config: ClusterConfig, store: Store, agents: Agents, clock: Callabl
     monitor = NodeMonitor(config, store, scheduler.reschedule, clock)
     jobs = JobService(config, store, agents, scheduler.reschedule, clock, operators)
     monitor.end_on_nodes = jobs.end_on_nodes
+    assocs = AssocService(store.assoc, config.cluster_name, operators)
+    assocs.load_config(config)
+    scheduler.associations = jobs.associations = assocs.current  # read at each submit and pass
     return Parts(store, agents, scheduler, monitor, jobs, JobWatch(store, clock),
-                 StepService(store, agents, clock, operators))
+                 StepService(store, agents, clock, operators), assocs)
 
 
 class _Late:
@@ -147,15 +152,22 @@ def serve(conf_path: str, ready: threading.Event | None = None, stop: threading.
 
 def _rest_server(parts: Parts, auth: Authenticator, config: ClusterConfig, observer: Observer) -> RestServer:
     """The user API (HTTP/JSON), metrics and the dashboard on RestPort, serving from its own thread and event loop."""
+    from pslurm.auth.jwt import TokenCheck, key_path, load_or_create_key
+    from pslurm.controller.diag import Diag
+    from pslurm.controller.rest.acct_routes import AcctApi
     from pslurm.controller.rest.observed import WebObservability
     from pslurm.controller.rest.relay import AgentRelay
     from pslurm.controller.rest.routes import Api
     from pslurm.controller.rest.server import RestServer
+    from pslurm.controller.rest.stats_relay import StatsRelay
 
     api = Api(parts.jobs, parts.scheduler, parts.monitor, parts.watch, AgentRelay(lambda: signed_metadata(auth.key)),
               parts.steps)
+    tokens = TokenCheck(load_or_create_key(key_path(config.state_dir, config.extra)))  # scontrol token's JWT
+    diag = Diag(parts.store, observer.measurements)  # sdiag's figures: the observer's scheduler passes
+    api.more.append(AcctApi(api, parts.assocs, tokens, diag, StatsRelay(lambda: signed_metadata(auth.key))))
     rest = RestServer(api, auth, config.controller_addr, config.rest_port,
-                      observed=WebObservability(observer, auth, api))
+                      observed=WebObservability(observer, auth, api, tokens.identity), tokens=tokens)
     try:
         rest.start()
     except OSError as exc:

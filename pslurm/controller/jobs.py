@@ -20,11 +20,12 @@ from typing import Any
 from pslurm.auth.credential import Identity
 from pslurm.controller.admission import admit
 from pslurm.controller.agents import AgentUnreachable
+from pslurm.controller.assocs import assoc_limits, charge
 from pslurm.controller.errors import NotFound, PermissionDenied
 from pslurm.controller.ports import Agents, Reschedule
 from pslurm.controller.store import Store
-from pslurm.core.accounts import job_account
 from pslurm.core.arrays import format_ranges, parse_array, parse_task_selector
+from pslurm.core.assoc import Associations, config_associations
 from pslurm.core.config import ClusterConfig, scheduler_config
 from pslurm.core.dependency import parse_dependency
 from pslurm.core.gres import GresRequest
@@ -70,6 +71,9 @@ class JobService:
         self.clock = clock
         self.operators = operators  # uids with operator rights: root and the user psctld runs as (SlurmUser)
         self.sched = scheduler_config(config)
+        fixed = config_associations(config)
+        # accounts and QOS: the association service's (controller/assocs.py) once assembled
+        self.associations: Callable[[], Associations] = lambda: fixed
 
     def submit(self, spec: JobSpec, requester: Identity) -> int:
         """Check the request and the limits, store it PENDING (every task of an array; committed before
@@ -92,11 +96,10 @@ class JobService:
         if spec.gpu_mem or any(g.name == "gpumem" for g in spec.gres):
             gpu_memory = self._gpu_memory()
             spec = self._with_gpu_slice(spec, gpu_memory)
-        spec = replace(spec, account=job_account(self.config, spec.user, spec.account))  # -A, or the default
+        spec, assoc, qos = charge(self.associations(), spec)  # -A and --qos, or the defaults (assocs.py)
         admitted = admit(spec, self.config, enforce_part_limits=sched.enforce_part_limits,
                          groups=_group_names(spec.user, spec.gid), gpu_memory=gpu_memory, now=self.clock())
-        if spec.qos != "normal":
-            spec = replace(spec, qos="normal")  # Slurm's default QOS, the one admission lets through
+        spec = replace(spec, qos=qos.name)
         if spec.nice < 0 and requester.uid not in self.operators:
             raise SpecError("Invalid --nice value: only privileged users can set a negative nice")
         if abs(spec.nice) > 2147483645:
@@ -108,6 +111,8 @@ class JobService:
                 raise SpecError("--array is for batch jobs (psbatch)")
             array_ids, throttle = parse_array(spec.array, sched.max_array_size)
         count = max(1, len(array_ids))
+        time_limit = assoc_limits(assoc, qos, admitted.time_limit, spec.time_limit,
+                                  lambda: self.store.count_active(spec.user), count)
         if sched.max_job_count and self.store.count_active() + count > sched.max_job_count:
             raise SpecError(f"MaxJobCount ({sched.max_job_count} jobs in the queue) reached: job not accepted, "
                             f"try again later")
@@ -123,7 +128,7 @@ class JobService:
                 if ref.job_id not in known or (ref.task_id is not None and (ref.job_id, ref.task_id) not in tasks):
                     raise SpecError(f"Job dependency problem: no job {ref}")
         requeue = spec.requeue if spec.requeue is not None else (sched.job_requeue and not spec.interactive)
-        return Submission(spec, admitted.partition, admitted.time_limit, requeue, array_ids, throttle)
+        return Submission(spec, admitted.partition, time_limit, requeue, array_ids, throttle)
 
     def _gpu_memory(self) -> dict[str, int]:
         """The memory of each registered node's largest GPU (nodes whose agents reported none are left out)."""
@@ -274,7 +279,7 @@ class JobService:
         account = spec.account
         if "account" in changes:
             pending_only()  # as slurmctld: even the same account, once the job started
-            account = job_account(self.config, spec.user, str(changes["account"]))
+            account = self.associations().job_account(spec.user, str(changes["account"]), partition)
             if account and len(account) > 64:
                 raise SpecError("Invalid job request: the account is longer than 64 characters")
         ntasks = spec.ntasks

@@ -30,6 +30,7 @@ from pslurm.controller.scheduler import Scheduler
 from pslurm.controller.steps import StepService, step_request_from_json, step_to_json
 from pslurm.controller.watch import JobWatch
 from pslurm.core import restjson
+from pslurm.core.assoc import Assoc
 from pslurm.core.hostlists import expand
 from pslurm.core.jobspec import JobRecord
 from pslurm.core.lifecycle import StepBusy
@@ -205,11 +206,14 @@ class Api:
         self.steps = steps or StepService(jobs.store, jobs.agents, jobs.clock, jobs.operators)
         self.config = jobs.config
         self.executor: Executor | None = None
+        self.more: list[Any] = []  # more routes over these parts: add_routes(app, wrap) (rest/acct_routes.py)
 
     def add_routes(self, app: web.Application, executor: Executor) -> None:
         self.executor = executor
         for route in ROUTES:
             app.router.add_route(route.method, route.path, self._wrap(getattr(self, route.handler)))
+        for more in self.more:
+            more.add_routes(app, self._wrap)
 
     async def close(self) -> None:
         await self.relay.close()
@@ -378,13 +382,16 @@ class Api:
         return _reply({"jobs": rows, "weights": weights})
 
     async def accounts(self, request: web.Request) -> web.StreamResponse:
-        """The configured accounts, users' default accounts, and the fair-share tree (sshare's rows)."""
+        """The accounts (the store's associations), users' default accounts, and the fair-share tree."""
         rows = await self._run(self.scheduler.fair_share)
-        cfg = self.config
-        return _reply({"accounts": [{"name": a.name, "users": ["ALL"] if a.all_users else list(a.users),
-                                     "fairshare": a.fairshare, "description": a.description}
-                                    for a in cfg.accounts.values()],
-                       "default_accounts": dict(cfg.default_accounts),
+        snap = self.service.associations()
+        return _reply({"accounts": [{"name": name, "users": ["ALL" if a.user == "*" else a.user for a in snap.assocs
+                                                             if a.account == name and a.user],
+                                     "fairshare": (snap.account_assoc(name) or Assoc(name)).fairshare,
+                                     "description": account.description}
+                                    for name, account in snap.accounts.items() if name != "root"],
+                       "default_accounts": {u.name: u.default_account for u in snap.users.values()
+                                            if u.default_account != "root"},  # not Slurm's bootstrap root
                        "shares": [dataclasses.asdict(r) for r in rows]})
 
     # -- the cluster -------------------------------------------------------------------------
