@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from pslurm.core.clientconf import config_error
-from pslurm.core.config import AccountConfig, ClusterConfig
+from pslurm.core.confmodel import AccountConfig, ClusterConfig
 from pslurm.core.errors import SpecError
 
 # ESLURM_INVALID_ACCOUNT, as slurm_strerror words it: sbatch -A naming an account the user has no
