@@ -17,9 +17,10 @@ all work on these nodes; this module imports none of them.
 from __future__ import annotations
 
 import bisect
+import heapq
 import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from pslurm.controller.snapshot import NodeView, PendingJob
 from pslurm.core.gres import GresRequest
@@ -27,6 +28,9 @@ from pslurm.core.gres import GresRequest
 INF = math.inf
 Vector = tuple[float, ...]
 GpuAsk = tuple[int, tuple[tuple[str, int], ...]]  # a job's GPU count and its count of each type
+Inventory = tuple[tuple[int, str | None], ...]  # a node's GPUs: (index, type)
+Shape = tuple[dict[int, str | None], dict[str, int]]  # an inventory's GPU types, and each type's vector slot
+Bounds = list[tuple[float, int]]  # a heap of (lower bound on a start, node)
 
 
 def fits(avail: Vector, need: Vector) -> bool:
@@ -62,7 +66,9 @@ class NodeTimeline:
     __slots__ = ("view", "name", "parts", "cpus", "mem", "free", "slots", "types", "events", "_steps", "now",
                  "reserved", "unknown")
 
-    def __init__(self, view: NodeView, now: float) -> None:
+    def __init__(self, view: NodeView, now: float, shapes: dict[Inventory, Shape] | None = None) -> None:
+        """``shapes``: the GPU inventories seen so far (a pass's nodes mostly share a few), to share
+        their type maps; read only."""
         self.view = view
         self.name = view.name
         self.parts = view.partitions
@@ -70,8 +76,12 @@ class NodeTimeline:
         self.mem = view.free_mem_mb
         self.free = list(view.free_gpus)
         inventory = view.gpus or view.free_gpus
-        self.types = dict(inventory)
-        self.slots = {t: i for i, t in enumerate(sorted({t for _, t in inventory if t is not None}))}
+        shape = None if shapes is None else shapes.get(inventory)
+        if shape is None:
+            shape = (dict(inventory), {t: i for i, t in enumerate(sorted({t for _, t in inventory if t is not None}))})
+            if shapes is not None:
+                shapes[inventory] = shape
+        self.types, self.slots = shape  # each GPU's type; each type's place in a vector
         self.events: list[tuple[float, Vector]] = []
         self._steps: list[tuple[float, Vector]] | None = None
         self.now = now
@@ -211,3 +221,34 @@ def could_use(node: NodeTimeline, job: PendingJob, ask: GpuAsk) -> bool:
     if len(node.types) + node.unknown < total:
         return False
     return all(sum(1 for t in node.types.values() if t == kind) + node.unknown >= count for kind, count in typed)
+
+
+def earliest_start(heap: Bounds, nodes: Sequence[NodeTimeline], gpus: int,
+                   start_on: Callable[[int, float, float], tuple[float, Vector] | None]
+                   ) -> tuple[float, int, Vector] | None:
+    """The earliest start among the nodes of ``heap``, given every start and reservation so far:
+    (start, node, what it holds there), or None. ``start_on(i, bound, stop)``: the earliest start on
+    node ``i`` (no earlier than ``bound``, before ``stop``) and what it holds, or None.
+
+    ``heap`` holds (lower bound, node) pairs: the first time the node has ``gpus`` GPUs free. Bounds
+    only grow during a pass (starts and reservations take resources, nothing gives them back), so a
+    stale bound is still a bound: pop the smallest, tighten it if it grew, and stop when no bound left
+    can beat the best start found. The heap is kept for the pass's next reservations."""
+    best: tuple[float, int, Vector] | None = None
+    held: Bounds = []
+    while heap and (best is None or heap[0][0] < best[0]):
+        bound, i = heapq.heappop(heap)
+        tighter = nodes[i].first_time_with(gpus)
+        if tighter > bound:
+            if tighter < INF:
+                heapq.heappush(heap, (tighter, i))
+            continue
+        held.append((bound, i))
+        found = start_on(i, bound, best[0] if best is not None else INF)
+        if found is not None and found[0] < INF and (best is None or found[0] < best[0]):
+            best = (found[0], i, found[1])
+            if found[0] <= bound:
+                break
+    for item in held:
+        heapq.heappush(heap, item)
+    return best

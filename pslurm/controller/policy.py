@@ -50,7 +50,18 @@ from collections import defaultdict
 from collections.abc import Hashable, Sequence
 
 from pslurm.controller.multinode_policy import enough_nodes, reserve_many, start_many
-from pslurm.controller.nodemodel import INF, NodeTimeline, Vector, could_use, gpu_ask, pick_gpus
+from pslurm.controller.nodemodel import (
+    INF,
+    Bounds,
+    Inventory,
+    NodeTimeline,
+    Shape,
+    Vector,
+    could_use,
+    earliest_start,
+    gpu_ask,
+    pick_gpus,
+)
 from pslurm.controller.sharing_policy import Sharing, hold_running
 from pslurm.controller.snapshot import (
     Limits,
@@ -84,10 +95,11 @@ class _Usage:
     """What runs at once, per user (jobs, GPUs, CPUs) and per array (tasks), against the limits: the
     running jobs of the snapshot and the starts of the pass, each counted by :meth:`add`."""
 
-    __slots__ = ("limits", "array_running", "user_jobs", "user_gpus", "user_cpus")
+    __slots__ = ("limits", "limited", "array_running", "user_jobs", "user_gpus", "user_cpus")
 
     def __init__(self, limits: Limits) -> None:
         self.limits = limits
+        self.limited = bool(limits.max_jobs_per_user or limits.max_gpus_per_user or limits.max_cpus_per_user)
         self.array_running: dict[int, int] = defaultdict(int)
         self.user_jobs: dict[str, int] = defaultdict(int)
         self.user_gpus: dict[str, int] = defaultdict(int)
@@ -125,7 +137,8 @@ class _Pass:
         self.snapshot = snapshot
         self.backfill = backfill
         self.now = now = snapshot.now
-        self.nodes = nodes = [NodeTimeline(v, now) for v in snapshot.nodes]
+        shapes: dict[Inventory, Shape] = {}
+        self.nodes = nodes = [NodeTimeline(v, now, shapes) for v in snapshot.nodes]
         self.by_index = {n.name: i for i, n in enumerate(nodes)}
         self.available = {n.name for n in nodes if n.view.available}
         self.usage = _Usage(snapshot.limits)
@@ -142,7 +155,7 @@ class _Pass:
                 if p not in self.buckets:
                     self.buckets[p] = [{} for _ in range(max_gpus + 1)]
                 self.buckets[p][len(n.free)][i] = None
-        self.heaps: dict[tuple[str, int], list[tuple[float, int]]] = {}  # see _earliest
+        self.heaps: dict[tuple[str, int], Bounds] = {}  # see nodemodel.earliest_start
         self.plan = Plan([], {})
         self.waiting_in: set[str] = set()  # partitions where a job waits: the jobs after it wait for Priority
         self.reservations = 0
@@ -172,45 +185,67 @@ class _Pass:
             hold_running(by_name, shared_runs, now + UNLIMITED, backfill)
 
     def run(self) -> Plan:
-        """Every pending job in priority order (then job id): started, or why it waits."""
+        """Every pending job in priority order (then job id): started, or why it waits. A job that
+        cannot start claims the nodes it could use (main pass) or reserves (backfill pass)."""
+        reasons, backfill, claimed_for, asks = self.plan.reasons, self.backfill, self.claimed_for, self.asks
+        key = None
         for job in sorted(self.snapshot.pending, key=lambda j: (-j.priority, j.job_id)):
-            self._consider(job)
+            gpus = sum(g.count for g in job.gres if g.name == "gpu")  # per node
+            # a multi-node job (or one naming the nodes it must have): its shares, one per node, in node order
+            shares = None
+            if job.num_nodes != 1 or job.required_nodes is not None:
+                shares = job.per_node or ((job.cpus, job.mem_mb),) * job.num_nodes
+            reason = self._held_back(job, gpus, shares)
+            if reason is not None:
+                reasons[job.job_id] = reason
+                continue
+            if not backfill:
+                # few distinct requests; a share's nodes are those that could hold it (its gres says which)
+                ask = asks.get(job.gres) or asks.setdefault(job.gres, gpu_ask(job) if job.share is None else job.share)
+                key = (job.partition, job.allowed_nodes, ask)
+                if key in claimed_for:  # every node it could use is claimed: Slurm's failed partition, fast
+                    reasons[job.job_id] = "Priority"
+                    continue
+            # without a limit a job is expected to outlast every running one: it needs what it takes for good
+            duration = float(job.time_limit) if job.time_limit is not None else INF
+            if job.share is not None:
+                started = self._start_shared(job, job.share, duration)
+            elif shares is not None:
+                started = self._start_many(job, gpus, shares, duration)
+            else:
+                started = self._start_one(job, gpus, duration)
+            if started:
+                continue
+            if key is not None:
+                self._claim(job, shares, key)
+                continue
+            self._wait(job)
+            if self.reservations < self.snapshot.max_reservations:
+                self._reserve(job, gpus, shares, duration)
         return self.plan
 
-    def _consider(self, job: PendingJob) -> None:
-        gpus = sum(g.count for g in job.gres if g.name == "gpu")  # per node
-        # a multi-node job (or one naming the nodes it must have): its shares, one per node, in node order
-        shares = None
-        if job.num_nodes != 1 or job.required_nodes is not None:
-            shares = job.per_node or ((job.cpus, job.mem_mb),) * job.num_nodes
-        reason = self._held_back(job, gpus, shares)
-        if reason is not None:
-            self.plan.reasons[job.job_id] = reason
-            return
-        key = None
-        if not self.backfill:
-            # few distinct requests; a share's nodes are those that could hold it (its gres says which)
-            asks = self.asks
-            ask = asks.get(job.gres) or asks.setdefault(job.gres, gpu_ask(job) if job.share is None else job.share)
-            key = (job.partition, job.allowed_nodes, ask)
-            if key in self.claimed_for:  # every node it could use is claimed: Slurm's failed partition, fast
-                self.plan.reasons[job.job_id] = "Priority"
-                return
-        # without a limit a job is expected to outlast every running one: it needs what it takes for good
-        duration = float(job.time_limit) if job.time_limit is not None else INF
-        if self._start(job, gpus, shares, duration):
-            return
-        if key is not None:
-            self._claim(job, shares, key)
-        else:
-            self._reserve(job, gpus, shares, duration)
-
     def _held_back(self, job: PendingJob, gpus: int, shares: _Shares | None) -> str | None:
-        """Why ``job`` is not considered at all this pass (held, dependency, partition, a request no
-        node can take, an array's throttle or a user's limit), or None."""
-        reason = _static_reason(job, self.snapshot)
-        if reason is not None:
-            return reason
+        """Why ``job`` is not considered at all this pass, in Slurm's words (held, dependency, begin
+        time, partition, a request no node can take, an array's throttle or a user's limit), or None."""
+        if job.hold:
+            return "JobHeldAdmin" if job.hold == "admin" else "JobHeldUser"
+        if job.dependency == "waiting":
+            return "Dependency"
+        if job.dependency == "never":
+            return "DependencyNeverSatisfied"
+        snapshot = self.snapshot
+        if job.begin_time is not None and job.begin_time > snapshot.now:
+            return "BeginTime"  # after its dependencies, as Slurm's job_independent
+        state = snapshot.partition_state.get(job.partition)
+        if state is None:
+            state = "UP" if snapshot.partition_up.get(job.partition, True) else "DOWN"
+        if state == "DOWN":
+            return "PartitionDown"
+        if state == "INACTIVE":
+            return "PartitionInactive"
+        max_time = snapshot.partition_max_time.get(job.partition)
+        if max_time is not None and (job.time_limit is None or job.time_limit > max_time):
+            return "PartitionTimeLimit"
         cpus = job.cpus
         if shares is not None:
             if job.share is not None or len(job.required_nodes or ()) > len(shares):
@@ -218,48 +253,20 @@ class _Pass:
             if job.required_nodes and not job.required_nodes <= self.available:
                 return "ReqNodeNotAvail"
             cpus, gpus = sum(c for c, _ in shares), gpus * len(shares)
-        reason = self.usage.over(job, cpus, gpus)
-        if reason is not None:
-            return reason
+        if job.array_max_running or self.usage.limited:  # a throttle or a limit to check
+            reason = self.usage.over(job, cpus, gpus)
+            if reason is not None:
+                return reason
         if job.allowed_nodes is not None and not job.allowed_nodes & self.available:
             return "ReqNodeNotAvail"  # every node it may run on is down or drained
         return None
 
     # -- starts ------------------------------------------------------------------------------
 
-    def _start(self, job: PendingJob, gpus: int, shares: _Shares | None, duration: float) -> bool:
-        """Start ``job`` now where it fits and delays no reservation; False where it cannot."""
-        if job.share is not None:
-            return self._start_shared(job, job.share, duration)
-        nodes, end = self.nodes, self.now + duration
-        if shares is not None:  # all its nodes at once, each with its share
-            group = start_many(job, shares, duration, nodes, self.buckets.get(job.partition, []), gpus, self.now,
-                               self.by_index, SCAN_LIMIT)
-            if group is None:
-                return False
-            if job.exclusive:  # each node whole
-                group = [(i, tuple(g for g, _ in nodes[i].free), nodes[i].cpus, nodes[i].mem) for i, _, _, _ in group]
-            for i, on_node, c, m in group:
-                self._take(i, c, m, on_node, end)
-            (first, chosen, _, _), more = group[0], group[1:]
-            self._started(job, Placement(job.job_id, nodes[first].name, chosen,
-                                         tuple((nodes[i].name, on) for i, on, _, _ in more)),
-                          sum(c for c, _ in shares), gpus * len(shares))
-            return True
-        placed = self._find_node(job, gpus, duration)
-        if placed is None:
-            return False
-        i, chosen = placed
-        node = nodes[i]
-        cpus, mem = (node.cpus, node.mem) if job.exclusive else (job.cpus, job.mem_mb)
-        self._take(i, cpus, mem, chosen, end)
-        self._started(job, Placement(job.job_id, node.name, chosen), cpus, len(chosen) if job.exclusive else gpus)
-        return True
-
-    def _find_node(self, job: PendingJob, gpus: int, duration: float) -> tuple[int, tuple[int, ...]] | None:
-        """The node (and its GPUs) where a single-node job starts now: the first that fits, among the
+    def _start_one(self, job: PendingJob, gpus: int, duration: float) -> bool:
+        """Start a single-node job now on the first node that fits and delays no reservation, among the
         nodes of its partition not claimed, those with the fewest free GPUs first (up to SCAN_LIMIT
-        tried), or None."""
+        tried); False where none does."""
         levels = self.buckets.get(job.partition, [])
         nodes, now, allowed = self.nodes, self.now, job.allowed_nodes
         tried = 0
@@ -284,10 +291,31 @@ class _Pass:
                     need = node.whole() if job.exclusive else node.vector(job.cpus, job.mem_mb, chosen)
                     if node.earliest(need, duration, stop=now + 1e-6) != now:
                         continue
-                return i, chosen
+                cpus, mem = (node.cpus, node.mem) if job.exclusive else (job.cpus, job.mem_mb)
+                self._take(i, cpus, mem, chosen, now + duration)
+                self._started(job, Placement(job.job_id, node.name, chosen), cpus,
+                              len(chosen) if job.exclusive else gpus)
+                return True
             if tried >= SCAN_LIMIT:
                 break
-        return None
+        return False
+
+    def _start_many(self, job: PendingJob, gpus: int, shares: _Shares, duration: float) -> bool:
+        """Start a multi-node job now on all its nodes at once, each with its share; False where it cannot."""
+        nodes = self.nodes
+        group = start_many(job, shares, duration, nodes, self.buckets.get(job.partition, []), gpus, self.now,
+                           self.by_index, SCAN_LIMIT)
+        if group is None:
+            return False
+        if job.exclusive:  # each node whole
+            group = [(i, tuple(g for g, _ in nodes[i].free), nodes[i].cpus, nodes[i].mem) for i, _, _, _ in group]
+        for i, on_node, c, m in group:
+            self._take(i, c, m, on_node, self.now + duration)
+        (first, chosen, _, _), more = group[0], group[1:]
+        self._started(job, Placement(job.job_id, nodes[first].name, chosen,
+                                     tuple((nodes[i].name, on) for i, on, _, _ in more)),
+                      sum(c for c, _ in shares), gpus * len(shares))
+        return True
 
     def _start_shared(self, job: PendingJob, share: GpuShare, duration: float) -> bool:
         """Start a job asking a share of one GPU where :class:`Sharing` finds it a GPU now."""
@@ -368,11 +396,8 @@ class _Pass:
         self.claimed_for.add(key)
 
     def _reserve(self, job: PendingJob, gpus: int, shares: _Shares | None, duration: float) -> None:
-        """The backfill pass: ``job`` holds what it asks on the nodes and from the time it can start
-        earliest, up to ``max_reservations`` reservations a pass."""
-        self._wait(job)
-        if self.reservations >= self.snapshot.max_reservations:
-            return
+        """The backfill pass (up to ``max_reservations`` a pass): ``job`` holds what it asks on the nodes
+        and from the time it can start earliest, if it ever can."""
         nodes = self.nodes
         held: list[tuple[int, Vector]]
         if shares is not None:
@@ -401,9 +426,9 @@ class _Pass:
             self.plan.reserved_more[job.job_id] = tuple(nodes[i].name for i, _ in held[1:])
         self.reservations += 1
 
-    def _heap(self, part: str, gpus: int) -> list[tuple[float, int]]:
-        """The (lower bound, node) heap of partition ``part`` for ``gpus`` GPUs (see :func:`_earliest`),
-        made when first asked and kept for the pass."""
+    def _heap(self, part: str, gpus: int) -> Bounds:
+        """The (lower bound, node) heap of partition ``part`` for ``gpus`` GPUs (see
+        :func:`~pslurm.controller.nodemodel.earliest_start`), made when first asked and kept for the pass."""
         key = (part, gpus)
         heap = self.heaps.get(key)
         if heap is None:
@@ -437,58 +462,16 @@ def deadline_time_limit(deadline: float, time_limit: int | None, now: float) -> 
     return time_limit if time_limit is not None else max(1, int(deadline - now))
 
 
-def _static_reason(job: PendingJob, snapshot: Snapshot) -> str | None:
-    """Why a job may not be considered at all this pass (held, dependency, partition), or None."""
-    if job.hold:
-        return "JobHeldAdmin" if job.hold == "admin" else "JobHeldUser"
-    if job.dependency == "waiting":
-        return "Dependency"
-    if job.dependency == "never":
-        return "DependencyNeverSatisfied"
-    if job.begin_time is not None and job.begin_time > snapshot.now:
-        return "BeginTime"  # after its dependencies, as Slurm's job_independent
-    state = snapshot.partition_state.get(job.partition)
-    if state is None:
-        state = "UP" if snapshot.partition_up.get(job.partition, True) else "DOWN"
-    if state == "DOWN":
-        return "PartitionDown"
-    if state == "INACTIVE":
-        return "PartitionInactive"
-    max_time = snapshot.partition_max_time.get(job.partition)
-    if max_time is not None and (job.time_limit is None or job.time_limit > max_time):
-        return "PartitionTimeLimit"
-    return None
-
-
-def _earliest(job: PendingJob, gpus: int, duration: float, heap: list[tuple[float, int]],
+def _earliest(job: PendingJob, gpus: int, duration: float, heap: Bounds,
               nodes: list[NodeTimeline]) -> tuple[float, int, Vector] | None:
-    """The node and time where ``job`` can start earliest, given every reservation so far.
+    """The node and time where ``job`` can start earliest, given every reservation so far (``heap``:
+    its partition's bounds for ``gpus`` GPUs, :func:`~pslurm.controller.nodemodel.earliest_start`)."""
 
-    ``heap`` holds (lower bound, node) pairs: the first time the node has ``gpus`` GPUs free. Bounds
-    only grow during a pass (starts and reservations take resources, nothing gives them back), so a
-    stale bound is still a bound: pop the smallest, tighten it if it grew, and stop when no bound left
-    can beat the best start found."""
-    best: tuple[float, int, Vector] | None = None
-    held: list[tuple[float, int]] = []
-    while heap and (best is None or heap[0][0] < best[0]):
-        bound, i = heapq.heappop(heap)
+    def start_on(i: int, _bound: float, stop: float) -> tuple[float, Vector] | None:
         node = nodes[i]
-        tighter = node.first_time_with(gpus)
-        if tighter > bound:
-            if tighter < INF:
-                heapq.heappush(heap, (tighter, i))
-            continue
-        held.append((bound, i))
         if job.partition not in node.parts or (job.allowed_nodes is not None and node.name not in job.allowed_nodes):
-            continue
+            return None
         need = node.need(job)
-        if need is None:
-            continue
-        start = node.earliest(need, duration, stop=best[0] if best else INF)
-        if start < INF and (best is None or start < best[0]):
-            best = (start, i, need)
-            if start <= bound:
-                break
-    for item in held:
-        heapq.heappush(heap, item)
-    return best
+        return None if need is None else (node.earliest(need, duration, stop=stop), need)
+
+    return earliest_start(heap, nodes, gpus, start_on)

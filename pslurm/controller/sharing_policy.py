@@ -21,12 +21,11 @@ the main pass) each node with a GPU whose capacity in its mode could ever hold i
 
 from __future__ import annotations
 
-import heapq
 from bisect import bisect_left, insort
 from collections import defaultdict
 from collections.abc import Collection, Mapping, Sequence
 
-from pslurm.controller.nodemodel import INF, NodeTimeline, Vector
+from pslurm.controller.nodemodel import INF, Bounds, NodeTimeline, Vector, earliest_start
 from pslurm.controller.snapshot import PendingJob, RunningJob, SharedGpu
 from pslurm.core.sharing import GpuShare
 
@@ -248,51 +247,37 @@ class Sharing:
                 mine.append(i)
         return mine
 
-    def reserve(self, job: PendingJob, share: GpuShare, duration: float,
-                heap: list[tuple[float, int]]) -> tuple[float, int, Vector] | None:
+    def reserve(self, job: PendingJob, share: GpuShare, duration: float, heap: Bounds
+                ) -> tuple[float, int, Vector] | None:
         """Where and when ``job`` can start earliest, given every reservation so far: (start, node, what it
         holds), or None. It holds its CPUs and memory and one whole GPU (of its type, or of the one type
         of the node's GPUs able to hold it), from no earlier than one of those GPUs could take it.
-
-        ``heap``: the partition's (lower bound, node) pairs for one GPU, as whole-GPU reservations walk
-        them (see ``policy._earliest``): popped smallest first, until no bound left beats the best start."""
+        ``heap``: the partition's bounds for one GPU, walked as whole-GPU reservations walk theirs
+        (:func:`~pslurm.controller.nodemodel.earliest_start`)."""
         self._note_taken()
-        best: tuple[float, int, Vector] | None = None
-        held: list[tuple[float, int]] = []
-        while heap and (best is None or heap[0][0] < best[0]):
-            bound, i = heapq.heappop(heap)
+
+        def start_on(i: int, bound: float, stop: float) -> tuple[float, Vector] | None:
             node = self.nodes[i]
-            tighter = node.first_time_with(1)
-            if tighter > bound:
-                if tighter < INF:
-                    heapq.heappush(heap, (tighter, i))
-                continue
-            held.append((bound, i))
             if job.partition not in node.parts or not node.view.shared_gpus or not self._could_hold(i, share):
-                continue
+                return None
             if job.allowed_nodes is not None and node.name not in job.allowed_nodes:
-                continue
+                return None
             capable = [(sg.index, node.types.get(sg.index, sg.type)) for sg in node.view.shared_gpus
                        if _caps(sg).get(share.kind, 0) >= share.amount]
             capable = [(index, type_) for index, type_ in capable if share.type is None or type_ == share.type]
             free = {f[0] for f in node.free}
             at = max(bound, min(self._free_at(i, index, job, share, free) for index, _ in capable))
-            if at == INF or (best is not None and at >= best[0]):
-                continue
+            if at == INF or at >= stop:
+                return None
             types = {type_ for _, type_ in capable}
             kind = share.type if share.type is not None else (next(iter(types)) if len(types) == 1 else None)
             per = [0] * len(node.slots)
             if kind is not None and kind in node.slots:
                 per[node.slots[kind]] = 1
             need = (job.cpus, job.mem_mb, 1, *per)
-            start = node.earliest(need, duration, best[0] if best is not None else INF, after=at)
-            if start < INF and (best is None or start < best[0]):
-                best = (start, i, need)
-                if start <= bound:
-                    break
-        for item in held:
-            heapq.heappush(heap, item)
-        return best
+            return node.earliest(need, duration, stop, after=at), need
+
+        return earliest_start(heap, self.nodes, 1, start_on)
 
     def _free_at(self, i: int, index: int, job: PendingJob, share: GpuShare, free: Collection[int]) -> float:
         """When GPU ``index`` of node ``i`` could first take ``job``'s share, reservations aside (``free``:
