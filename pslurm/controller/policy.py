@@ -188,9 +188,13 @@ class _Pass:
         """Every pending job in priority order (then job id): started, or why it waits. A job that
         cannot start claims the nodes it could use (main pass) or reserves (backfill pass)."""
         reasons, backfill, claimed_for, asks = self.plan.reasons, self.backfill, self.claimed_for, self.asks
+        waiting_in, max_reservations = self.waiting_in, self.snapshot.max_reservations
         key = None
         for job in sorted(self.snapshot.pending, key=lambda j: (-j.priority, j.job_id)):
-            gpus = sum(g.count for g in job.gres if g.name == "gpu")  # per node
+            gpus = 0  # per node; a plain loop: it runs for every job of every pass, and sum(generator) costs 3x
+            for g in job.gres:
+                if g.name == "gpu":
+                    gpus += g.count
             # a multi-node job (or one naming the nodes it must have): its shares, one per node, in node order
             shares = None
             if job.num_nodes != 1 or job.required_nodes is not None:
@@ -214,13 +218,12 @@ class _Pass:
                 started = self._start_many(job, gpus, shares, duration)
             else:
                 started = self._start_one(job, gpus, duration)
-            if started:
+            if started or (key is not None and self._claim(job, shares, key)):
                 continue
-            if key is not None:
-                self._claim(job, shares, key)
-                continue
-            self._wait(job)
-            if self.reservations < self.snapshot.max_reservations:
+            # it waits, behind a job of its partition that waits (Priority) or for resources
+            reasons[job.job_id] = "Priority" if job.partition in waiting_in else "Resources"
+            waiting_in.add(job.partition)
+            if key is None and self.reservations < max_reservations:
                 self._reserve(job, gpus, shares, duration)
         return self.plan
 
@@ -364,22 +367,18 @@ class _Pass:
 
     # -- jobs that cannot start --------------------------------------------------------------
 
-    def _wait(self, job: PendingJob) -> None:
-        """``job`` waits: for Priority behind another job of its partition that waits, else for Resources."""
-        self.plan.reasons[job.job_id] = "Priority" if job.partition in self.waiting_in else "Resources"
-        self.waiting_in.add(job.partition)
-
     def _claim(self, job: PendingJob, shares: _Shares | None, key: tuple[str, frozenset[str] | None, Hashable]
-               ) -> None:
+               ) -> bool:
         """The main pass: ``job`` claims the nodes it could use, so that no lower-priority job starts there
-        (no reservation says when it could start: one there might delay it)."""
+        (no reservation says when it could start: one there might delay it), and waits for Priority
+        (behind a claim) or Resources. False, claiming none, where too few nodes could ever take a
+        multi-node job (some are down)."""
         nodes, claimed = self.nodes, self.claimed
         if job.share is None:
             ask = gpu_ask(job)
             mine = [i for i, n in enumerate(nodes) if could_use(n, job, ask)]
             if shares is not None and not enough_nodes(job, shares, mine, nodes):
-                self._wait(job)  # too few nodes could ever take it (some are down): it claims none
-                return
+                return False
         else:
             assert self.sharing is not None
             mine = self.sharing.could_use(job, job.share)
@@ -394,6 +393,7 @@ class _Pass:
                     if p in buckets:
                         buckets[p][len(nodes[i].free)].pop(i, None)
         self.claimed_for.add(key)
+        return True
 
     def _reserve(self, job: PendingJob, gpus: int, shares: _Shares | None, duration: float) -> None:
         """The backfill pass (up to ``max_reservations`` a pass): ``job`` holds what it asks on the nodes
