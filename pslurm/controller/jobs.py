@@ -1,11 +1,12 @@
 """The job service: users' and agents' requests about jobs, turned into the lifecycle's operations.
 
-Submit (checked against the configuration and the limits, committed PENDING before it answers),
-cancel and signal, hold, release, requeue, scontrol update JobId= (time limit, partition, name,
-account, priority, nice, ...), and the ends the agents report. Every state change is one of the
-store's lifecycle operations, every other change a guarded update of the store's; this service
-decides which one a request is, checks who may ask it, signals agents where a running job must end
-(or has a new time limit), and rings the scheduler's doorbell.
+Submit (what admission accepts, :mod:`pslurm.controller.admission`, committed PENDING before it
+answers), cancel and signal, hold, release, requeue, scontrol update JobId= (time limit, partition,
+name, account, priority, nice, ...: the rules are :func:`pslurm.core.jobupdate.update_values`'s),
+and the ends the agents report. Every state change is one of the store's lifecycle operations,
+every other change a guarded update of the store's; this service decides which one a request is,
+checks who may ask it, signals agents where a running job must end (or has a new time limit), and
+rings the scheduler's doorbell.
 """
 
 from __future__ import annotations
