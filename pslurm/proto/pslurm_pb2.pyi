@@ -566,17 +566,31 @@ class InputChunk(_message.Message):
     def __init__(self, job_id: _Optional[int] = ..., data: _Optional[bytes] = ..., step_id: _Optional[int] = ...) -> None: ...
 
 class OutputChunk(_message.Message):
-    __slots__ = ("stdout", "stderr", "done", "state", "exit_code", "exit_signal")
+    __slots__ = ("stdout", "stderr", "done", "state", "exit_code", "exit_signal", "tasks")
     STDOUT_FIELD_NUMBER: _ClassVar[int]
     STDERR_FIELD_NUMBER: _ClassVar[int]
     DONE_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
     EXIT_SIGNAL_FIELD_NUMBER: _ClassVar[int]
+    TASKS_FIELD_NUMBER: _ClassVar[int]
     stdout: bytes
     stderr: bytes
     done: bool
     state: JobState
     exit_code: int
     exit_signal: int
-    def __init__(self, stdout: _Optional[bytes] = ..., stderr: _Optional[bytes] = ..., done: _Optional[bool] = ..., state: _Optional[_Union[JobState, str]] = ..., exit_code: _Optional[int] = ..., exit_signal: _Optional[int] = ...) -> None: ...
+    tasks: _containers.RepeatedCompositeFieldContainer[TaskEnded]
+    def __init__(self, stdout: _Optional[bytes] = ..., stderr: _Optional[bytes] = ..., done: _Optional[bool] = ..., state: _Optional[_Union[JobState, str]] = ..., exit_code: _Optional[int] = ..., exit_signal: _Optional[int] = ..., tasks: _Optional[_Iterable[_Union[TaskEnded, _Mapping]]] = ...) -> None: ...
+
+class TaskEnded(_message.Message):
+    __slots__ = ("rank", "exit_code", "signal", "node")
+    RANK_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    SIGNAL_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    rank: int
+    exit_code: int
+    signal: int
+    node: str
+    def __init__(self, rank: _Optional[int] = ..., exit_code: _Optional[int] = ..., signal: _Optional[int] = ..., node: _Optional[str] = ...) -> None: ...
