@@ -275,6 +275,8 @@ class Sharing:
             if kind is not None and kind in node.slots:
                 per[node.slots[kind]] = 1
             need = (job.cpus, job.mem_mb, 1, *per)
+            if duration <= 0:  # a zero-second limit (only a raw API request has one): held for no time, from at
+                return at, need
             return node.earliest(need, duration, stop, after=at), need
 
         return earliest_start(heap, self.nodes, 1, start_on)
