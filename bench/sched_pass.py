@@ -2,7 +2,7 @@
 passes against another revision's policy: same plans, and the times side by side.
 
     python bench/sched_pass.py [--pending 1000,10000,100000] [--nodes 1000] [--repeat 7] [--shared 0,0.3]
-                               [--kind main,backfill] [--against REV] [--seeds 5] [--profile]
+                               [--kind main,backfill] [--against REV] [--seeds 5] [--random N] [--profile]
 
 Synthetic snapshots as in ``scheduler_bench.py`` (1/2/4/8-GPU jobs, throttled arrays, dependencies,
 time limits from 10 minutes to a day; 1000 nodes of 8 GPUs, 90 % busy with running jobs of known
@@ -20,6 +20,11 @@ plans every snapshot of every seed of ``--seeds`` (a comma list) with both, and 
 plans are the same: every start (job, nodes, GPUs), every reason, every reservation (time and
 nodes). The timing runs alternate the two (this tree first, then the other, then the other way
 round) so that a machine's load falls on both alike. Exits 1 when a plan differs.
+``--random N`` with ``--against`` also plans N small random snapshots that use every feature the
+synthetic workload leaves out (typed GPUs, multi-node jobs with per-node shares and -w, --exclusive,
+-w/-x, shares of every kind and type, GPUs the view does not list, holds, dependencies, begin times,
+partition states and MaxTime, per-user limits, array throttles, zero and missing time limits, a
+small bf_max_job_test) with both revisions, both passes each.
 ``--profile`` prints cProfile's top functions for the largest size, for each kind.
 Figures are measured, never asserted.
 """
@@ -29,6 +34,7 @@ from __future__ import annotations
 import argparse
 import functools
 import importlib
+import random
 import statistics
 import subprocess
 import sys
@@ -44,7 +50,18 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from scheduler_bench import GPUS_PER_NODE, synthetic_snapshot  # noqa: E402
 
-from pslurm.controller.policy import Plan, Snapshot, plan  # noqa: E402
+from pslurm.controller.policy import (  # noqa: E402
+    Limits,
+    NodeView,
+    PendingJob,
+    Plan,
+    RunningJob,
+    SharedGpu,
+    Snapshot,
+    plan,
+)
+from pslurm.core.gres import GresRequest  # noqa: E402
+from pslurm.core.sharing import GpuShare  # noqa: E402
 
 POLICY_MODULES = ("policy", "sharing_policy", "multinode_policy", "nodemodel", "snapshot")  # any a revision has
 
@@ -135,6 +152,81 @@ def compare(args: argparse.Namespace, other: Any, sizes: list[int], kinds: list[
     return same_everywhere
 
 
+def compare_random(other: Any, count: int) -> bool:
+    """``count`` random snapshots (seeds 0 to count-1), both passes, planned by both revisions: same plans?"""
+    differ = []
+    for seed in range(count):
+        snap = random_snapshot(random.Random(seed))
+        for backfill in (False, True):
+            if plan_key(plan(snap, backfill=backfill)) != plan_key(other.plan(snap, backfill=backfill)):
+                differ.append(f"{seed}{'' if backfill else ' (main pass)'}")
+    print(f"{count} random snapshots, both passes: {len(differ)} plans differ"
+          + (f" (seeds {', '.join(differ[:10])})" if differ else ""))
+    return not differ
+
+
+TYPES = (None, "a100", "h100")
+
+
+def random_snapshot(rng: random.Random) -> Snapshot:
+    """A small snapshot (1-12 nodes, up to 40 pending jobs) with every feature of the policy's input."""
+    now = 1000.0
+    nodes, running = [], []
+    for k in range(rng.randint(1, 12)):
+        name = f"c{k:03d}"
+        kind = rng.choice(TYPES)
+        inventory = tuple((i, kind if rng.random() < 0.8 else rng.choice(TYPES)) for i in range(rng.randint(0, 6)))
+        busy = [g for g in inventory if rng.random() < 0.4]
+        cpus = rng.randint(4, 32)
+        for index, _ in busy:
+            end = rng.choice([None, now + rng.randint(-50, 5000)])  # overdue ends too
+            share = _random_share(rng, typed=False) if rng.random() < 0.3 else None
+            for _ in range(rng.randint(1, 2) if share else 1):
+                running.append(RunningJob(len(running) + 10_000, name, 1, rng.randint(0, 100), (index,), end,
+                                          rng.choice("uvw"), rng.choice([None, 7]), share))
+        if rng.random() < 0.1:  # a GPU the view does not list
+            running.append(RunningJob(len(running) + 10_000, name, 1, 0, (99,), now + 300, "u"))
+        capacity = tuple(SharedGpu(i, t, rng.choice([0, 16000, 40000]), rng.choice([0, 4, 8]), rng.choice([0, 100]))
+                         for i, t in inventory) if rng.random() < 0.6 else ()
+        nodes.append(NodeView(name, frozenset(rng.sample(["gpu", "cpu", "all"], rng.randint(1, 2))),
+                              max(0, cpus - 2 * len(busy)), 1000, tuple(g for g in inventory if g not in busy),
+                              rng.random() < 0.9, inventory, capacity, cpus if rng.random() < 0.7 else 0, 1000))
+    names = [v.name for v in nodes]
+    pending = [_random_job(rng, j + 1, names, now) for j in range(rng.randint(0, 40))]
+    return Snapshot(pending, nodes, now, {}, running,
+                    {"cpu": rng.choice(["UP", "UP", "DRAIN", "DOWN", "INACTIVE"])}, {"all": rng.choice([None, 3600])},
+                    Limits(rng.choice([0, 0, 3]), rng.choice([0, 0, 4]), rng.choice([0, 0, 20])),
+                    rng.choice([0, 2, 500]))
+
+
+def _random_job(rng: random.Random, job_id: int, names: list[str], now: float) -> PendingJob:
+    share = _random_share(rng, typed=True) if rng.random() < 0.25 else None
+    gres = tuple(GresRequest("gpu", rng.choice(TYPES), 1) for _ in range(rng.choice([0, 1, 1, 2, 3])))
+    if share is not None:
+        gres = (GresRequest(share.kind, share.type, share.amount),)
+    num_nodes = rng.choice([1, 1, 1, 2, 3])
+    per_node = ()
+    if num_nodes > 1 and rng.random() < 0.5:  # a block distribution's shares: largest first
+        per_node = tuple(sorted(((rng.randint(1, 8), rng.randint(0, 100)) for _ in range(num_nodes)), reverse=True))
+
+    def some(most: int) -> frozenset[str]:
+        return frozenset(rng.sample(names, min(len(names), rng.randint(1, most))))
+
+    return PendingJob(job_id, rng.choice(["gpu", "cpu", "all"]), rng.randint(1, 8), rng.randint(0, 200), gres,
+                      rng.randint(0, 5), rng.choice([None, 0, 60, 600, 3600]), rng.choice("uvwx"),
+                      rng.choice([None, 7, 8]), rng.choice([None, 1, 2]),
+                      rng.choice(["satisfied"] * 20 + ["waiting", "never"]), rng.choice([""] * 30 + ["user", "admin"]),
+                      some(4) if rng.random() < 0.2 else None, share,
+                      rng.choice([None] * 8 + [now + 10, now - 10]), num_nodes, per_node,
+                      some(2) if rng.random() < 0.15 else None, rng.random() < 0.15)
+
+
+def _random_share(rng: random.Random, typed: bool) -> GpuShare:
+    kind = rng.choice(["shard", "mps", "gpumem"])
+    amount = {"shard": rng.randint(1, 5), "mps": rng.randint(10, 80), "gpumem": rng.randint(1, 20) * 1000}[kind]
+    return GpuShare(kind, amount, rng.choice(TYPES) if typed and kind == "shard" else None)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pending", default="1000,10000,100000")
@@ -143,6 +235,7 @@ def main() -> None:
     parser.add_argument("--shared", default="0", help="fractions of jobs asking a share of a GPU, a comma list")
     parser.add_argument("--against", default="", help="a git revision whose policy plans the same snapshots")
     parser.add_argument("--seeds", default="5", help="the snapshots' seeds (comma list) for --against")
+    parser.add_argument("--random", type=int, default=0, help="with --against: this many small random snapshots too")
     parser.add_argument("--kind", default="main,backfill", help="passes to time: main, backfill or both")
     parser.add_argument("--profile", action="store_true")
     args = parser.parse_args()
@@ -152,7 +245,8 @@ def main() -> None:
     if args.against:
         with tempfile.TemporaryDirectory() as tmp:
             other = load_revision(args.against, Path(tmp))
-            same = compare(args, other, sizes, kinds, workloads)
+            same = compare_random(other, args.random) if args.random else True
+            same &= compare(args, other, sizes, kinds, workloads)
         print(f"same plans as {args.against} everywhere: {same}")
         sys.exit(0 if same else 1)
     for shared in workloads:
