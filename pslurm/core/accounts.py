@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 
 from pslurm.core.assoc import INVALID_ACCOUNT, MAX_SHARES
 from pslurm.core.clientconf import config_error
-from pslurm.core.config import AccountConfig, ClusterConfig
+from pslurm.core.confmodel import AccountConfig, ClusterConfig
 
 __all__ = ["INVALID_ACCOUNT", "check_accounts", "parse_account_line", "parse_user_line", "render_accounts"]
 

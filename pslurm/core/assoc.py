@@ -21,7 +21,7 @@ from pslurm.core.errors import SpecError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from pslurm.core.config import ClusterConfig
+    from pslurm.core.confmodel import ClusterConfig
 
 ROOT = "root"
 ALL_USERS = "*"  # pslurm.conf's Users=ALL: an association every user may charge

@@ -14,7 +14,6 @@ import dataclasses
 import json
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Executor
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from aiohttp import web
@@ -25,6 +24,7 @@ from pslurm.controller.errors import NotFound
 from pslurm.controller.jobs import JobService
 from pslurm.controller.monitor import NodeMonitor
 from pslurm.controller.rest import access
+from pslurm.controller.rest.openapi import Route, describe
 from pslurm.controller.rest.relay import AgentRelay, AgentStreamError
 from pslurm.controller.scheduler import Scheduler
 from pslurm.controller.steps import StepService, step_request_from_json, step_to_json
@@ -66,20 +66,6 @@ def _reply(data: dict[str, Any], status: int = 200) -> web.Response:
 def _dumps(data: dict[str, Any]) -> bytes:
     return json.dumps({**data, "errors": data.get("errors", []), "warnings": data.get("warnings", [])},
                       separators=(",", ":"), ensure_ascii=False).encode()
-
-
-@dataclass(frozen=True)
-class Route:
-    """One endpoint: what the OpenAPI description says of it, and its handler's name on :class:`Api`."""
-
-    method: str
-    path: str
-    handler: str
-    summary: str
-    query: tuple[str, ...] = ()  # query parameters
-    body: str = ""  # what the request body is ("" none)
-    streams: bool = False  # the reply is NDJSON, one object a line, as things happen
-    tags: tuple[str, ...] = field(default=())
 
 
 ROUTES: tuple[Route, ...] = (
@@ -573,6 +559,4 @@ class Api:
         return job_id, step_id, uid, targets
 
     async def openapi(self, request: web.Request) -> web.StreamResponse:
-        from pslurm.controller.rest.openapi import describe
-
         return web.json_response(describe(ROUTES))
