@@ -29,6 +29,7 @@ from pslurm.auth.credential import CONTROLLER, AuthError, create_key, load_key, 
 from pslurm.auth.secretfiles import check_cluster_secrets, read_database_url
 from pslurm.auth.transport import SERVER_OPTIONS, Authenticator, CredentialService, Metadata, signed_metadata
 from pslurm.controller.agents import AgentClient
+from pslurm.controller.assocs import AssocService
 from pslurm.controller.jobs import JobService
 from pslurm.controller.limits import ServerLimits, max_tasks_per_node, raise_descriptor_limit, server_limits
 from pslurm.controller.monitor import NodeMonitor
@@ -66,6 +67,7 @@ class Parts:
     jobs: JobService
     watch: JobWatch
     steps: StepService
+    assocs: AssocService
 
 
 def assemble(config: ClusterConfig, store: Store, agents: Agents, clock: Callable[[], float] = time.time,
@@ -79,8 +81,11 @@ def assemble(config: ClusterConfig, store: Store, agents: Agents, clock: Callabl
     monitor = NodeMonitor(config, store, scheduler.reschedule, clock)
     jobs = JobService(config, store, agents, scheduler.reschedule, clock, operators)
     monitor.end_on_nodes = jobs.end_on_nodes
+    assocs = AssocService(store.assoc, config.cluster_name, operators)
+    assocs.load_config(config)
+    scheduler.associations = jobs.associations = assocs.current  # read at each submit and pass
     return Parts(store, agents, scheduler, monitor, jobs, JobWatch(store, clock),
-                 StepService(store, agents, clock, operators, max_tasks_per_node(config)))
+                 StepService(store, agents, clock, operators, max_tasks_per_node(config)), assocs)
 
 
 class _Late:
@@ -166,14 +171,21 @@ def _rest_server(parts: Parts, auth: Authenticator, config: ClusterConfig, limit
                  for_agent: Callable[[str], Metadata], observer: Observer) -> RestServer:
     """The user API (HTTP/JSON), metrics and the dashboard on RestPort, serving from its own thread and
     event loop; ``auth``: the API's (its credentials' audience, its own replay cache)."""
+    from pslurm.auth.jwt import TokenCheck, key_path, load_or_create_key
+    from pslurm.controller.diag import Diag
+    from pslurm.controller.rest.acct_routes import AcctApi
     from pslurm.controller.rest.observed import WebObservability
     from pslurm.controller.rest.relay import AgentRelay
     from pslurm.controller.rest.routes import Api
     from pslurm.controller.rest.server import RestServer
+    from pslurm.controller.rest.stats_relay import StatsRelay
 
     api = Api(parts.jobs, parts.scheduler, parts.monitor, parts.watch, AgentRelay(for_agent), parts.steps)
+    tokens = TokenCheck(load_or_create_key(key_path(config.state_dir, config.extra)))  # scontrol token's JWT
+    diag = Diag(parts.store, observer.measurements)  # sdiag's figures: the observer's scheduler passes
+    api.more.append(AcctApi(api, parts.assocs, tokens, diag, StatsRelay(for_agent)))
     rest = RestServer(api, auth, config.controller_addr, config.rest_port, limits, parts.jobs.operators,
-                      observed=WebObservability(observer, auth, api))
+                      observed=WebObservability(observer, auth, api, tokens.identity), tokens=tokens)
     try:
         rest.start()
     except OSError as exc:

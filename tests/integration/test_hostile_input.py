@@ -9,9 +9,11 @@ import http.client
 import json
 from typing import Any
 
-from pslurm.controller.rest.routes import ROUTES
+from pslurm.controller.rest.acct_routes import ROUTES as ACCT_ROUTES
+from pslurm.controller.rest.routes import ROUTES as JOB_ROUTES
 from tests.integration.test_rest_api import NOBODY, Api, api  # noqa: F401 - the fixture
 
+ROUTES = (*JOB_ROUTES, *ACCT_ROUTES)
 DEEP = b"[" * 100_000 + b"]" * 100_000
 HUGE = "9" * 5000
 PATH_VALUES = [HUGE, "1_[0-10000000]", "-1", "1.5", "%00", "1_" + HUGE, "abc", "1_[" + "1," * 2000 + "1]",

@@ -1,5 +1,5 @@
 """An array's request is stored once (job_specs), on SQLite and PostgreSQL; a task updated on its own
-keeps its change as its overrides; migration 0011 moves the requests of an older store."""
+keeps its change as its overrides; migration 0012 moves the requests of an older store."""
 
 from __future__ import annotations
 
@@ -54,16 +54,16 @@ def test_a_task_updated_on_its_own_keeps_the_change_and_the_others_do_not_see_it
     assert stored_bytes(store) < 2 * len(SCRIPT)  # the update copied nothing shared
 
 
-def test_migration_0011_moves_each_request_once_and_keeps_a_tasks_own_changes(db_url):
+def test_migration_0012_moves_each_request_once_and_keeps_a_tasks_own_changes(db_url):
     cfg = Config()
     cfg.set_main_option("script_location", str(pathlib.Path(queries.__file__).parent / "migrations"))
     store = Store(db_url)
     with store.engine.begin() as conn:
         cfg.attributes["connection"] = conn
-        command.upgrade(cfg, "0010")
+        command.upgrade(cfg, "0011")  # the revision before job_specs
     shared = json.dumps(spec_to_dict(spec()))
     changed = json.dumps({**spec_to_dict(spec()), "name": "renamed", "time_limit": 300})
-    with store.engine.begin() as conn:  # what 0010 wrote: an array of 3 (its task 1 renamed) and a job of its own
+    with store.engine.begin() as conn:  # what 0011 wrote: an array of 3 (its task 1 renamed) and a job of its own
         for job_id, array, task, text_ in ((1, 1, 0, shared), (2, 1, 1, changed), (3, 1, 2, shared),
                                           (4, None, None, json.dumps(spec_to_dict(spec(name="solo"))))):
             conn.execute(text(

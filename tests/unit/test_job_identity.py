@@ -1,6 +1,6 @@
 """A job's user is its uid's name on the controller's host, never the client's word; an agent gives a
 job the supplementary groups of its uid's own name on the node, or none for a uid the node does not
-know (controller.jobs.own_user, nodeagent.identity)."""
+know (controller.admission.own_user, nodeagent.identity)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pwd
 import pytest
 
 from pslurm.auth.credential import Identity
+from pslurm.controller.admission import own_user
 from pslurm.controller.errors import PermissionDenied
-from pslurm.controller.jobs import own_user
 from pslurm.core.jobspec import JobSpec
 from pslurm.nodeagent.identity import supplementary_groups
 

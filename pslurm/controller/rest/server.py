@@ -35,6 +35,7 @@ from aiohttp.web_protocol import RequestHandler
 from aiohttp.web_request import BaseRequest
 
 from pslurm.auth.credential import AuthError, Identity
+from pslurm.auth.jwt import TOKEN_HEADER, TokenCheck
 from pslurm.auth.ratelimit import TokenBuckets
 from pslurm.auth.transport import MAX_REQUEST_BYTES, METADATA_KEY, Authenticator
 from pslurm.controller.limits import ServerLimits
@@ -86,16 +87,20 @@ class Gate:
         return RATE_LIMITED if held.get(who.uid, 0) >= limit else None
 
 
-def guard_middleware(auth: Authenticator, gate: Gate, checked_elsewhere: Callable[[str], bool] = lambda path: False
-                     ) -> Middleware:
-    """``checked_elsewhere``: paths whose callers another middleware checks (metrics, the dashboard);
-    they are bounded by the connection limit and the read timeout, not by a user's share."""
+def guard_middleware(auth: Authenticator, gate: Gate, checked_elsewhere: Callable[[str], bool] = lambda path: False,
+                     tokens: TokenCheck | None = None) -> Middleware:
+    """``checked_elsewhere``: paths whose callers another middleware checks (metrics, the dashboard),
+    bounded by the connection limit and the read timeout, not by a user's share; ``tokens``:
+    slurmrestd's JWT (X-SLURM-USER-TOKEN, auth/jwt.py) admitted beside the credential."""
     @web.middleware
     async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
         if request.path not in OPEN_PATHS and not checked_elsewhere(request.path):
             credential = request.headers.get(METADATA_KEY, "")
             try:  # an HMAC and a set lookup: cheap enough for the loop itself
-                request[IDENTITY] = auth.admit(((METADATA_KEY, credential),) if credential else ())
+                if tokens is not None and TOKEN_HEADER in request.headers:  # slurmrestd's JWT (auth/jwt.py)
+                    request[IDENTITY] = tokens.admit(request.headers)
+                else:
+                    request[IDENTITY] = auth.admit(((METADATA_KEY, credential),) if credential else ())
             except AuthError as exc:
                 return _refusal(request, 401, f"authentication failed: {exc}")
         length = request.content_length
@@ -224,8 +229,9 @@ class RestServer:
     serves from a thread of its own until :meth:`stop`."""
 
     def __init__(self, api: Api, auth: Authenticator, host: str, port: int, limits: ServerLimits | None = None,
-                 operators: frozenset[int] = frozenset({0}), observed: WebObservability | None = None) -> None:
-        self.api, self.auth, self.host, self.port = api, auth, host, port
+                 operators: frozenset[int] = frozenset({0}), observed: WebObservability | None = None,
+                 tokens: TokenCheck | None = None) -> None:
+        self.api, self.auth, self.host, self.port, self.tokens = api, auth, host, port, tokens
         self.limits = limits or ServerLimits()
         self.gate = Gate(self.limits, operators)
         self.observed = observed  # metrics and the dashboard (observed.py), with their own callers' checks
@@ -239,7 +245,7 @@ class RestServer:
     def make_app(self) -> web.Application:
         observed = self.observed
         middlewares = [guard_middleware(self.auth, self.gate,
-                                        observed.owns if observed is not None else lambda path: False)]
+                                        observed.owns if observed is not None else lambda path: False, self.tokens)]
         if observed is not None:
             middlewares.insert(0, observed.middleware())
         app = web.Application(middlewares=middlewares, client_max_size=MAX_REQUEST_BYTES)

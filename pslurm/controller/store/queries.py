@@ -31,6 +31,7 @@ from sqlalchemy import (
     update,
 )
 
+from pslurm.controller.store.assoc import AssocStore
 from pslurm.controller.store.records import (
     ActiveRun,
     Allocation,
@@ -54,6 +55,7 @@ from pslurm.controller.store.records import (
     node_from_row,
     row_nodes,
     step_from_row,
+    usage_record,
 )
 from pslurm.controller.store.schema import job_events, job_nodes, job_steps, jobs, nodes
 from pslurm.controller.store.specs import SpecReader, insert_spec, merged_overrides
@@ -82,6 +84,7 @@ class Store:
         self.engine: Engine = _make_engine(url)
         self._writer = GroupCommit(self.engine)  # every write: one writer, concurrent ones share a commit
         self._listeners: list[Callable[[Collection[int]], None]] = []
+        self.assoc = AssocStore(self.engine, self._writer)  # sacctmgr's associations (store/assoc.py)
 
     def subscribe(self, listener: Callable[[Collection[int]], None]) -> None:
         """Call ``listener(job_ids)`` after each committed write that may have changed those jobs
@@ -506,13 +509,7 @@ class Store:
                  .order_by(e.event_id))
         with self.engine.connect() as conn:
             rows = conn.execute(query).all()
-        # a multi-node job used its share on each node: the CPUs of all, memory and GPUs (per node) times its nodes
-        records = [UsageRecord(r.job_id, r.user_name, r.account,
-                               sum(indices_from_column(r.node_cpus)) if r.node_cpus else r.cpus,
-                               r.mem_mb * (r.num_nodes or 1),
-                               len(indices_from_column(r.gpu_indices)) * (r.num_nodes or 1), r.start_time, r.end_time)
-                   for r in rows]
-        return records, rows[-1].event_id if rows else after_event
+        return [usage_record(r) for r in rows], rows[-1].event_id if rows else after_event
 
     def get_job(self, job_id: int, light: bool = False) -> JobRecord | None:
         """One job by its own id (not its array's other tasks); ``light`` as in :meth:`get_jobs`."""
@@ -772,7 +769,7 @@ _REASONS = {r.value: r for r in JobReason}
 
 
 def _listed_record(specs: dict[Any, Any], row: Any) -> JobRecord:
-    """The JobRecord of a row of :data:`_LISTED`: what records.job_from_row(light=True) makes, read
+    """The JobRecord of a row of :data:`_LISTED`: what records.light_spec and job_from_row make, read
     as a plain tuple (a listing of 100,000 jobs reads each row's 42 columns once: attribute access
     on SQLAlchemy's rows was most of its time)."""
     (job_id, state, reason, submit_time, start_time, end_time, node, gpu_indices, exit_code, exit_signal,
@@ -781,7 +778,7 @@ def _listed_record(specs: dict[Any, Any], row: Any) -> JobRecord:
      requeue_requested, system_comment, hostlist, max_rss_kb, *own) = row
     key = tuple(own)  # row[_LISTED_OWN:]
     spec = specs.get(key)
-    if spec is None:  # as records._light_spec: of an array's expression only the throttle (%2)
+    if spec is None:  # as records.light_spec: of an array's expression only the throttle (%2)
         name, user, uid, cpus, mem_mb, gres, account, nice, dependency, throttle, comment, qos, num_nodes = own
         parsed = specs.get(gres)
         if parsed is None:

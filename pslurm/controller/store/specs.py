@@ -52,17 +52,19 @@ class SpecReader:
             for spec_id, text in conn.execute(query):
                 self._raw[spec_id] = json.loads(text)
 
+    def data(self, spec_id: int | None, overrides: str) -> dict[str, Any]:
+        """The request of a row (after :meth:`load` of its spec_id) as the JSON object it is stored as."""
+        data = self._raw.get(spec_id or 0)
+        if data is None:
+            raise LookupError(f"the request of a job (spec {spec_id}) is missing from the store")
+        return {**data, **json.loads(overrides)} if overrides else data
+
     def spec(self, spec_id: int | None, overrides: str) -> JobSpec:
         """The JobSpec of a row (after :meth:`load` of its spec_id); the same object for the same pair."""
         key = (spec_id or 0, overrides or "")
         found = self._specs.get(key)
         if found is None:
-            data = self._raw.get(spec_id or 0)
-            if data is None:
-                raise LookupError(f"the request of a job (spec {spec_id}) is missing from the store")
-            if overrides:
-                data = {**data, **json.loads(overrides)}
-            found = self._specs[key] = spec_from_dict(data)
+            found = self._specs[key] = spec_from_dict(self.data(spec_id, overrides))
         return found
 
     def forget(self, keep: Collection[int] = ()) -> None:

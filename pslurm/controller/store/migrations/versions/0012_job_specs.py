@@ -12,8 +12,8 @@ whose stored request differed from its array's first task's (updated on its own)
 difference as its overrides. ``jobs.spec`` is emptied, not dropped: on SQLite dropping a column
 rebuilds the table and every table that refers to it.
 
-Revision ID: 0011
-Revises: 0010
+Revision ID: 0012
+Revises: 0011
 """
 
 import json
@@ -21,8 +21,8 @@ import json
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0011"
-down_revision = "0010"
+revision = "0012"
+down_revision = "0011"
 branch_labels = None
 depends_on = None
 
