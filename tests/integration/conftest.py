@@ -18,6 +18,7 @@ import pytest
 
 from pslurm.auth.credential import create_key
 from pslurm.cluster.local import free_ports
+from pslurm.controller.store import Store
 from tests.conftest import cli, wait_for
 
 
@@ -119,3 +120,12 @@ def place() -> Iterator[Place]:
         yield Place(top, home, user, uid, gid)
     finally:
         shutil.rmtree(top)
+
+
+@pytest.fixture
+def store(db_url: str) -> Iterator[Store]:
+    """A migrated store on each kind of database (``db_url``'s)."""
+    s = Store(db_url)
+    s.migrate()
+    yield s
+    s.close()
