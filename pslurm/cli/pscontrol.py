@@ -144,7 +144,8 @@ DESCRIPTION = ("show job ID | show node [NAME] | show partition | update NodeNam
                "  MinMemoryNode=MB Priority=P Nice=N | hold ID.. | uhold ID.. | release ID.. | requeue ID.. |\n"
                "  show hostnames [HOSTLIST] (default $SLURM_NODELIST) | show hostlist NAME,NAME.. (neither asks the\n"
                "  controller) | show config (read from the local pslurm.conf, not from the controller) |\n"
-               "  write batch_script ID [FILE|-] (default slurm-ID.sh; - for stdout; the owner or an operator)")
+               "  write batch_script ID [FILE|-] (default slurm-ID.sh; - for stdout; the owner or an operator) |\n"
+               "  ping (each controller: UP or DOWN) | takeover [INDEX] (backup INDEX, default 1, takes control)")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -168,6 +169,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         return
     if verb == "update":
         _update(words[1:])
+        return
+    if verb in ("ping", "takeover"):  # the controllers themselves (SlurmctldHost= lines)
+        from pslurm.cli import controllers_cmd
+
+        controllers_cmd.run(PROG, verb, words[1:])
         return
     client = connect(PROG)
     if verb == "show" and len(words) >= 2:

@@ -28,6 +28,7 @@ from sqlalchemy.exc import ArgumentError
 from pslurm.auth.credential import AuthError, create_key, load_key
 from pslurm.auth.secretfiles import check_cluster_secrets, read_database_url
 from pslurm.auth.transport import SERVER_OPTIONS, Authenticator, CredentialService, signed_metadata
+from pslurm.controller import failover
 from pslurm.controller.agents import AgentClient
 from pslurm.controller.jobs import JobService
 from pslurm.controller.monitor import NodeMonitor
@@ -35,13 +36,14 @@ from pslurm.controller.ports import Agents
 from pslurm.controller.scheduler import Scheduler
 from pslurm.controller.servicer import ControllerServicer
 from pslurm.controller.steps import StepService
-from pslurm.controller.store import Store
+from pslurm.controller.store import Lease, Store
 from pslurm.controller.watch import JobWatch
 from pslurm.core.config import ClusterConfig, ConfigError, find_config_path, load_cluster_config
 from pslurm.proto import pslurm_pb2_grpc as pb_grpc
 
 if TYPE_CHECKING:
-    from pslurm.controller.rest.server import RestServer
+    from pslurm.controller.rest.routes import Api
+    from pslurm.controller.rest.server import RestServer, Routes
 
 # Every RPC (an agent's registration, heartbeat or job ends) holds one of these threads while it runs;
 # users' requests, waits included, are the HTTP API's (its own loop and pool), not these.
@@ -98,26 +100,62 @@ def _crash(started: list[int]) -> None:
     os._exit(86)
 
 
-def serve(conf_path: str, ready: threading.Event | None = None, stop: threading.Event | None = None) -> None:
-    """Run the controller until ``stop`` is set (or SIGTERM/SIGINT when run as a program)."""
+def serve(conf_path: str, ready: threading.Event | None = None, stop: threading.Event | None = None,
+          host: str | None = None) -> None:
+    """Run the controller until ``stop`` is set (or SIGTERM/SIGINT when run as a program). With several
+    SlurmctldHost= lines, ``host`` (else this machine's name) says which of them this one is: it
+    stands by until it holds the controller lease (:mod:`pslurm.controller.failover`)."""
     config = load_cluster_config(conf_path)
     if create_key(config.auth_key_path):
         log.info("created the cluster key %s: every node's agent needs a copy", config.auth_key_path)
     check_cluster_secrets(config)  # before anything is served: a readable secret is no secret
     auth = Authenticator(load_key(config.auth_key_path))
+    me = failover.this_controller(config, host)
+    config = failover.as_seen_by(config, me)
     database_url = config.database_url or read_database_url(config.database_url_file)
+    failover.require_shared_database(config, database_url)
     make_state_private(config, database_url)
     store = Store(database_url)
     store.migrate()
+    poll = config.slurmctld_timeout * failover.RENEW_SHARE
+    lease = Lease(store.engine, me.name, config.slurmctld_timeout * failover.LEASE_SHARE,
+                  grace=max(0, me.index - 1) * poll)  # backups take over in order
+    role = failover.Role(config, me, lease, frozenset({0, os.getuid()}))
+    stop = stop or threading.Event()
+    try:
+        if not config.backup_controllers:
+            _serve_active(config, auth, store, role, ready, stop)
+            return
+
+        def stand_by() -> Callable[[], None]:
+            from pslurm.controller.rest.standby import StandbyApi
+
+            rest = _rest_server(config, auth, StandbyApi(role))
+            log.info("psctld %s (%s) standing by on http://%s: the controller lease is another's", me.name,
+                     role.me.role(role.count), config.rest_target)
+            if ready is not None:
+                ready.set()
+            return rest.stop
+
+        failover.run(role, stop, stand_by, lambda end: _serve_active(config, auth, store, role, ready, end),
+                     lambda held: store.fence(None if held is None else held.check))
+    finally:
+        store.close()
+
+
+def _serve_active(config: ClusterConfig, auth: Authenticator, store: Store, role: failover.Role,
+                  ready: threading.Event | None, stop: threading.Event) -> None:
+    """Serve as the active controller until ``stop`` is set: the agents' gRPC, the user API, the
+    credential socket and the two loops, then stop them all."""
     agents = AgentClient(lambda: signed_metadata(auth.key))
-    parts = assemble(config, store, agents, operators=frozenset({0, os.getuid()}))
+    parts = assemble(config, store, agents, operators=role.operators)
     server = grpc.server(ThreadPoolExecutor(max_workers=RPC_WORKERS, thread_name_prefix="rpc"),
                          interceptors=[auth.interceptor()], options=SERVER_OPTIONS)
     servicer = ControllerServicer(parts.monitor, auth, parts.jobs.operators, parts.steps)
     pb_grpc.add_ControllerServicer_to_server(servicer, server)
     server.add_insecure_port(config.controller_target)
     server.start()
-    rest = _rest_server(parts, auth, config)
+    rest = _rest_server(config, auth, _api(parts, auth, role))
     # Users who cannot read the key get credentials here. Only a controller running as root serves
     # them: a personal cluster's agents cannot run jobs as anybody but its owner, so only they may use it.
     credentials = CredentialService(config.auth_socket_path, auth.key) if os.geteuid() == 0 else None
@@ -130,7 +168,6 @@ def serve(conf_path: str, ready: threading.Event | None = None, stop: threading.
              config.controller_target, config.rest_target, store.engine.url.render_as_string())
     if ready is not None:
         ready.set()
-    stop = stop or threading.Event()
     stop.wait()
     stopping.set()
     parts.scheduler.stop()
@@ -140,17 +177,20 @@ def serve(conf_path: str, ready: threading.Event | None = None, stop: threading.
     rest.stop()
     server.stop(grace=1).wait()
     agents.close()
-    store.close()
 
 
-def _rest_server(parts: Parts, auth: Authenticator, config: ClusterConfig) -> RestServer:
-    """The user API (HTTP/JSON) on RestPort, serving from its own thread and event loop."""
+def _api(parts: Parts, auth: Authenticator, role: failover.Role) -> Api:
     from pslurm.controller.rest.relay import AgentRelay
     from pslurm.controller.rest.routes import Api
+
+    return Api(parts.jobs, parts.scheduler, parts.monitor, parts.watch, AgentRelay(lambda: signed_metadata(auth.key)),
+               parts.steps, role=role)
+
+
+def _rest_server(config: ClusterConfig, auth: Authenticator, api: Routes) -> RestServer:
+    """The user API (HTTP/JSON) on RestPort, serving from its own thread and event loop."""
     from pslurm.controller.rest.server import RestServer
 
-    api = Api(parts.jobs, parts.scheduler, parts.monitor, parts.watch, AgentRelay(lambda: signed_metadata(auth.key)),
-              parts.steps)
     rest = RestServer(api, auth, config.controller_addr, config.rest_port)
     try:
         rest.start()
@@ -201,6 +241,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="psctld", description="pslurm controller")
     parser.add_argument("-f", "--conf", default=None, help="pslurm.conf (default: $PSLURM_CONF, ...)")
     parser.add_argument("-v", "--verbose", action="store_true")
+    parser.add_argument("--host", default=None, help="which SlurmctldHost= this controller is (default: this "
+                        "machine's name; pslurm's own, for several controllers on one machine)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
@@ -210,7 +252,7 @@ def main(argv: list[str] | None = None) -> None:
         signal.signal(sig, lambda *_: stop.set())
     os.umask(0o077)  # whatever psctld creates (the store, its journals, a new key) is its user's alone
     try:
-        serve(args.conf or find_config_path(), stop=stop)
+        serve(args.conf or find_config_path(), stop=stop, host=args.host)
     except (ConfigError, AuthError) as exc:
         sys.exit(f"psctld: error: {exc}")
     except RuntimeError as exc:  # grpc: the port is taken

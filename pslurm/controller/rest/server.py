@@ -14,19 +14,29 @@ import json
 import logging
 import threading
 from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
+from typing import Protocol
 
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
 from pslurm.auth.credential import AuthError
 from pslurm.auth.transport import MAX_REQUEST_BYTES, METADATA_KEY, Authenticator
-from pslurm.controller.rest.routes import IDENTITY, Api, error_body
+from pslurm.controller.rest.routes import IDENTITY, error_body
 
 log = logging.getLogger("psctld")
+SHUTDOWN_GRACE = 1.0  # seconds a stopping server gives the requests under way
 REST_WORKERS = 8  # threads for the API's blocking work (store reads and writes, conversions)
 OPEN_PATHS = frozenset({"/openapi/v3"})  # served without a credential: it says nothing about the cluster
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+class Routes(Protocol):
+    """What the server serves: the API's routes (routes.Api), or a standing-by controller's (standby.StandbyApi)."""
+
+    def add_routes(self, app: web.Application, executor: Executor) -> None: ...
+
+    async def close(self) -> None: ...
 
 
 def _refusal(request: web.Request, status: int, message: str) -> web.Response:
@@ -59,7 +69,7 @@ class RestServer:
     """The API's server: :meth:`start` binds ``host:port`` (raising OSError when it cannot) and
     serves from a thread of its own until :meth:`stop`."""
 
-    def __init__(self, api: Api, auth: Authenticator, host: str, port: int, workers: int = REST_WORKERS) -> None:
+    def __init__(self, api: Routes, auth: Authenticator, host: str, port: int, workers: int = REST_WORKERS) -> None:
         self.api, self.auth, self.host, self.port = api, auth, host, port
         self.executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rest")
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -99,7 +109,10 @@ class RestServer:
 
     async def _serve(self) -> None:
         # handler_cancellation: a client that goes away (a waiter, an output stream) ends its handler at once
-        self._runner = web.AppRunner(self.make_app(), handler_cancellation=True, access_log=None)
+        # shutdown_timeout: a stopping controller (one that lost its lease, too) cuts the requests under way
+        # at once, so their clients go to the next controller rather than wait for a reply that never comes
+        self._runner = web.AppRunner(self.make_app(), handler_cancellation=True, access_log=None,
+                                     shutdown_timeout=SHUTDOWN_GRACE)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True, reuse_port=False)
         await site.start()
