@@ -425,7 +425,23 @@ class Api:
 
     def output(self, job_id: int) -> Iterator[Json]:
         """The job's output lines (restjson.output_chunk_from_json reads one)."""
-        return self.stream(f"{PSLURM}/job/{int(job_id)}/output")
+        return self._resumed_output(f"{PSLURM}/job/{int(job_id)}/output")
+
+    def _resumed_output(self, path: str) -> Iterator[Json]:
+        """An output stream (:meth:`stream`); with several controllers, opened again when the one that
+        relayed it went away. The agent sends a run's output from its first byte to each new stream:
+        the bytes already passed on are skipped, so each comes once."""
+        seen = {"stdout": 0, "stderr": 0}  # bytes passed on, per stream
+        while True:
+            skip, got = dict(seen), False
+            try:
+                for data in self.stream(path):
+                    got = True
+                    yield _unseen(data, seen, skip)
+                return
+            except ControllerUnreachable:
+                if not got or len(self._hosts) == 1:
+                    raise
 
     def send_input(self, job_id: int, chunks: Iterable[bytes]) -> InputCall:
         """Send ``chunks`` to the job's stdin in the background (see Client.send_input)."""
@@ -454,7 +470,7 @@ class Api:
 
     def step_output(self, job_id: int, step_id: int) -> Iterator[Json]:
         """The step's output lines, as :meth:`output`'s."""
-        return self.stream(f"{PSLURM}/job/{int(job_id)}/step/{int(step_id)}/output")
+        return self._resumed_output(f"{PSLURM}/job/{int(job_id)}/step/{int(step_id)}/output")
 
     def step_input(self, job_id: int, step_id: int, chunks: Iterable[bytes]) -> InputCall:
         """Send ``chunks`` to the step's stdin (its task 0's) in the background, as :meth:`send_input`."""
@@ -472,6 +488,26 @@ class Api:
         """psalloc's end: give the allocation job back; it ends COMPLETED (FAILED with a non-zero
         ``exit_code``, the command's) once its node has ended the run."""
         self.request("POST", f"{PSLURM}/job/{int(job_id)}/relinquish", {"exit_code": int(exit_code)})
+
+
+def _unseen(data: Json, seen: dict[str, int], skip: dict[str, int]) -> Json:
+    """An output line without the first ``skip`` bytes of each stream (passed on before a resume);
+    ``seen`` counts what it passes on."""
+    if not any(skip.values()):
+        for name in seen:
+            text = str(data.get(name) or "")  # base64: its decoded length, without decoding it
+            seen[name] += len(text) * 3 // 4 - text.count("=")
+        return data
+    import base64
+
+    data = dict(data)
+    for name in seen:
+        raw = base64.b64decode(data.get(name) or "")
+        dropped = min(len(raw), skip[name])
+        skip[name] -= dropped
+        seen[name] += len(raw) - dropped
+        data[name] = base64.b64encode(raw[dropped:]).decode()
+    return data
 
 
 class InputCall:

@@ -204,10 +204,14 @@ class LocalCluster:
         create_key(config.auth_key_path)  # before any daemon starts: each of them reads it
         check_ports(config)  # a port another program holds: say which, rather than a daemon dying on it
         try:
-            for name, args in controller_processes(config):
+            for index, (name, args) in enumerate(controller_processes(config)):
                 self._spawn(name, ["pslurm.controller.app", "-f", str(self.conf_path), *args])
+                if index == 0 and config.backup_controllers:  # the primary takes control before a backup starts
+                    wait_controller(config, config.controller_addr, timeout, self._check_alive, "active")
             for name in config.nodes:
                 self._spawn(f"psd-{name}", ["pslurm.nodeagent.app", "-f", str(self.conf_path), "-N", name])
+            for _, addr in config.backup_controllers:  # each backup answers, standing by
+                wait_controller(config, addr, timeout, self._check_alive)
             return wait_idle(config, set(config.nodes), timeout, self._check_alive)
         except BaseException:
             self.stop()
@@ -351,6 +355,27 @@ def wait_idle(config: ClusterConfig, names: set[str], timeout: float, check: obj
             time.sleep(0.05)
     seen = ", ".join(f"{n}={s}" for n, s in sorted(states.items()))
     raise ClusterError(f"nodes not idle after {timeout:.0f}s: {seen or 'controller not answering'}")
+
+
+def wait_controller(config: ClusterConfig, addr: str, timeout: float, check: object = None,
+                    mode: str | None = None) -> None:
+    """Poll the controller at ``addr`` until it answers (in ``mode``, active or standby, if given)."""
+    from pslurm.client.api import Api
+    from pslurm.client.errors import ClientError
+
+    deadline = time.time() + timeout
+    with Api(config, timeout=2) as api:
+        while time.time() < deadline:
+            if callable(check):
+                check()
+            try:
+                if mode in (None, api.ping(addr).get("mode")):
+                    return
+            except ClientError:
+                pass
+            time.sleep(0.05)
+    raise ClusterError(f"the controller on {addr} did not {'answer' if mode is None else 'take control'} "
+                       f"in {timeout:.0f}s")
 
 
 _COMMENT = re.compile(r"#.*")

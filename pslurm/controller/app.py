@@ -106,12 +106,14 @@ def serve(conf_path: str, ready: threading.Event | None = None, stop: threading.
     SlurmctldHost= lines, ``host`` (else this machine's name) says which of them this one is: it
     stands by until it holds the controller lease (:mod:`pslurm.controller.failover`)."""
     config = load_cluster_config(conf_path)
+    me = failover.this_controller(config, host)
+    config = failover.as_seen_by(config, me)
+    if config.database_url:  # before anything is made: several controllers on SQLite is refused
+        failover.require_shared_database(config, config.database_url)
     if create_key(config.auth_key_path):
         log.info("created the cluster key %s: every node's agent needs a copy", config.auth_key_path)
     check_cluster_secrets(config)  # before anything is served: a readable secret is no secret
     auth = Authenticator(load_key(config.auth_key_path))
-    me = failover.this_controller(config, host)
-    config = failover.as_seen_by(config, me)
     database_url = config.database_url or read_database_url(config.database_url_file)
     failover.require_shared_database(config, database_url)
     make_state_private(config, database_url)
