@@ -93,6 +93,21 @@ def make_app() -> typer.Typer:
         stopped = LocalCluster(directory).stop()
         print(f"pslurm: stopped {len(stopped)} processes" if stopped else f"pslurm: no cluster running in {directory}")
 
+    @app.command()
+    def doctor(
+        conf: Annotated[Optional[Path], typer.Option("--conf", "-f", help="pslurm.conf (default: $PSLURM_CONF, "
+                                                     "/etc/pslurm/pslurm.conf, the per-user cluster's)")] = None,
+        node_name: Annotated[Optional[str], typer.Option("--node-name", "-N", help="the node to check "
+                                                         "(default: this host's name)")] = None,
+        gpu: Annotated[bool, typer.Option("--gpu", help="also run a CUDA program in a probe job on each GPU")] = False,
+    ) -> None:
+        """Check this host for what pslurm needs: one line per check, what holds and what to fix."""
+        import sys
+
+        argv = [sys.executable, "-m", "pslurm.doctor", *(["-f", str(conf)] if conf else []),
+                *(["-N", node_name] if node_name else []), *(["--gpu"] if gpu else [])]
+        os.execv(sys.executable, argv)  # a program of its own: it runs the agent's cgroup and GPU code
+
     from pslurm.cli import accounts_cmd, compat, lxc_cmd  # light: lxc's commands import pslurm.lxc when they run
 
     app.command("accounts")(accounts_cmd.accounts)
