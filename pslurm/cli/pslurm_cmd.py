@@ -108,9 +108,11 @@ def make_app() -> typer.Typer:
                 *(["-N", node_name] if node_name else []), *(["--gpu"] if gpu else [])]
         os.execv(sys.executable, argv)  # a program of its own: it runs the agent's cgroup and GPU code
 
-    from pslurm.cli import accounts_cmd, compat, lxc_cmd  # light: lxc's commands import pslurm.lxc when they run
+    # light: lxc's commands import pslurm.lxc when they run
+    from pslurm.cli import accounts_cmd, compat, lxc_cmd, units_cmd
 
     app.command("accounts")(accounts_cmd.accounts)
+    app.command("install-units")(units_cmd.install_units)
 
     app.add_typer(lxc_cmd.make_app(), name="lxc")
     app.add_typer(compat.make_app(), name="compat")
