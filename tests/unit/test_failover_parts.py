@@ -267,3 +267,21 @@ def test_the_agent_calls_the_first_controller_that_answers_and_stays_with_it() -
     assert caught.value.code() is grpc.StatusCode.UNAVAILABLE
     alone = controller_stub(parse_slurm_conf("SlurmctldHost=localhost\n", "x"))
     assert isinstance(alone, pb_grpc.ControllerStub)
+
+
+def test_a_node_removed_from_the_configuration_is_no_longer_listed(tmp_path: Path) -> None:
+    from pslurm.controller.monitor import NodeMonitor
+    from pslurm.controller.store import Store
+
+    two = ("SlurmctldHost=localhost\nNodeName=c[000-001] CPUs=2 RealMemory=100\n"
+           "PartitionName=p Nodes=c[000-001] Default=YES\n")
+    one = "SlurmctldHost=localhost\nNodeName=c000 CPUs=2 RealMemory=100\nPartitionName=p Nodes=c000 Default=YES\n"
+    store = Store(f"sqlite:///{tmp_path}/store.db")
+    store.migrate()
+    try:
+        assert [s.node.name for s in NodeMonitor(parse_slurm_conf(two, "x"), store, lambda: None, time.time).nodes()] \
+            == ["c000", "c001"]
+        assert [s.node.name for s in NodeMonitor(parse_slurm_conf(one, "x"), store, lambda: None, time.time).nodes()] \
+            == ["c000"]
+    finally:
+        store.close()
