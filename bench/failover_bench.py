@@ -11,9 +11,10 @@ run disrupts the active
 controller: ``kill`` (SIGKILL), ``cut`` (its database connection stops passing bytes, its process
 lives), ``takeover`` (pscontrol takeover). It prints one line per round: seconds from the disruption
 to the first submit acknowledged after it, the longest time without any acknowledgement around it,
-submits acknowledged, jobs lost, stored twice, run twice,
-the running jobs that did not end COMPLETED, node failures, and the submits that got an error (not
-acknowledged: their clients were told).
+submits acknowledged, jobs lost, stored twice, run twice, the jobs running on their nodes that did not
+run on to COMPLETED, the jobs started whose launch went down with the killed controller (requeued after
+BatchStartTimeout and run once), node failures, and the submits that got an error (not acknowledged:
+their clients were told).
 """
 
 from __future__ import annotations
@@ -73,8 +74,9 @@ def main() -> None:
             print(f"{kind:9} round {i + 1}: serve {out.time_to_serve:5.2f} s, no acknowledgement for "
                   f"{out.longest_gap:5.2f} s, acknowledged {out.acknowledged}, "
                   f"lost {len(out.lost)}, duplicated {len(out.duplicated)}, ran twice {len(out.ran_twice)}, "
-                  f"running jobs broken {broken} of {len(out.running_before)}, node failures "
-                  f"{len(out.node_failures)}, submits refused {len(out.failed_submits)}", flush=True)
+                  f"running jobs broken {broken} of {len(out.running_before)}, launches lost with the "
+                  f"controller (run later) {len(out.requeued_unlaunched)}, node failures {len(out.node_failures)}, "
+                  f"submits refused {len(out.failed_submits)}", flush=True)
         print(f"{kind:9} serve: median {statistics.median(serves):.2f} s, range {min(serves):.2f}-{max(serves):.2f} s")
 
 

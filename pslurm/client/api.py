@@ -421,33 +421,18 @@ class Api:
                                                                      "reason": reason})
         return reply["nodes"][0]  # type: ignore[no-any-return]
 
-    # -- a running job's output and input (relayed by the controller from its node's agent) ----
+    # -- a running step's output and input (relayed by the controller from its nodes' agents) ----
 
-    def output(self, job_id: int) -> Iterator[Json]:
-        """The job's output lines (restjson.output_chunk_from_json reads one)."""
-        return self._resumed_output(f"{PSLURM}/job/{int(job_id)}/output")
+    def output(self, job_id: int, step_id: int = 0) -> Iterator[Json]:
+        """Step ``job_id.step_id``'s output lines (0: a psrun job's command), merged from its nodes, the
+        last with the step's end (restjson.output_chunk_from_json reads one)."""
+        return self.stream(f"{PSLURM}/job/{int(job_id)}/step/{int(step_id)}/output")
 
-    def _resumed_output(self, path: str) -> Iterator[Json]:
-        """An output stream (:meth:`stream`); with several controllers, opened again when the one that
-        relayed it went away. The agent sends a run's output from its first byte to each new stream:
-        the bytes already passed on are skipped, so each comes once."""
-        seen = {"stdout": 0, "stderr": 0}  # bytes passed on, per stream
-        while True:
-            skip, got = dict(seen), False
-            try:
-                for data in self.stream(path):
-                    got = True
-                    yield _unseen(data, seen, skip)
-                return
-            except ControllerUnreachable:
-                if not got or len(self._hosts) == 1:
-                    raise
-
-    def send_input(self, job_id: int, chunks: Iterable[bytes]) -> InputCall:
-        """Send ``chunks`` to the job's stdin in the background (see Client.send_input)."""
+    def send_input(self, job_id: int, chunks: Iterable[bytes], step_id: int = 0) -> InputCall:
+        """Send ``chunks`` to the step's stdin (its task 0's) in the background (see Client.send_input)."""
         headers = self._headers("application/octet-stream")
-        return InputCall(lambda: self._connect(self.timeout), f"{PSLURM}/job/{int(job_id)}/input", headers, chunks)
-
+        return InputCall(lambda: self._connect(self.timeout), f"{PSLURM}/job/{int(job_id)}/step/{int(step_id)}/input",
+                         headers, chunks)
 
     # -- job steps (psrun inside an allocation) and psalloc's end ----------------------------------
 
@@ -468,16 +453,6 @@ class Api:
         for data in self._resumed(f"{PSLURM}/job/{int(job_id)}/step/{int(step_id)}/wait"):
             yield data["step"]
 
-    def step_output(self, job_id: int, step_id: int) -> Iterator[Json]:
-        """The step's output lines, as :meth:`output`'s."""
-        return self._resumed_output(f"{PSLURM}/job/{int(job_id)}/step/{int(step_id)}/output")
-
-    def step_input(self, job_id: int, step_id: int, chunks: Iterable[bytes]) -> InputCall:
-        """Send ``chunks`` to the step's stdin (its task 0's) in the background, as :meth:`send_input`."""
-        headers = self._headers("application/octet-stream")
-        return InputCall(lambda: self._connect(self.timeout), f"{PSLURM}/job/{int(job_id)}/step/{int(step_id)}/input",
-                         headers, chunks)
-
     def cancel_step(self, job_id: int, step_id: int, signal: int = 0) -> None:
         """Cancel step J.S (``signal`` 0) or send its tasks a signal. NotFound (``Invalid job id
         specified``), PermissionDenied, InvalidRequest (``Job/step already completing or completed``)."""
@@ -488,26 +463,6 @@ class Api:
         """psalloc's end: give the allocation job back; it ends COMPLETED (FAILED with a non-zero
         ``exit_code``, the command's) once its node has ended the run."""
         self.request("POST", f"{PSLURM}/job/{int(job_id)}/relinquish", {"exit_code": int(exit_code)})
-
-
-def _unseen(data: Json, seen: dict[str, int], skip: dict[str, int]) -> Json:
-    """An output line without the first ``skip`` bytes of each stream (passed on before a resume);
-    ``seen`` counts what it passes on."""
-    if not any(skip.values()):
-        for name in seen:
-            text = str(data.get(name) or "")  # base64: its decoded length, without decoding it
-            seen[name] += len(text) * 3 // 4 - text.count("=")
-        return data
-    import base64
-
-    data = dict(data)
-    for name in seen:
-        raw = base64.b64decode(data.get(name) or "")
-        dropped = min(len(raw), skip[name])
-        skip[name] -= dropped
-        seen[name] += len(raw) - dropped
-        data[name] = base64.b64encode(raw[dropped:]).decode()
-    return data
 
 
 class InputCall:

@@ -175,18 +175,18 @@ class Client:
 
     # -- a running job's input and output (its node's agent) ---------------------------------
 
-    def output(self, job: JobRecord) -> Iterator[OutputChunk]:
-        """A running interactive job's output (psrun), from its node's agent (relayed by the
-        controller), as it comes; the last
-        chunk has ``done`` set. Leaving the loop early ends the request. :class:`NodeUnreachable`
-        when the node does not answer (it may have gone: the controller says how the job ended)."""
-        return self._wire.output(job)
+    def output(self, job: JobRecord, step_id: int = 0) -> Iterator[OutputChunk]:
+        """A running step's output (``step_id`` 0: a psrun job's command), from its nodes' agents
+        (relayed by the controller), as it comes; the last chunk has ``done`` set, how the step ended
+        and each task's end. Leaving the loop early ends the request. :class:`NodeUnreachable` when a
+        node does not answer (it may have gone: the controller says how the job ended)."""
+        return self._wire.output(job, step_id)
 
-    def send_input(self, job: JobRecord, chunks: Iterable[bytes]) -> InputStream:
-        """Send ``chunks`` to a running interactive job's stdin, in the background, as the iterator
-        yields them; its end is the job's EOF (an empty iterator: an empty stdin). Returns a handle:
-        ``close(timeout)`` once the iterator has ended."""
-        return self._wire.send_input(job, chunks)
+    def send_input(self, job: JobRecord, chunks: Iterable[bytes], step_id: int = 0) -> InputStream:
+        """Send ``chunks`` to a running step's stdin (its task 0's; ``step_id`` 0: a psrun job's
+        command), in the background, as the iterator yields them; its end is the EOF (an empty
+        iterator: an empty stdin). Returns a handle: ``close(timeout)`` once the iterator has ended."""
+        return self._wire.send_input(job, chunks, step_id)
 
 
 def _load_config(config: Any) -> ClusterConfig:

@@ -70,17 +70,21 @@ class HttpTransport:
 
     # -- a running job's output and input (relayed by the controller from its node's agent) ----
 
-    def output(self, job: JobRecord) -> Iterator[OutputChunk]:
+    def output(self, job: JobRecord, step_id: int) -> Iterator[OutputChunk]:
         if not job.node:
             raise InvalidRequest(f"Job {job.display_id} is not running on any node")
-        for data in self.api.output(job.job_id):
-            stdout, stderr, done, state, code, sig = restjson.output_chunk_from_json(data)
-            yield OutputChunk(stdout=stdout, stderr=stderr, done=done, state=state, exit_code=code, exit_signal=sig)
+        for data in self.api.output(job.job_id, step_id):
+            stdout, stderr, end = restjson.output_chunk_from_json(data)
+            if end is None:
+                yield OutputChunk(stdout=stdout, stderr=stderr)
+            else:
+                yield OutputChunk(stdout=stdout, stderr=stderr, done=True, state=end.state, exit_code=end.exit_code,
+                                  exit_signal=end.exit_signal, tasks=end.tasks)
 
-    def send_input(self, job: JobRecord, chunks: Iterable[bytes]) -> InputCall:
+    def send_input(self, job: JobRecord, chunks: Iterable[bytes], step_id: int) -> InputCall:
         if not job.node:
             raise InvalidRequest(f"Job {job.display_id} is not running on any node")
-        return self.api.send_input(job.job_id, chunks)
+        return self.api.send_input(job.job_id, chunks, step_id)
 
 
 def cluster_from_json(reply: dict[str, Any]) -> ClusterStatus:

@@ -32,6 +32,7 @@ from pslurm.controller import failover
 from pslurm.controller.agents import AgentClient
 from pslurm.controller.jobs import JobService
 from pslurm.controller.monitor import NodeMonitor
+from pslurm.controller.observe import Observer
 from pslurm.controller.ports import Agents
 from pslurm.controller.scheduler import Scheduler
 from pslurm.controller.servicer import ControllerServicer
@@ -42,6 +43,7 @@ from pslurm.core.config import ClusterConfig, ConfigError, find_config_path, loa
 from pslurm.proto import pslurm_pb2_grpc as pb_grpc
 
 if TYPE_CHECKING:
+    from pslurm.controller.rest.observed import WebObservability
     from pslurm.controller.rest.routes import Api
     from pslurm.controller.rest.server import RestServer, Routes
 
@@ -151,13 +153,14 @@ def _serve_active(config: ClusterConfig, auth: Authenticator, store: Store, role
     credential socket and the two loops, then stop them all."""
     agents = AgentClient(lambda: signed_metadata(auth.key))
     parts = assemble(config, store, agents, operators=role.operators)
+    observer = Observer(parts, config).attach()  # metrics and the GPU history, fed by the parts' hooks
     server = grpc.server(ThreadPoolExecutor(max_workers=RPC_WORKERS, thread_name_prefix="rpc"),
-                         interceptors=[auth.interceptor()], options=SERVER_OPTIONS)
+                         interceptors=[observer.grpc_interceptor(), auth.interceptor()], options=SERVER_OPTIONS)
     servicer = ControllerServicer(parts.monitor, auth, parts.jobs.operators, parts.steps)
     pb_grpc.add_ControllerServicer_to_server(servicer, server)
     server.add_insecure_port(config.controller_target)
     server.start()
-    rest = _rest_server(config, auth, _api(parts, auth, role))
+    rest = _rest_server(config, auth, *_api(parts, auth, role, observer))
     # Users who cannot read the key get credentials here. Only a controller running as root serves
     # them: a personal cluster's agents cannot run jobs as anybody but its owner, so only they may use it.
     credentials = CredentialService(config.auth_socket_path, auth.key) if os.geteuid() == 0 else None
@@ -181,19 +184,25 @@ def _serve_active(config: ClusterConfig, auth: Authenticator, store: Store, role
     agents.close()
 
 
-def _api(parts: Parts, auth: Authenticator, role: failover.Role) -> Api:
+def _api(parts: Parts, auth: Authenticator, role: failover.Role, observer: Observer
+         ) -> tuple[Api, WebObservability]:
+    """The user API over the parts, and metrics and the dashboard beside it."""
+    from pslurm.controller.rest.observed import WebObservability
     from pslurm.controller.rest.relay import AgentRelay
     from pslurm.controller.rest.routes import Api
 
-    return Api(parts.jobs, parts.scheduler, parts.monitor, parts.watch, AgentRelay(lambda: signed_metadata(auth.key)),
-               parts.steps, role=role)
+    api = Api(parts.jobs, parts.scheduler, parts.monitor, parts.watch, AgentRelay(lambda: signed_metadata(auth.key)),
+              parts.steps, role=role)
+    return api, WebObservability(observer, auth, api)
 
 
-def _rest_server(config: ClusterConfig, auth: Authenticator, api: Routes) -> RestServer:
-    """The user API (HTTP/JSON) on RestPort, serving from its own thread and event loop."""
+def _rest_server(config: ClusterConfig, auth: Authenticator, api: Routes,
+                 observed: WebObservability | None = None) -> RestServer:
+    """The user API (HTTP/JSON; metrics and the dashboard with ``observed``) on RestPort, serving from
+    its own thread and event loop."""
     from pslurm.controller.rest.server import RestServer
 
-    rest = RestServer(api, auth, config.controller_addr, config.rest_port)
+    rest = RestServer(api, auth, config.controller_addr, config.rest_port, observed=observed)
     try:
         rest.start()
     except OSError as exc:

@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -264,8 +264,10 @@ class Outcome:
     duplicated: list[str]  # stored more than once
     ran_twice: list[int]  # jobs with more than one start line
     never_ran: list[int]  # ended COMPLETED without a start line, or not ended
-    running_before: dict[int, str]  # the jobs running at the disruption, and how each ended
-    node_failures: list[int]  # jobs that ended NODE_FAIL or were requeued by node_lost
+    running_before: dict[int, str]  # the jobs running on their node at the disruption: how each ended, and
+    # whether it was restarted (``COMPLETED`` only when it ran on to its end, never restarted)
+    requeued_unlaunched: list[int]  # started by the controller that went, its launch lost with it: run later
+    node_failures: list[int]  # jobs that ended NODE_FAIL, or were lost while they ran
     nodes: dict[str, str]  # each node's state at the end
     failed_submits: list[str]
     active_after: str | None
@@ -280,6 +282,7 @@ def drill(cluster: HaCluster, disrupt: Callable[[], None], settle: float = 2.0) 
     try:
         _wait(lambda: len(_running(store)) >= 6, 60)
         running = _running(store)
+        started = _starts(cluster.log)  # on their node by now: their script has begun
         disrupted = time.time()
         disrupt()
         _wait(lambda: any(sent >= disrupted for sent, _ in load.answered), 60)
@@ -288,10 +291,10 @@ def drill(cluster: HaCluster, disrupt: Callable[[], None], settle: float = 2.0) 
         load.stop()
         ids = set(load.acked.values())
         _wait(lambda: all(j.state.is_final for j in store.get_jobs(sorted(ids))), 120)
-        jobs = store.get_jobs(include_finished=True)
-        names = Counter(j.spec.name for j in jobs)
-        starts = Counter(int(line.split()[1]) for line in _lines(cluster.log) if line.startswith("start "))
-        by_id = {j.job_id: j for j in jobs}
+        by_id = {j.job_id: j for j in store.get_jobs(include_finished=True)}
+        names = Counter(j.spec.name for j in by_id.values())
+        starts = _starts(cluster.log)
+        lost_runs = {j for j in by_id if any(e.op == "node_lost" for e in store.events(j))}
         return Outcome(
             time_to_serve=served - disrupted,
             longest_gap=load.longest_gap(disrupted),
@@ -300,9 +303,11 @@ def drill(cluster: HaCluster, disrupt: Callable[[], None], settle: float = 2.0) 
             duplicated=sorted(name for name, count in names.items() if count > 1),
             ran_twice=sorted(job for job, count in starts.items() if count > 1),
             never_ran=sorted(j for j in ids if by_id[j].state is not JobState.COMPLETED or not starts[j]),
-            running_before={j: by_id[j].state.name for j in running},
-            node_failures=sorted(j.job_id for j in jobs if j.state is JobState.NODE_FAIL
-                                 or any(e.op == "node_lost" for e in store.events(j.job_id))),
+            running_before={j: by_id[j].state.name if not by_id[j].restarts else "restarted"
+                            for j in running if started[j]},
+            requeued_unlaunched=sorted(j for j in lost_runs if j in running and not started[j]),
+            node_failures=sorted(j for j in by_id if by_id[j].state is JobState.NODE_FAIL
+                                 or (j in lost_runs and (started[j] or j not in running))),
             nodes={n.name: n.state.name for n in store.get_nodes()},
             failed_submits=load.failed,
             active_after=cluster.active(),
@@ -316,8 +321,10 @@ def _running(store: Store) -> list[int]:
     return [j.job_id for j in store.get_jobs(states=[JobState.RUNNING])]
 
 
-def _lines(path: Path) -> Iterator[str]:
-    return iter(path.read_text().splitlines()) if path.exists() else iter(())
+def _starts(log: Path) -> Counter[int]:
+    """How many times each job's script has begun, by its ``start`` lines."""
+    lines = log.read_text().splitlines() if log.exists() else []
+    return Counter(int(line.split()[1]) for line in lines if line.startswith("start "))
 
 
 def _quiet(fn: Callable[[], list], default: list) -> list:  # type: ignore[type-arg]
