@@ -14,7 +14,8 @@ to the first submit acknowledged after it, the longest time without any acknowle
 submits acknowledged, jobs lost, stored twice, run twice, the jobs running on their nodes that did not
 run on to COMPLETED, the jobs started whose launch went down with the killed controller (requeued after
 BatchStartTimeout and run once), node failures, and the submits that got an error (not acknowledged:
-their clients were told).
+their clients were told), with how many of those were stored all the same (sent, and the answer lost
+with the controller).
 """
 
 from __future__ import annotations
@@ -76,7 +77,8 @@ def main() -> None:
                   f"lost {len(out.lost)}, duplicated {len(out.duplicated)}, ran twice {len(out.ran_twice)}, "
                   f"running jobs broken {broken} of {len(out.running_before)}, launches lost with the "
                   f"controller (run later) {len(out.requeued_unlaunched)}, node failures {len(out.node_failures)}, "
-                  f"submits refused {len(out.failed_submits)}", flush=True)
+                  f"submits refused {len(out.failed_submits)} (of them stored all the same "
+                  f"{len(out.stored_unacknowledged)})", flush=True)
         print(f"{kind:9} serve: median {statistics.median(serves):.2f} s, range {min(serves):.2f}-{max(serves):.2f} s")
 
 

@@ -270,6 +270,7 @@ class Outcome:
     node_failures: list[int]  # jobs that ended NODE_FAIL, or were lost while they ran
     nodes: dict[str, str]  # each node's state at the end
     failed_submits: list[str]
+    stored_unacknowledged: list[str]  # a failed submit that was stored all the same (sent, then the answer lost)
     active_after: str | None
 
 
@@ -310,6 +311,7 @@ def drill(cluster: HaCluster, disrupt: Callable[[], None], settle: float = 2.0) 
                                  or (j in lost_runs and (started[j] or j not in running))),
             nodes={n.name: n.state.name for n in store.get_nodes()},
             failed_submits=load.failed,
+            stored_unacknowledged=sorted(name for name in names if name not in load.acked),
             active_after=cluster.active(),
         )
     finally:
