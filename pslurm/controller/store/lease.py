@@ -11,13 +11,19 @@ takeover``). Fencing: every write transaction of the active controller first rea
 the group commit's fence). A takeover's ``UPDATE`` of that row waits for the write transactions
 under way and makes every later one fail, so a controller that lost its lease, however late it
 learns it, can never commit again. No consensus of our own: PostgreSQL's row locks decide.
+
+A controller cut off from the database in the middle of a write leaves its transaction open on the
+server, holding that row's lock: each write transaction therefore sets PostgreSQL's
+``idle_in_transaction_session_timeout`` to a lease's period, after which the server ends it, and a
+takeover waits for the lock a fraction of a period at a time (``lock_timeout``), trying again later.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, Engine, Float, and_, literal_column, or_, select, update
+from sqlalchemy import Connection, Engine, Float, and_, func, literal_column, or_, select, text, update
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.sql.elements import ColumnElement
 
 from pslurm.controller.store.schema import controller_lease
@@ -64,12 +70,19 @@ class Lease:
         mine = c.handover.in_(("", self.name))
         free = or_(and_(mine, or_(c.holder == "", c.expires < now - self.grace)),
                    c.expires < now - self.period - self.grace)
-        with self.engine.begin() as conn:
-            taken = conn.execute(update(controller_lease).where(_ROW, free).values(
-                token=c.token + 1, holder=self.name, expires=now + self.period, handover="")).rowcount
-            if not taken:
+        try:
+            with self.engine.begin() as conn:
+                if conn.dialect.name == "postgresql":  # the row is locked by a write under way: try again later
+                    conn.execute(text(f"SET LOCAL lock_timeout = {int(self.period * 200)}"))
+                taken = conn.execute(update(controller_lease).where(_ROW, free).values(
+                    token=c.token + 1, holder=self.name, expires=now + self.period, handover="")).rowcount
+                if not taken:
+                    return False
+                self.token = int(conn.execute(select(c.token).where(_ROW)).scalar_one())
+        except OperationalError as exc:
+            if type(exc.orig).__name__ == "LockNotAvailable":
                 return False
-            self.token = int(conn.execute(select(c.token).where(_ROW)).scalar_one())
+            raise
         return True
 
     def renew(self) -> str:
@@ -109,7 +122,13 @@ class Lease:
         wait on each other, a takeover waits on them) and raise Fenced unless this controller
         still holds it."""
         c = controller_lease.c
-        row = conn.execute(select(c.token, c.holder).where(_ROW).with_for_update(read=True)).one_or_none()
+        query = select(c.token, c.holder).where(_ROW).with_for_update(read=True)
+        if conn.dialect.name == "postgresql":
+            # a transaction left open by a controller cut off from the database would hold this lock
+            # for good (the server sees no error): the server ends it once idle for a lease's period
+            query = query.add_columns(func.set_config("idle_in_transaction_session_timeout",
+                                                      str(int(self.period * 1000)), True))
+        row = conn.execute(query).one_or_none()
         if self.token is None or row is None or (int(row[0]), str(row[1])) != (self.token, self.name):
             raise Fenced(f"psctld {self.name} is no longer the active controller: ask again")
 
