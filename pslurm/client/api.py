@@ -217,9 +217,12 @@ class Api:
     def _open_at(self, host: str, method: str, path: str, body: bytes | None, stream: bool) -> Response | None:
         """The request sent to ``host``, its reply's head read; None when it was not sent (no
         connection), or when a GET's connection failed and other controllers may answer it. A kept-alive
-        connection the server has closed meanwhile is replaced once (safe: a request the server did
-        handle spent its credential, so its replay would be refused, never done twice)."""
+        connection the server has closed meanwhile is replaced once, to the same host with the same
+        credential (safe: a request the server did handle spent it, so its replay would be refused,
+        never done twice); when that host takes no new connection (it died: perhaps after doing it),
+        ControllerUnreachable, never another controller."""
         headers = self._headers()  # a credential per controller: each keeps its own replay cache
+        sent = False  # the request went out to this host: it may have been done there
         for attempt in (0, 1):
             conn = None
             if not stream and attempt == 0:
@@ -232,8 +235,11 @@ class Api:
             if conn is None:
                 conn = self._connect_to(host, self.timeout)
                 if conn is None:
+                    if sent and method != "GET":  # its kept-alive connection died: done there or not, unknown
+                        raise ControllerUnreachable(self.target)
                     return None
             try:
+                sent = True
                 conn.send(method, path, headers, body)
                 response = conn.response()
             except (OSError, ProtocolError) as exc:

@@ -285,3 +285,44 @@ def test_a_node_removed_from_the_configuration_is_no_longer_listed(tmp_path: Pat
             == ["c000"]
     finally:
         store.close()
+
+
+def test_a_request_whose_controller_died_under_it_is_never_sent_to_another(tmp_path: Path) -> None:
+    """The kept-alive connection to ctl0 dies with it, the submit perhaps done: ControllerUnreachable,
+    and ctl1 never sees it (a second copy of the job); a GET may go on to ctl1."""
+    port = common_port()
+    conf = tmp_path / "pslurm.conf"
+    conf.write_text(f"SlurmctldHost=ctl0(127.0.0.1)\nSlurmctldHost=ctl1(127.0.0.2)\nRestPort={port}\n"
+                    "SlurmctldTimeout=2\n")
+    create_key(str(tmp_path / "pslurm.key"))
+    dying = socket.create_server(("127.0.0.1", port))
+
+    def serve_once_then_die() -> None:
+        conn, _ = dying.accept()
+        reader = conn.makefile("rb")
+        for answered in (True, False):
+            length = 0
+            while (line := reader.readline()) not in (b"\r\n", b""):
+                if line.lower().startswith(b"content-length:"):
+                    length = int(line.split(b":")[1])
+            reader.read(length)
+            if answered:
+                conn.sendall(b'HTTP/1.1 200 OK\r\nContent-Length: 14\r\n\r\n{"job_id": 41}')
+        conn.close()  # the second request read, then gone with the process: done or not, nobody knows
+        dying.close()
+
+    threading.Thread(target=serve_once_then_die, daemon=True).start()
+    other: Any = ThreadingHTTPServer(("127.0.0.2", port), Answering)
+    other.name, other.status, other.seen = "ctl1", 200, []
+    threading.Thread(target=other.serve_forever, daemon=True).start()
+    try:
+        with Api.load(conf) as api:
+            assert api.submit({"name": "x"}) == 41
+            with pytest.raises(ControllerUnreachable):
+                api.submit({"name": "y"})
+            assert other.seen == []
+            api.jobs()
+            assert other.seen == ["/pslurm/v1/jobs"]
+    finally:
+        other.shutdown()
+        other.server_close()
