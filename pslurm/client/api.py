@@ -231,6 +231,9 @@ class Api:
                     if mine:
                         conn = mine[-1]
                         self._idle.remove(conn)
+                if conn is not None and conn.dropped():  # closed while idle (its server went): nothing sent
+                    conn.close()
+                    conn = None
             fresh = conn is None
             if conn is None:
                 conn = self._connect_to(host, self.timeout)

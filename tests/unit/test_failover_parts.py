@@ -287,34 +287,60 @@ def test_a_node_removed_from_the_configuration_is_no_longer_listed(tmp_path: Pat
         store.close()
 
 
-def test_a_request_whose_controller_died_under_it_is_never_sent_to_another(tmp_path: Path) -> None:
-    """The kept-alive connection to ctl0 dies with it, the submit perhaps done: ControllerUnreachable,
-    and ctl1 never sees it (a second copy of the job); a GET may go on to ctl1."""
-    port = common_port()
+def two_controllers(tmp_path: Path, port: int) -> Path:
+    """pslurm.conf (and a key) naming ctl0 on 127.0.0.1 and ctl1 on 127.0.0.2, both on RestPort ``port``."""
     conf = tmp_path / "pslurm.conf"
     conf.write_text(f"SlurmctldHost=ctl0(127.0.0.1)\nSlurmctldHost=ctl1(127.0.0.2)\nRestPort={port}\n"
                     "SlurmctldTimeout=2\n")
     create_key(str(tmp_path / "pslurm.key"))
-    dying = socket.create_server(("127.0.0.1", port))
+    return conf
 
-    def serve_once_then_die() -> None:
-        conn, _ = dying.accept()
+
+def read_request(reader: Any) -> None:
+    """One HTTP request off ``reader``: its head, then its Content-Length body."""
+    length = 0
+    while (line := reader.readline()) not in (b"\r\n", b""):
+        if line.lower().startswith(b"content-length:"):
+            length = int(line.split(b":")[1])
+    reader.read(length)
+
+
+def active(addr: str, port: int) -> Any:
+    """An Answering server in the active role at ``addr:port``, serving from a thread."""
+    server: Any = ThreadingHTTPServer((addr, port), Answering)
+    server.name, server.status, server.seen = "ctl1", 200, []
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def dying_controller(port: int, reads_another: bool) -> threading.Event:
+    """ctl0 on 127.0.0.1: answers one submit (job 41) on a kept-alive connection, then dies, having read
+    the next request (``reads_another``: done or not, nobody knows) or not; the event is set once it is gone."""
+    listener = socket.create_server(("127.0.0.1", port))
+    gone = threading.Event()
+
+    def run() -> None:
+        conn, _ = listener.accept()
         reader = conn.makefile("rb")
-        for answered in (True, False):
-            length = 0
-            while (line := reader.readline()) not in (b"\r\n", b""):
-                if line.lower().startswith(b"content-length:"):
-                    length = int(line.split(b":")[1])
-            reader.read(length)
-            if answered:
-                conn.sendall(b'HTTP/1.1 200 OK\r\nContent-Length: 14\r\n\r\n{"job_id": 41}')
-        conn.close()  # the second request read, then gone with the process: done or not, nobody knows
-        dying.close()
+        read_request(reader)
+        conn.sendall(b'HTTP/1.1 200 OK\r\nContent-Length: 14\r\n\r\n{"job_id": 41}')
+        if reads_another:
+            read_request(reader)
+        conn.close()
+        listener.close()
+        gone.set()
 
-    threading.Thread(target=serve_once_then_die, daemon=True).start()
-    other: Any = ThreadingHTTPServer(("127.0.0.2", port), Answering)
-    other.name, other.status, other.seen = "ctl1", 200, []
-    threading.Thread(target=other.serve_forever, daemon=True).start()
+    threading.Thread(target=run, daemon=True).start()
+    return gone
+
+
+def test_a_request_whose_controller_died_under_it_is_never_sent_to_another(tmp_path: Path) -> None:
+    """The kept-alive connection to ctl0 dies with it, the submit perhaps done: ControllerUnreachable,
+    and ctl1 never sees it (a second copy of the job); a GET may go on to ctl1."""
+    port = common_port()
+    conf = two_controllers(tmp_path, port)
+    dying_controller(port, reads_another=True)
+    other = active("127.0.0.2", port)
     try:
         with Api.load(conf) as api:
             assert api.submit({"name": "x"}) == 41
@@ -323,6 +349,26 @@ def test_a_request_whose_controller_died_under_it_is_never_sent_to_another(tmp_p
             assert other.seen == []
             api.jobs()
             assert other.seen == ["/pslurm/v1/jobs"]
+    finally:
+        other.shutdown()
+        other.server_close()
+
+
+def test_a_kept_alive_connection_closed_while_idle_sends_nothing_and_the_next_controller_answers(
+        tmp_path: Path) -> None:
+    """ctl0 answers, then dies before the next request: its connection, closed while idle, is seen closed
+    before anything is sent on it, so the request goes to ctl1 (it cannot have been done twice)."""
+    port = common_port()
+    conf = two_controllers(tmp_path, port)
+    gone = dying_controller(port, reads_another=False)
+    other = active("127.0.0.2", port)
+    try:
+        with Api.load(conf) as api:
+            assert api.submit({"name": "x"}) == 41
+            assert gone.wait(5)
+            time.sleep(0.1)  # its end reaches us
+            assert api.submit({"name": "y"}) == 42
+            assert other.seen == ["/slurm/v0.0.40/job/submit"]
     finally:
         other.shutdown()
         other.server_close()
