@@ -372,3 +372,15 @@ def test_a_kept_alive_connection_closed_while_idle_sends_nothing_and_the_next_co
     finally:
         other.shutdown()
         other.server_close()
+
+
+def test_show_config_lists_every_controller_as_scontrol(tmp_path: Path) -> None:
+    from pslurm.cli.pscontrol import config_pairs
+
+    path = tmp_path / "pslurm.conf"
+    path.write_text(THREE)
+    from pslurm.core.config import load_cluster_config
+
+    pairs = dict(config_pairs(load_cluster_config(str(path))))
+    assert [pairs[f"SlurmctldHost[{i}]"] for i in range(3)] == ["head0(10.0.0.1)", "head1(head1)", "head2(10.0.0.3)"]
+    assert pairs["SlurmctldTimeout"] == "20 sec"
