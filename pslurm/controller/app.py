@@ -30,6 +30,7 @@ from pslurm.auth.secretfiles import check_cluster_secrets, read_database_url
 from pslurm.auth.transport import SERVER_OPTIONS, Authenticator, CredentialService, signed_metadata
 from pslurm.controller import failover
 from pslurm.controller.agents import AgentClient
+from pslurm.controller.assocs import AssocService
 from pslurm.controller.jobs import JobService
 from pslurm.controller.monitor import NodeMonitor
 from pslurm.controller.observe import Observer
@@ -43,6 +44,7 @@ from pslurm.core.config import ClusterConfig, ConfigError, find_config_path, loa
 from pslurm.proto import pslurm_pb2_grpc as pb_grpc
 
 if TYPE_CHECKING:
+    from pslurm.auth.jwt import TokenCheck
     from pslurm.controller.rest.observed import WebObservability
     from pslurm.controller.rest.routes import Api
     from pslurm.controller.rest.server import RestServer, Routes
@@ -67,6 +69,7 @@ class Parts:
     jobs: JobService
     watch: JobWatch
     steps: StepService
+    assocs: AssocService
 
 
 def assemble(config: ClusterConfig, store: Store, agents: Agents, clock: Callable[[], float] = time.time,
@@ -80,8 +83,11 @@ def assemble(config: ClusterConfig, store: Store, agents: Agents, clock: Callabl
     monitor = NodeMonitor(config, store, scheduler.reschedule, clock)
     jobs = JobService(config, store, agents, scheduler.reschedule, clock, operators)
     monitor.end_on_nodes = jobs.end_on_nodes
+    assocs = AssocService(store.assoc, config.cluster_name, operators)
+    assocs.load_config(config)
+    scheduler.associations = jobs.associations = assocs.current  # read at each submit and pass
     return Parts(store, agents, scheduler, monitor, jobs, JobWatch(store, clock),
-                 StepService(store, agents, clock, operators))
+                 StepService(store, agents, clock, operators), assocs)
 
 
 class _Late:
@@ -160,7 +166,7 @@ def _serve_active(config: ClusterConfig, auth: Authenticator, store: Store, role
     pb_grpc.add_ControllerServicer_to_server(servicer, server)
     server.add_insecure_port(config.controller_target)
     server.start()
-    rest = _rest_server(config, auth, *_api(parts, auth, role, observer))
+    rest = _rest_server(config, auth, *_api(parts, auth, config, role, observer))
     # Users who cannot read the key get credentials here. Only a controller running as root serves
     # them: a personal cluster's agents cannot run jobs as anybody but its owner, so only they may use it.
     credentials = CredentialService(config.auth_socket_path, auth.key) if os.geteuid() == 0 else None
@@ -184,25 +190,33 @@ def _serve_active(config: ClusterConfig, auth: Authenticator, store: Store, role
     agents.close()
 
 
-def _api(parts: Parts, auth: Authenticator, role: failover.Role, observer: Observer
-         ) -> tuple[Api, WebObservability]:
-    """The user API over the parts, and metrics and the dashboard beside it."""
+def _api(parts: Parts, auth: Authenticator, config: ClusterConfig, role: failover.Role, observer: Observer
+         ) -> tuple[Api, WebObservability, TokenCheck]:
+    """The user API over the parts (with sacctmgr's, sdiag's and sstat's routes), metrics and the dashboard
+    beside it, and the check of scontrol token's JWTs."""
+    from pslurm.auth.jwt import TokenCheck, key_path, load_or_create_key
+    from pslurm.controller.diag import Diag
+    from pslurm.controller.rest.acct_routes import AcctApi
     from pslurm.controller.rest.observed import WebObservability
     from pslurm.controller.rest.relay import AgentRelay
     from pslurm.controller.rest.routes import Api
+    from pslurm.controller.rest.stats_relay import StatsRelay
 
     api = Api(parts.jobs, parts.scheduler, parts.monitor, parts.watch, AgentRelay(lambda: signed_metadata(auth.key)),
               parts.steps, role=role)
-    return api, WebObservability(observer, auth, api)
+    tokens = TokenCheck(load_or_create_key(key_path(config.state_dir, config.extra)))  # scontrol token's JWT
+    diag = Diag(parts.store, observer.measurements)  # sdiag's figures: the observer's scheduler passes
+    api.more.append(AcctApi(api, parts.assocs, tokens, diag, StatsRelay(lambda: signed_metadata(auth.key))))
+    return api, WebObservability(observer, auth, api, tokens.identity), tokens
 
 
 def _rest_server(config: ClusterConfig, auth: Authenticator, api: Routes,
-                 observed: WebObservability | None = None) -> RestServer:
+                 observed: WebObservability | None = None, tokens: TokenCheck | None = None) -> RestServer:
     """The user API (HTTP/JSON; metrics and the dashboard with ``observed``) on RestPort, serving from
     its own thread and event loop."""
     from pslurm.controller.rest.server import RestServer
 
-    rest = RestServer(api, auth, config.controller_addr, config.rest_port, observed=observed)
+    rest = RestServer(api, auth, config.controller_addr, config.rest_port, observed=observed, tokens=tokens)
     try:
         rest.start()
     except OSError as exc:

@@ -18,7 +18,7 @@ from collections import defaultdict
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Executor
 from importlib import resources
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import grpc
 from aiohttp import web
@@ -36,7 +36,17 @@ from pslurm.proto import pslurm_pb2 as pb
 from pslurm.proto import pslurm_pb2_grpc as pb_grpc
 
 if TYPE_CHECKING:
-    from pslurm.controller.rest.observed import WebObservability
+    from pslurm.auth.credential import Identity
+    from pslurm.auth.transport import Authenticator
+    from pslurm.controller.rest.session import Sessions
+
+    class WebObservability(Protocol):
+        """What the dashboard uses of rest.observed.WebObservability (its login and sessions)."""
+
+        sessions: Sessions
+        auth: Authenticator
+
+        def login(self, token: str) -> Identity: ...
 
 T = TypeVar("T")
 PAGE_SIZE = 50

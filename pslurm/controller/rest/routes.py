@@ -14,7 +14,6 @@ import dataclasses
 import json
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Executor
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from aiohttp import web
@@ -26,11 +25,13 @@ from pslurm.controller.failover import Role
 from pslurm.controller.jobs import JobService
 from pslurm.controller.monitor import NodeMonitor
 from pslurm.controller.rest import access
+from pslurm.controller.rest.openapi import Route, describe
 from pslurm.controller.rest.relay import AgentRelay, AgentStreamError
 from pslurm.controller.scheduler import Scheduler
 from pslurm.controller.steps import StepService, step_request_from_json, step_to_json
 from pslurm.controller.watch import JobWatch
 from pslurm.core import restjson
+from pslurm.core.assoc import Assoc
 from pslurm.core.hostlists import expand
 from pslurm.core.jobspec import JobRecord
 from pslurm.core.lifecycle import StepBusy
@@ -69,18 +70,17 @@ def _dumps(data: dict[str, Any]) -> bytes:
                       separators=(",", ":"), ensure_ascii=False).encode()
 
 
-@dataclass(frozen=True)
-class Route:
-    """One endpoint: what the OpenAPI description says of it, and its handler's name on :class:`Api`."""
+async def role_ping(role: Role, executor: Executor | None, request: web.Request) -> web.StreamResponse:
+    """This controller's name, role and mode, the active one's name, the database's state, its clock
+    (scontrol ping; answered by an active controller and by one standing by, rest/standby.py)."""
+    return _reply(await asyncio.get_running_loop().run_in_executor(executor, role.ping))
 
-    method: str
-    path: str
-    handler: str
-    summary: str
-    query: tuple[str, ...] = ()  # query parameters
-    body: str = ""  # what the request body is ("" none)
-    streams: bool = False  # the reply is NDJSON, one object a line, as things happen
-    tags: tuple[str, ...] = field(default=())
+
+async def role_takeover(role: Role, executor: Executor | None, request: web.Request) -> web.StreamResponse:
+    """scontrol takeover, asked of this controller: operators only."""
+    if request[IDENTITY].uid not in role.operators:
+        return _reply(error_body("Access/permission denied", 403, request.path), 403)
+    return _reply(await asyncio.get_running_loop().run_in_executor(executor, role.takeover))
 
 
 ROUTES: tuple[Route, ...] = (
@@ -213,11 +213,14 @@ class Api:
         self.steps = steps or StepService(jobs.store, jobs.agents, jobs.clock, jobs.operators)
         self.config = jobs.config
         self.executor: Executor | None = None
+        self.more: list[Any] = []  # more routes over these parts: add_routes(app, wrap) (rest/acct_routes.py)
 
     def add_routes(self, app: web.Application, executor: Executor) -> None:
         self.executor = executor
         for route in ROUTES:
             app.router.add_route(route.method, route.path, self._wrap(getattr(self, route.handler)))
+        for more in self.more:
+            more.add_routes(app, self._wrap)
 
     async def close(self) -> None:
         await self.relay.close()
@@ -386,13 +389,16 @@ class Api:
         return _reply({"jobs": rows, "weights": weights})
 
     async def accounts(self, request: web.Request) -> web.StreamResponse:
-        """The configured accounts, users' default accounts, and the fair-share tree (sshare's rows)."""
+        """The accounts (the store's associations), users' default accounts, and the fair-share tree."""
         rows = await self._run(self.scheduler.fair_share)
-        cfg = self.config
-        return _reply({"accounts": [{"name": a.name, "users": ["ALL"] if a.all_users else list(a.users),
-                                     "fairshare": a.fairshare, "description": a.description}
-                                    for a in cfg.accounts.values()],
-                       "default_accounts": dict(cfg.default_accounts),
+        snap = self.service.associations()
+        return _reply({"accounts": [{"name": name, "users": ["ALL" if a.user == "*" else a.user for a in snap.assocs
+                                                             if a.account == name and a.user],
+                                     "fairshare": (snap.account_assoc(name) or Assoc(name)).fairshare,
+                                     "description": account.description}
+                                    for name, account in snap.accounts.items() if name != "root"],
+                       "default_accounts": {u.name: u.default_account for u in snap.users.values()
+                                            if u.default_account != "root"},  # not Slurm's bootstrap root
                        "shares": [dataclasses.asdict(r) for r in rows]})
 
     # -- the cluster -------------------------------------------------------------------------
@@ -574,19 +580,13 @@ class Api:
         return job_id, step_id, uid, targets
 
     async def openapi(self, request: web.Request) -> web.StreamResponse:
-        from pslurm.controller.rest.openapi import describe
-
         return web.json_response(describe(ROUTES))
 
     async def ping(self, request: web.Request) -> web.StreamResponse:
-        from pslurm.controller.rest import standby
-
-        return await standby.ping(self._role(), self.executor, request)
+        return await role_ping(self._role(), self.executor, request)
 
     async def takeover(self, request: web.Request) -> web.StreamResponse:
-        from pslurm.controller.rest import standby
-
-        return await standby.takeover(self._role(), self.executor, request)
+        return await role_takeover(self._role(), self.executor, request)
 
     def _role(self) -> Role:
         if self.role is None:

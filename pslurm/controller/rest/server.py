@@ -21,6 +21,7 @@ from aiohttp import web
 from aiohttp.typedefs import Middleware
 
 from pslurm.auth.credential import AuthError
+from pslurm.auth.jwt import TOKEN_HEADER, TokenCheck
 from pslurm.auth.transport import MAX_REQUEST_BYTES, METADATA_KEY, Authenticator
 from pslurm.controller.rest.routes import IDENTITY, error_body
 
@@ -51,15 +52,19 @@ def _refusal(request: web.Request, status: int, message: str) -> web.Response:
     return response
 
 
-def guard_middleware(auth: Authenticator, checked_elsewhere: Callable[[str], bool] = lambda path: False
-                     ) -> Middleware:
-    """``checked_elsewhere``: paths whose callers another middleware checks (metrics, the dashboard)."""
+def guard_middleware(auth: Authenticator, checked_elsewhere: Callable[[str], bool] = lambda path: False,
+                     tokens: TokenCheck | None = None) -> Middleware:
+    """``checked_elsewhere``: paths whose callers another middleware checks (metrics, the dashboard);
+    ``tokens``: slurmrestd's JWT (X-SLURM-USER-TOKEN, auth/jwt.py) admitted beside the credential."""
     @web.middleware
     async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
         if request.path not in OPEN_PATHS and not checked_elsewhere(request.path):
             credential = request.headers.get(METADATA_KEY, "")
             try:  # an HMAC and a set lookup: cheap enough for the loop itself
-                request[IDENTITY] = auth.admit(((METADATA_KEY, credential),) if credential else ())
+                if tokens is not None and TOKEN_HEADER in request.headers:  # slurmrestd's JWT (auth/jwt.py)
+                    request[IDENTITY] = tokens.admit(request.headers)
+                else:
+                    request[IDENTITY] = auth.admit(((METADATA_KEY, credential),) if credential else ())
             except AuthError as exc:
                 return _refusal(request, 401, f"authentication failed: {exc}")
         length = request.content_length
@@ -75,8 +80,8 @@ class RestServer:
     serves from a thread of its own until :meth:`stop`."""
 
     def __init__(self, api: Routes, auth: Authenticator, host: str, port: int, workers: int = REST_WORKERS,
-                 observed: WebObservability | None = None) -> None:
-        self.api, self.auth, self.host, self.port = api, auth, host, port
+                 observed: WebObservability | None = None, tokens: TokenCheck | None = None) -> None:
+        self.api, self.auth, self.host, self.port, self.tokens = api, auth, host, port, tokens
         self.observed = observed  # metrics and the dashboard (observed.py), with their own callers' checks
         self.executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rest")
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -85,7 +90,8 @@ class RestServer:
 
     def make_app(self) -> web.Application:
         observed = self.observed
-        middlewares = [guard_middleware(self.auth, observed.owns if observed is not None else lambda path: False)]
+        middlewares = [guard_middleware(self.auth, observed.owns if observed is not None else lambda path: False,
+                                        self.tokens)]
         if observed is not None:
             middlewares.insert(0, observed.middleware())
         app = web.Application(middlewares=middlewares, client_max_size=MAX_REQUEST_BYTES)

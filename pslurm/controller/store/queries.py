@@ -31,6 +31,7 @@ from sqlalchemy import (
     update,
 )
 
+from pslurm.controller.store.assoc import AssocStore
 from pslurm.controller.store.records import (
     ActiveRun,
     Allocation,
@@ -52,6 +53,7 @@ from pslurm.controller.store.records import (
     node_from_row,
     row_nodes,
     step_from_row,
+    usage_record,
 )
 from pslurm.controller.store.schema import job_events, job_nodes, job_steps, jobs, nodes
 from pslurm.controller.store.writer import GroupCommit
@@ -80,6 +82,7 @@ class Store:
         self.engine: Engine = _make_engine(url)
         self._writer = GroupCommit(self.engine)  # every write: one writer, concurrent ones share a commit
         self._listeners: list[Callable[[Collection[int]], None]] = []
+        self.assoc = AssocStore(self.engine, self._writer)  # sacctmgr's associations (store/assoc.py)
 
     def subscribe(self, listener: Callable[[Collection[int]], None]) -> None:
         """Call ``listener(job_ids)`` after each committed write that may have changed those jobs
@@ -482,13 +485,7 @@ class Store:
                  .order_by(e.event_id))
         with self.engine.connect() as conn:
             rows = conn.execute(query).all()
-        # a multi-node job used its share on each node: the CPUs of all, memory and GPUs (per node) times its nodes
-        records = [UsageRecord(r.job_id, r.user_name, r.account,
-                               sum(indices_from_column(r.node_cpus)) if r.node_cpus else r.cpus,
-                               r.mem_mb * (r.num_nodes or 1),
-                               len(indices_from_column(r.gpu_indices)) * (r.num_nodes or 1), r.start_time, r.end_time)
-                   for r in rows]
-        return records, rows[-1].event_id if rows else after_event
+        return [usage_record(r) for r in rows], rows[-1].event_id if rows else after_event
 
     def get_job(self, job_id: int, light: bool = False) -> JobRecord | None:
         """One job by its own id (not its array's other tasks); ``light`` as in :meth:`get_jobs`."""

@@ -181,6 +181,17 @@ class UsageRecord:
     end_time: float
 
 
+def usage_record(r: Any, end_time: float = 0.0) -> UsageRecord:
+    """A run's row (job_id, user_name, account, cpus, mem_mb, gpu_indices, start_time, end_time,
+    num_nodes, node_cpus) as a UsageRecord: a multi-node job used its share on each node, the CPUs of
+    all, memory and GPUs (per node) times its nodes. ``end_time``: for a run not ended yet."""
+    nodes = r.num_nodes or 1
+    return UsageRecord(r.job_id, r.user_name, r.account,
+                       sum(indices_from_column(r.node_cpus)) if r.node_cpus else r.cpus, r.mem_mb * nodes,
+                       len(indices_from_column(r.gpu_indices)) * nodes, r.start_time,
+                       r.end_time if r.end_time is not None else end_time)
+
+
 @dataclass(frozen=True)
 class RefRow:
     """A job a dependency may name, as dependency evaluation needs it."""

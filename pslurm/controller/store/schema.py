@@ -2,7 +2,19 @@
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Boolean, Column, Float, ForeignKey, Integer, MetaData, String, Table, Text
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    Float,
+    ForeignKey,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
 
 metadata = MetaData()
 
@@ -32,6 +44,7 @@ jobs = Table(
     Column("peak_gpu_memory_mb", Integer),
     Column("mean_gpu_util", Float),
     Column("max_rss_kb", BigInteger),  # the job's memory cgroup's peak, KiB (0010); NULL: not measured
+    Column("total_cpu_seconds", Float),  # its cgroup's CPU time, user and system (0011); NULL: not measured
     Column("spec", Text, nullable=False),  # the whole JobSpec as JSON
     # scheduling (migration 0002)
     Column("account", String(64), nullable=False, default=""),
@@ -141,7 +154,58 @@ nodes = Table(
     Column("isolation", String(256), nullable=False, default=""),
 )
 
-# One row (id 1): which controller is active, and the fencing token its every write carries (0011).
+# Associations (migration 0011): sacctmgr's accounts, users, associations and QOS (core/assoc.py), written
+# only by store/assoc.py
+acct_qos = Table(
+    "acct_qos",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("name", String(64), nullable=False, unique=True),
+    Column("description", String(256), nullable=False, default=""),
+    Column("priority", BigInteger, nullable=False, default=0),
+    Column("max_jobs_per_user", Integer),  # NULL: no limit
+    Column("max_submit_jobs_per_user", Integer),
+    Column("max_tres_per_user", String(256), nullable=False, default=""),
+    Column("max_wall", Integer),  # seconds
+    Column("preempt", String(1024), nullable=False, default=""),  # QOS names, comma-separated
+)
+
+acct_accounts = Table(
+    "acct_accounts",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("description", String(256), nullable=False, default=""),
+    Column("organization", String(256), nullable=False, default=""),
+)
+
+acct_users = Table(
+    "acct_users",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("default_account", String(64), nullable=False, default=""),
+    Column("admin_level", String(16), nullable=False, default="None"),
+)
+
+acct_assocs = Table(
+    "acct_assocs",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("account", String(64), nullable=False, index=True),
+    Column("user_name", String(64), nullable=False, default=""),  # "": the account's own association
+    Column("partition", String(64), nullable=False, default=""),
+    Column("parent", String(64), nullable=False, default=""),
+    Column("fairshare", Integer, nullable=False, default=1),
+    Column("max_jobs", Integer),
+    Column("max_submit_jobs", Integer),
+    Column("max_wall", Integer),  # seconds
+    Column("grp_tres", String(256), nullable=False, default=""),
+    Column("max_tres_per_job", String(256), nullable=False, default=""),
+    Column("qos", String(1024), nullable=False, default="normal"),  # QOS names, comma-separated
+    Column("default_qos", String(64), nullable=False, default=""),
+    UniqueConstraint("account", "user_name", "partition", name="uq_acct_assocs_key"),
+)
+
+# One row (id 1): which controller is active, and the fencing token its every write carries (0012).
 controller_lease = Table(
     "controller_lease",
     metadata,
