@@ -108,8 +108,7 @@ class Admission:
         """The request as it would be stored (its defaults filled in), or the refusal (SpecError,
         PermissionDenied); nothing stored. A job runs as the user it names: only an operator may submit
         one for somebody else."""
-        if requester.uid not in self.operators:
-            _check_own(spec, requester)
+        spec = own_user(spec, requester, self.operators)
         sched = self.sched
         gpu_memory = None
         if spec.gpu_mem or any(g.name == "gpumem" for g in spec.gres):
@@ -407,19 +406,24 @@ def _partition_for(spec: JobSpec, config: ClusterConfig) -> PartitionConfig:
     return default
 
 
-def _check_own(spec: JobSpec, requester: Identity) -> None:
-    """A user's job names the user's own uid, primary gid and (where this host knows the uid) name."""
+def own_user(spec: JobSpec, requester: Identity, operators: frozenset[int]) -> JobSpec:
+    """The request with its user name taken from its uid on this host, never from the client (as
+    slurmctld names a job's user). A user's job names the user's own uid and primary gid; a uid this
+    host does not know is refused ("Invalid user id", ESLURM_USER_ID_MISSING's words) unless an
+    operator sends it (an operator vouches for the name; the agents give such a job no supplementary
+    group of that name's: nodeagent/identity.py)."""
     import pwd
 
-    if (spec.uid, spec.gid) != (requester.uid, requester.gid):
+    if requester.uid not in operators and (spec.uid, spec.gid) != (requester.uid, requester.gid):
         raise PermissionDenied(f"Access/permission denied: the job is for uid {spec.uid} gid {spec.gid}, "
                                f"the request comes from uid {requester.uid} gid {requester.gid}")
     try:
         name = pwd.getpwuid(spec.uid).pw_name
-    except KeyError:
-        return  # a uid this host does not know: its name is what the client says
-    if spec.user != name:
-        raise PermissionDenied(f"Access/permission denied: uid {spec.uid} is {name}, not {spec.user}")
+    except (KeyError, OverflowError):
+        if requester.uid in operators:
+            return spec
+        raise PermissionDenied(f"Invalid user id: uid {spec.uid} has no name on the controller's host") from None
+    return spec if spec.user == name else replace(spec, user=name)
 
 
 def _group_names(user: str, gid: int) -> list[str]:

@@ -25,13 +25,14 @@ import grpc
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
-from pslurm.auth.credential import AuthError, create_key, load_key
+from pslurm.auth.credential import CONTROLLER, AuthError, create_key, load_key, node_audience
 from pslurm.auth.secretfiles import check_cluster_secrets, read_database_url
-from pslurm.auth.transport import SERVER_OPTIONS, Authenticator, CredentialService, signed_metadata
+from pslurm.auth.transport import SERVER_OPTIONS, Authenticator, CredentialService, Metadata, signed_metadata
 from pslurm.controller import failover
 from pslurm.controller.agents import AgentClient
 from pslurm.controller.assocs import AssocService
 from pslurm.controller.jobs import JobService
+from pslurm.controller.limits import ServerLimits, max_tasks_per_node, raise_descriptor_limit, server_limits
 from pslurm.controller.monitor import NodeMonitor
 from pslurm.controller.observe import Observer
 from pslurm.controller.ports import Agents
@@ -41,6 +42,7 @@ from pslurm.controller.steps import StepService
 from pslurm.controller.store import Lease, Store
 from pslurm.controller.watch import JobWatch
 from pslurm.core.config import ClusterConfig, ConfigError, find_config_path, load_cluster_config
+from pslurm.core.ratelog import bound_logging
 from pslurm.proto import pslurm_pb2_grpc as pb_grpc
 
 if TYPE_CHECKING:
@@ -87,7 +89,7 @@ def assemble(config: ClusterConfig, store: Store, agents: Agents, clock: Callabl
     assocs.load_config(config)
     scheduler.associations = jobs.associations = assocs.current  # read at each submit and pass
     return Parts(store, agents, scheduler, monitor, jobs, JobWatch(store, clock),
-                 StepService(store, agents, clock, operators), assocs)
+                 StepService(store, agents, clock, operators, max_tasks_per_node(config)), assocs)
 
 
 class _Late:
@@ -121,55 +123,66 @@ def serve(conf_path: str, ready: threading.Event | None = None, stop: threading.
     if create_key(config.auth_key_path):
         log.info("created the cluster key %s: every node's agent needs a copy", config.auth_key_path)
     check_cluster_secrets(config)  # before anything is served: a readable secret is no secret
-    auth = Authenticator(load_key(config.auth_key_path))
+    key = load_key(config.auth_key_path)
+    raise_descriptor_limit()
+    limits = server_limits(config)
     database_url = config.database_url or read_database_url(config.database_url_file)
     failover.require_shared_database(config, database_url)
     make_state_private(config, database_url)
     store = Store(database_url)
     store.migrate()
+    operators = frozenset({0, os.getuid()})
     poll = config.slurmctld_timeout * failover.RENEW_SHARE
     lease = Lease(store.engine, me.name, config.slurmctld_timeout * failover.LEASE_SHARE,
                   grace=max(0, me.index - 1) * poll)  # backups take over in order
-    role = failover.Role(config, me, lease, frozenset({0, os.getuid()}))
+    role = failover.Role(config, me, lease, operators)
     stop = stop or threading.Event()
     try:
         if not config.backup_controllers:
-            _serve_active(config, auth, store, role, ready, stop)
+            _serve_active(config, key, limits, store, role, ready, stop)
             return
 
         def stand_by() -> Callable[[], None]:
             from pslurm.controller.rest.standby import StandbyApi
 
-            rest = _rest_server(config, auth, StandbyApi(role))
+            rest = _rest_server(config, Authenticator(key), StandbyApi(role), limits=limits, operators=operators)
             log.info("psctld %s (%s) standing by on http://%s: the controller lease is another's", me.name,
                      role.me.role(role.count), config.rest_target)
             if ready is not None:
                 ready.set()
             return rest.stop
 
-        failover.run(role, stop, stand_by, lambda end: _serve_active(config, auth, store, role, ready, end),
+        failover.run(role, stop, stand_by, lambda end: _serve_active(config, key, limits, store, role, ready, end),
                      lambda held: store.fence(None if held is None else held.check))
     finally:
         store.close()
 
 
-def _serve_active(config: ClusterConfig, auth: Authenticator, store: Store, role: failover.Role,
+def _serve_active(config: ClusterConfig, key: bytes, limits: ServerLimits, store: Store, role: failover.Role,
                   ready: threading.Event | None, stop: threading.Event) -> None:
     """Serve as the active controller until ``stop`` is set: the agents' gRPC, the user API, the
     credential socket and the two loops, then stop them all."""
-    agents = AgentClient(lambda: signed_metadata(auth.key))
-    parts = assemble(config, store, agents, operators=role.operators)
+    for_agent = _agent_credentials(config, key)
+    agents = AgentClient(for_agent)
+    operators = role.operators
+    parts = assemble(config, store, agents, operators=operators)
     observer = Observer(parts, config).attach()  # metrics and the GPU history, fed by the parts' hooks
+    # the agents' path: credentials made for the controller's gRPC, from daemons only, with their own replay
+    # cache and threads; users' requests (the HTTP API: its own cache, loop and pool) cannot stall it
+    auth = Authenticator(key, audience=CONTROLLER, only=operators)
     server = grpc.server(ThreadPoolExecutor(max_workers=RPC_WORKERS, thread_name_prefix="rpc"),
                          interceptors=[observer.grpc_interceptor(), auth.interceptor()], options=SERVER_OPTIONS)
     servicer = ControllerServicer(parts.monitor, auth, parts.jobs.operators, parts.steps)
     pb_grpc.add_ControllerServicer_to_server(servicer, server)
     server.add_insecure_port(config.controller_target)
     server.start()
-    rest = _rest_server(config, auth, *_api(parts, auth, config, role, observer))
+    api_auth = Authenticator(key)  # the API's: its credentials' audience, its own replay cache
+    rest = _rest_server(config, api_auth, *_api(parts, api_auth, config, role, for_agent, observer), limits=limits,
+                        operators=parts.jobs.operators)
     # Users who cannot read the key get credentials here. Only a controller running as root serves
     # them: a personal cluster's agents cannot run jobs as anybody but its owner, so only they may use it.
-    credentials = CredentialService(config.auth_socket_path, auth.key) if os.geteuid() == 0 else None
+    credentials = (CredentialService(config.auth_socket_path, key, rate=limits.credential_rate)
+                   if os.geteuid() == 0 else None)
     if credentials is not None:
         credentials.start()
     stopping = threading.Event()
@@ -190,10 +203,17 @@ def _serve_active(config: ClusterConfig, auth: Authenticator, store: Store, role
     agents.close()
 
 
-def _api(parts: Parts, auth: Authenticator, config: ClusterConfig, role: failover.Role, observer: Observer
-         ) -> tuple[Api, WebObservability, TokenCheck]:
+def _agent_credentials(config: ClusterConfig, key: bytes) -> Callable[[str], Metadata]:
+    """Fresh gRPC metadata for a call to the agent at ``target`` (host:port): a credential made for
+    that node alone (its name from pslurm.conf's NodeName= lines), refused by any other."""
+    names = {f"{n.addr}:{n.port}": n.name for n in config.nodes.values()}
+    return lambda target: signed_metadata(key, node_audience(names.get(target, target)))
+
+
+def _api(parts: Parts, auth: Authenticator, config: ClusterConfig, role: failover.Role,
+         for_agent: Callable[[str], Metadata], observer: Observer) -> tuple[Api, WebObservability, TokenCheck]:
     """The user API over the parts (with sacctmgr's, sdiag's and sstat's routes), metrics and the dashboard
-    beside it, and the check of scontrol token's JWTs."""
+    beside it, and the check of scontrol token's JWTs; ``auth``: the API's."""
     from pslurm.auth.jwt import TokenCheck, key_path, load_or_create_key
     from pslurm.controller.diag import Diag
     from pslurm.controller.rest.acct_routes import AcctApi
@@ -202,21 +222,21 @@ def _api(parts: Parts, auth: Authenticator, config: ClusterConfig, role: failove
     from pslurm.controller.rest.routes import Api
     from pslurm.controller.rest.stats_relay import StatsRelay
 
-    api = Api(parts.jobs, parts.scheduler, parts.monitor, parts.watch, AgentRelay(lambda: signed_metadata(auth.key)),
-              parts.steps, role=role)
+    api = Api(parts.jobs, parts.scheduler, parts.monitor, parts.watch, AgentRelay(for_agent), parts.steps, role=role)
     tokens = TokenCheck(load_or_create_key(key_path(config.state_dir, config.extra)))  # scontrol token's JWT
     diag = Diag(parts.store, observer.measurements)  # sdiag's figures: the observer's scheduler passes
-    api.more.append(AcctApi(api, parts.assocs, tokens, diag, StatsRelay(lambda: signed_metadata(auth.key))))
+    api.more.append(AcctApi(api, parts.assocs, tokens, diag, StatsRelay(for_agent)))
     return api, WebObservability(observer, auth, api, tokens.identity), tokens
 
 
-def _rest_server(config: ClusterConfig, auth: Authenticator, api: Routes,
-                 observed: WebObservability | None = None, tokens: TokenCheck | None = None) -> RestServer:
+def _rest_server(config: ClusterConfig, auth: Authenticator, api: Routes, observed: WebObservability | None = None,
+                 tokens: TokenCheck | None = None, *, limits: ServerLimits, operators: frozenset[int]) -> RestServer:
     """The user API (HTTP/JSON; metrics and the dashboard with ``observed``) on RestPort, serving from
     its own thread and event loop."""
     from pslurm.controller.rest.server import RestServer
 
-    rest = RestServer(api, auth, config.controller_addr, config.rest_port, observed=observed, tokens=tokens)
+    rest = RestServer(api, auth, config.controller_addr, config.rest_port, limits, operators, observed=observed,
+                      tokens=tokens)
     try:
         rest.start()
     except OSError as exc:
@@ -272,6 +292,7 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     logging.getLogger("alembic").setLevel(logging.WARNING)
+    bound_logging()  # a message that repeats is written at a bounded rate: no user fills the disk with it
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

@@ -22,7 +22,7 @@ from pslurm.controller.agents import AgentUnreachable
 from pslurm.controller.errors import NotFound, PermissionDenied
 from pslurm.controller.ports import Agents, Reschedule
 from pslurm.controller.store import Store
-from pslurm.core.arrays import format_ranges, parse_task_selector
+from pslurm.core.arrays import format_ranges, parse_job_selector
 from pslurm.core.assoc import Associations
 from pslurm.core.config import ClusterConfig
 from pslurm.core.jobspec import JobRecord, JobSpec, SpecError
@@ -41,6 +41,7 @@ from pslurm.core.states import InvalidTransition, JobState
 log = logging.getLogger("psctld")
 
 JOB_ENDED_ALREADY = "Job/step already completing or completed"  # ESLURM_ALREADY_DONE
+MAX_SELECTORS = 10_000  # job ids and selectors in one cancel request
 
 
 class JobService:
@@ -80,9 +81,10 @@ class JobService:
         return self.admission.check(spec, requester)
 
     def resolve(self, text: str) -> list[int]:
-        """The job ids ``14``, ``14_3`` or ``14_[5-9]`` names (an array's id: every task). SpecError
+        """The job ids ``14``, ``14_3`` or ``14_[5-9]`` names (an array's id: every task), at most the
+        array's tasks whatever the selector spans (core.arrays.TaskRanges, Store.resolve). SpecError
         for a malformed id; [] for an unknown one."""
-        job_id, tasks = parse_task_selector(text)
+        job_id, tasks = parse_job_selector(text)
         return self.store.resolve(job_id, tasks)
 
     def update_job(self, text: str, requester_uid: int, action: str = "", priority: int | None = None,
@@ -101,9 +103,7 @@ class JobService:
         if action not in ("hold", "uhold", "release", "requeue"):
             raise SpecError(f"Invalid job action: {action}")
         errors = []
-        for job in self.store.get_jobs(job_ids=ids, include_finished=True):
-            if job.job_id not in ids:
-                continue
+        for job in self.store.jobs_with_ids(ids):  # the whole request: requeue asks whether it is a batch job
             name = job.display_id
             if not admin and requester_uid != job.spec.uid:
                 errors.append(f"Job {name}: Access/permission denied")
@@ -137,7 +137,7 @@ class JobService:
             return [f"{text}: {INVALID_JOB_ID}" if "_" in text else f"{INVALID_JOB_ID} for job {text}"]
         admin = requester_uid in self.operators
         outcome: dict[int, str | None] = {}
-        found = [j for j in self.store.get_jobs(job_ids=ids, include_finished=True) if j.job_id in ids]
+        found = self.store.jobs_with_ids(ids)
         for job in found:
             outcome[job.job_id] = self._update_one(job, wanted, requester_uid, admin)
         self.reschedule()
@@ -206,45 +206,48 @@ class JobService:
     def cancel(self, job_ids: Sequence[int], requester_uid: int, signal: int = 0,
                job_specs: Sequence[str] = ()) -> list[str]:
         """Cancel (or signal) jobs; an array's id cancels every task, ``14_3`` / ``14_[5-9]`` some.
-        Returns one error line per job that could not be."""
+        Returns one error line per job that could not be. At most MAX_SELECTORS ids and selectors
+        (SpecError beyond); each selector names at most its array's tasks (Store.resolve), and the
+        jobs named are read without their requests and cancelled in one transaction."""
+        texts = [*map(str, job_ids), *job_specs]
+        if len(texts) > MAX_SELECTORS:
+            raise SpecError(f"Too many job ids: {len(texts)} (at most {MAX_SELECTORS} in one request)")
         errors = []
-        wanted: list[int] = []
+        wanted: dict[int, None] = {}  # in the order named, each once
         quiet: set[int] = set()
-        for text in [*map(str, job_ids), *job_specs]:
+        for text in texts:
             try:
                 found = self.resolve(text)
             except SpecError as exc:
-                errors.append(f"Kill job error on job id {text}: {exc}")
+                errors.append(f"Kill job error on job id {text[:40]}: {exc}")
                 continue
             if not found:
                 errors.append(f"Kill job error on job id {text}: Invalid job id specified")
             if len(found) > 1 or not text.isdigit():
                 quiet.update(found)  # tasks of an array: the ones already ended are skipped silently
-            wanted.extend(i for i in found if i not in wanted)
+            wanted.update(dict.fromkeys(found))
+        jobs = {job.job_id: job for job in self.store.jobs_with_ids(wanted, light=True)}
+        to_end: list[JobRecord] = []
         for job_id in wanted:
-            job = self.store.get_job(job_id)
+            job = jobs.get(job_id)
             if job is None:
                 errors.append(f"Kill job error on job id {job_id}: Invalid job id specified")
-                continue
-            if requester_uid not in self.operators and requester_uid != job.spec.uid:
+            elif requester_uid not in self.operators and requester_uid != job.spec.uid:
                 errors.append(f"Kill job error on job id {job_id}: Access/permission denied")
-                continue
-            if job.state.is_final and job_id in quiet:
-                continue
-            if job.state.is_final:
-                errors.append(f"Kill job error on job id {job_id}: Job/step already completing or completed")
-                continue
-            try:
-                self._cancel_one(job, signal)
-            except InvalidTransition:
-                pass  # it ended meanwhile: nothing left to cancel
+            elif job.state.is_final:
+                if job_id not in quiet:
+                    errors.append(f"Kill job error on job id {job_id}: Job/step already completing or completed")
+            elif signal == 0:
+                to_end.append(job)
+            elif job.state.holds_resources:  # a signal to a pending job has nothing to reach
+                self._signal(job, signal)
+        outcome = self.store.cancel_jobs([job.job_id for job in to_end], self.clock(), "cancel requested")
+        for job, change in zip(to_end, outcome, strict=True):
+            if isinstance(change, Change) and change.to is JobState.COMPLETING:
+                self._signal(job, 0)  # a running job: its agents end it (it ended meanwhile: nothing to do)
+        if to_end:
+            self.reschedule()
         return errors
-
-    def _cancel_one(self, job: JobRecord, signal: int) -> None:
-        if signal == 0:
-            self._end_on_node(job, self.store.cancel(job.job_id, self.clock(), "cancel requested"))
-        elif job.state.holds_resources:  # a signal to a pending job has nothing to reach
-            self._signal(job, signal)
 
     def relinquish(self, job_id: int, requester_uid: int, exit_code: int = 0) -> None:
         """psalloc's end (salloc's slurm_complete_job): the owner gives an allocation job back with

@@ -179,7 +179,7 @@ class Scheduler:
         started = self._start(decided.placements, pending) if decided.placements else []
         if self._after_start is not None and started:
             self._after_start(started)
-        for job in self.store.get_jobs(job_ids=started) if started else ():
+        for job in self.store.jobs_with_ids(started):  # these jobs only (an array's id is its first task here)
             if job.state is JobState.RUNNING and job.node:
                 self._launch(job, targets)
         placed = set(started)

@@ -90,6 +90,15 @@ def procs(tmp_path):
         p.stop_all()
 
 
+@pytest.fixture
+def store(db_url: str) -> Iterator[Store]:
+    """A migrated store on each kind of database (the store contract's)."""
+    s = Store(db_url)
+    s.migrate()
+    yield s
+    s.close()
+
+
 @dataclass
 class Place:
     """A tree the jobs' user reaches (pytest's tmp_path sits under a 0700 root directory): the
@@ -120,12 +129,3 @@ def place() -> Iterator[Place]:
         yield Place(top, home, user, uid, gid)
     finally:
         shutil.rmtree(top)
-
-
-@pytest.fixture
-def store(db_url: str) -> Iterator[Store]:
-    """A migrated store on each kind of database (``db_url``'s)."""
-    s = Store(db_url)
-    s.migrate()
-    yield s
-    s.close()

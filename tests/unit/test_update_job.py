@@ -323,14 +323,14 @@ def test_the_store_writes_nothing_once_the_job_left_the_state_that_was_read(stor
 def test_a_job_that_started_meanwhile_is_checked_again(service, store, monkeypatch) -> None:
     jobs, _ = service
     job_id = submit(store)
-    read = store.get_jobs
+    read = store.jobs_with_ids
 
     def racing(*args, **kw):  # type: ignore[no-untyped-def]
         found = read(*args, **kw)
         start(store, job_id)  # the scheduler starts it between the service's read and its write
         return found
 
-    monkeypatch.setattr(store, "get_jobs", racing)
+    monkeypatch.setattr(store, "jobs_with_ids", racing)
     assert jobs.update_job(str(job_id), ANA, changes={"num_tasks": 2}) == [
         f"Job is no longer pending execution for job {job_id}"]
     assert store.get_job(job_id).spec.ntasks == 1

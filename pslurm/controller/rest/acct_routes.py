@@ -19,7 +19,7 @@ from pslurm.auth.jwt import TokenCheck
 from pslurm.controller.assocs import AssocService
 from pslurm.controller.diag import Diag
 from pslurm.controller.metrics import Measurements
-from pslurm.controller.rest.routes import PSLURM, ApiError, Route, _caller, _job_id, _reply
+from pslurm.controller.rest.routes import PSLURM, ApiError, Route, _caller, _ids, _job_id, _reply
 from pslurm.controller.rest.stats_relay import StatsRelay
 from pslurm.controller.store.usage import job_measures, usage_summary
 from pslurm.core.assoc import Associations
@@ -137,7 +137,7 @@ class AcctApi:
                                             "mem_mb": sum(n.real_memory for n in nodes)}})
 
     async def efficiency(self, request: web.Request) -> web.StreamResponse:
-        ids = [int(i) for text in request.query.getall("job_id", []) for i in text.split(",") if i.isdigit()]
+        ids = _ids(request.query.getall("job_id", []))  # ids of at most 10 digits: 400 for another
         if not ids:
             raise ApiError(400, "Invalid job id specified")
         store = self.api.service.store

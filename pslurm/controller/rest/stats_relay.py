@@ -21,8 +21,8 @@ CALL_TIMEOUT = 10.0  # seconds: an agent reads /proc for the job's processes, a 
 class StatsRelay:
     """One grpc.aio channel per agent, made on (and used only from) the API's loop."""
 
-    def __init__(self, credentials: Callable[[], Metadata]) -> None:
-        self._credentials = credentials
+    def __init__(self, credentials: Callable[[str], Metadata]) -> None:
+        self._credentials = credentials  # fresh metadata for a call to that agent (a credential made for it)
         self._channels: dict[str, grpc.aio.Channel] = {}
 
     async def job_stats(self, targets: Sequence[str], job_id: int) -> list[dict[str, Any]]:
@@ -35,7 +35,7 @@ class StatsRelay:
             channel = self._channels[target] = grpc.aio.insecure_channel(target)
         try:
             reply = await pb_grpc.NodeAgentStub(channel).JobStats(
-                pb.JobStatsRequest(job_id=job_id), metadata=self._credentials(), timeout=CALL_TIMEOUT)
+                pb.JobStatsRequest(job_id=job_id), metadata=self._credentials(target), timeout=CALL_TIMEOUT)
         except grpc.aio.AioRpcError as exc:
             return {"target": target, "error": exc.details() or exc.code().name}
         return {"node": reply.node, "target": target,

@@ -7,6 +7,7 @@ from pslurm.controller.store.records import (
     ActiveRun,
     Allocation,
     JobEvent,
+    JobPage,
     NewStep,
     NodeShare,
     QueuedJob,
@@ -18,6 +19,6 @@ from pslurm.controller.store.records import (
 )
 from pslurm.controller.store.writer import Fenced, StoreError
 
-__all__ = ["ActiveRun", "Allocation", "Fenced", "JobEvent", "Lease", "LeaseLost", "LeaseState", "LiveJobs",
-           "NewStep", "NodeShare", "QueuedJob", "RefRow", "RunEnd",
-           "StepEnd", "StepRecord", "Store", "StoreError", "UsageRecord"]
+__all__ = ["ActiveRun", "Allocation", "Fenced", "JobEvent", "JobPage", "Lease", "LeaseLost", "LeaseState",
+           "LiveJobs", "NewStep", "NodeShare", "QueuedJob", "RefRow", "RunEnd", "StepEnd", "StepRecord", "Store",
+           "StoreError", "UsageRecord"]

@@ -45,7 +45,13 @@ jobs = Table(
     Column("mean_gpu_util", Float),
     Column("max_rss_kb", BigInteger),  # the job's memory cgroup's peak, KiB (0010); NULL: not measured
     Column("total_cpu_seconds", Float),  # its cgroup's CPU time, user and system (0011); NULL: not measured
-    Column("spec", Text, nullable=False),  # the whole JobSpec as JSON
+    # the request: ``job_specs`` row ``spec_id`` (an array's tasks share one), with the fields changed on this
+    # job alone since (pscontrol update) in ``spec_overrides``, a JSON object ("" none) (migration 0012).
+    # ``spec`` held the whole request per row before 0012; it is "" since (dropping a column on SQLite rebuilds
+    # the table and every table that refers to it)
+    Column("spec", Text, nullable=False),
+    Column("spec_id", Integer, index=True),
+    Column("spec_overrides", Text, nullable=False, default=""),
     # scheduling (migration 0002)
     Column("account", String(64), nullable=False, default=""),
     Column("nice", Integer, nullable=False, default=0),
@@ -79,6 +85,15 @@ jobs = Table(
     Column("nodes", String(1024), nullable=False, default=""),
     Column("num_nodes", Integer, nullable=False, default=1),  # -N: the nodes it asks
     Column("node_cpus", String(1024), nullable=False, default=""),  # each node's CPUs, "8,4" ("" one node)
+)
+
+# What a submit asked (migration 0012): the whole JobSpec as JSON, stored once per submit, so that the tasks
+# of an array (up to MaxArraySize rows) refer to one copy of their script and environment.
+job_specs = Table(
+    "job_specs",
+    metadata,
+    Column("spec_id", Integer, primary_key=True, autoincrement=True),
+    Column("spec", Text, nullable=False),
 )
 
 # The nodes of each job's allocation (migration 0007), written by ``start`` (one row for a single-node
@@ -205,7 +220,7 @@ acct_assocs = Table(
     UniqueConstraint("account", "user_name", "partition", name="uq_acct_assocs_key"),
 )
 
-# One row (id 1): which controller is active, and the fencing token its every write carries (0012).
+# One row (id 1): which controller is active, and the fencing token its every write carries (0013).
 controller_lease = Table(
     "controller_lease",
     metadata,

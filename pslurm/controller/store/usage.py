@@ -11,6 +11,7 @@ from sqlalchemy import func, or_, select
 from pslurm.controller.store.queries import Store
 from pslurm.controller.store.records import UsageRecord, usage_record
 from pslurm.controller.store.schema import job_events, jobs
+from pslurm.controller.store.specs import SpecReader
 from pslurm.core.states import JobState
 
 # sdiag's counters: the lifecycle's operations and final states that each counts
@@ -46,16 +47,16 @@ def job_measures(store: Store, job_ids: Sequence[int]) -> list[dict[str, Any]]:
     query = (select(c.job_id, c.array_job_id, c.array_task_id, c.user_name, c.uid, c.account, c.state, c.exit_code,
                     c.exit_signal, c.start_time, c.end_time, c.cpus, c.node_cpus, c.num_nodes, c.nodes, c.mem_mb,
                     c.gpu_indices, c.gpu_seconds, c.mean_gpu_util, c.peak_gpu_memory_mb, c.max_rss_kb,
-                    c.total_cpu_seconds, c.spec)
+                    c.total_cpu_seconds, c.spec_id, c.spec_overrides)
              .where(or_(c.job_id.in_(job_ids), c.array_job_id.in_(job_ids))).order_by(c.job_id))
     with store.engine.connect() as conn:
-        return [_measures(r) for r in conn.execute(query)]
+        rows = list(conn.execute(query))
+        requests = SpecReader()  # an array's tasks share one request: read once (store/specs.py)
+        requests.load(conn, (r.spec_id for r in rows))
+        return [_measures(r, requests.data(r.spec_id, r.spec_overrides)) for r in rows]
 
 
-def _measures(r: Any) -> dict[str, Any]:
-    import json
-
-    spec = json.loads(r.spec)
+def _measures(r: Any, spec: dict[str, Any]) -> dict[str, Any]:
     used = usage_record(r)
     return {"job_id": r.job_id, "array_job_id": r.array_job_id, "array_task_id": r.array_task_id,
             "user": r.user_name, "uid": r.uid, "gid": spec.get("gid"), "account": r.account, "state": r.state,

@@ -1,15 +1,15 @@
 """The controller lease: one row naming the active controller, its fencing token and when its lease
 ends on the database's clock (several SlurmctldHost= lines: one psctld active, the others standing by).
 
-Revision ID: 0012
-Revises: 0011
+Revision ID: 0013
+Revises: 0012
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0012"
-down_revision = "0011"
+revision = "0013"
+down_revision = "0012"
 branch_labels = None
 depends_on = None
 
