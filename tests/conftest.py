@@ -40,17 +40,25 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'store.db'}"
         return
+    with fresh_pg_database(f"pslurm_t{os.getpid()}_{abs(hash(request.node.nodeid)) % 10**8}") as url:
+        yield url
+
+
+@contextlib.contextmanager
+def fresh_pg_database(name: str) -> Iterator[str]:
+    """A new, empty PostgreSQL database on the test server (PSLURM_TEST_PG_URL's), dropped afterwards."""
     base = require_pg()
     from sqlalchemy import create_engine, text
 
-    name = f"pslurm_t{os.getpid()}_{abs(hash(request.node.nodeid)) % 10**8}"
     admin = create_engine(base, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
         conn.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
         conn.execute(text(f'CREATE DATABASE "{name}"'))
-    yield base.rsplit("/", 1)[0] + "/" + name
-    _drop_database(admin, name)
-    admin.dispose()
+    try:
+        yield base.rsplit("/", 1)[0] + "/" + name
+    finally:
+        _drop_database(admin, name)
+        admin.dispose()
 
 
 def _drop_database(admin: Any, name: str) -> None:

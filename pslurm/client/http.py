@@ -104,6 +104,17 @@ class Connection:
     def settimeout(self, timeout: float | None) -> None:
         self.sock.settimeout(timeout)
 
+    def dropped(self) -> bool:
+        """Whether the server closed this idle connection (or anything else came on it): a request sent
+        on it now would fail, unsent. Nothing is read."""
+        import select
+
+        try:
+            readable, _, _ = select.select([self.sock], [], [], 0)
+        except (OSError, ValueError):
+            return True
+        return bool(readable)  # an idle HTTP connection has nothing to read but its end
+
     def close(self) -> None:
         try:
             self.reader.close()

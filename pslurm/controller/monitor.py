@@ -258,7 +258,7 @@ class NodeMonitor:
         return next(s for s in self.nodes() if s.node.name == name)
 
     def nodes(self) -> list[NodeStatus]:
-        """Each node with what is allocated on it and its sinfo state word."""
+        """Each configured node with what is allocated on it and its sinfo state word."""
         allocations = self.store.allocations()
         usage = usage_by_node(allocations)
         on_node: dict[str, list[Allocation]] = defaultdict(list)
@@ -266,6 +266,8 @@ class NodeMonitor:
             on_node[alloc.node].append(alloc)
         out = []
         for node in self.store.get_nodes():
+            if node.name not in self.config.nodes:  # removed from pslurm.conf: its row stays, unshown
+                continue
             used = usage.get(node.name, NodeUsage())
             total_gpus = len(node.gpus) or sum(g.count for g in node.gres if g.name == "gpu")
             word = node_display_state(node.state, node.drain, len(set(used.gpus)), total_gpus, used.cpus,

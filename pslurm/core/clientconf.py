@@ -18,9 +18,11 @@ if TYPE_CHECKING:
 
 # The keys a client reads (lower case), and the global keys with whole-number values that
 # confparse reads with the same check.
-CLIENT_KEYS = ("slurmctldhost", "controlmachine", "slurmctldport", "restport", "authkey", "authsocket", "clustername")
+CLIENT_KEYS = ("slurmctldhost", "controlmachine", "slurmctldport", "restport", "authkey", "authsocket", "clustername",
+               "slurmctldtimeout")
 DEFAULT_CONTROLLER_PORT = 6817
 DEFAULT_REST_PORT = 6820
+DEFAULT_SLURMCTLD_TIMEOUT = 10  # seconds (Slurm's default is 120; a lab's cluster fails over sooner)
 
 
 class ConfigError(ValueError):
@@ -112,7 +114,10 @@ class ClientAddresses:
 
     __slots__ = ()
     path: str
+    controller_host: str
     controller_addr: str
+    backup_controllers: tuple[tuple[str, str], ...]
+    slurmctld_timeout: int
     controller_port: int
     rest_port: int
     auth_key: str
@@ -132,6 +137,11 @@ class ClientAddresses:
         return self.auth_socket or os.path.join(os.path.dirname(os.path.abspath(self.path)), "pslurm.sock")
 
     @property
+    def controller_hosts(self) -> tuple[tuple[str, str], ...]:
+        """Every controller, (name, address) each, in SlurmctldHost= order: the primary, then its backups."""
+        return ((self.controller_host, self.controller_addr), *self.backup_controllers)
+
+    @property
     def controller_target(self) -> str:
         """host:port of the controller's gRPC (what an unreachable controller is named by)."""
         return f"{self.controller_addr}:{self.controller_port}"
@@ -146,14 +156,18 @@ class ClientConf(ClientAddresses):
     """The client's part of a pslurm.conf (the attributes :class:`pslurm.core.config.ClusterConfig`
     has by the same names, so either serves a client)."""
 
-    __slots__ = ("path", "controller_addr", "controller_port", "rest_port", "auth_key", "auth_socket", "cluster_name")
+    __slots__ = ("path", "controller_host", "controller_addr", "controller_port", "rest_port", "auth_key",
+                 "auth_socket", "cluster_name", "backup_controllers", "slurmctld_timeout")
 
     def __init__(self, path: str, controller_addr: str = "127.0.0.1", controller_port: int = DEFAULT_CONTROLLER_PORT,
                  rest_port: int = DEFAULT_REST_PORT, auth_key: str = "", auth_socket: str = "",
-                 cluster_name: str = "pslurm") -> None:
+                 cluster_name: str = "pslurm", controller_host: str = "localhost") -> None:
         self.path, self.controller_addr, self.controller_port = path, controller_addr, controller_port
         self.rest_port, self.auth_key, self.auth_socket = rest_port, auth_key, auth_socket
         self.cluster_name = cluster_name  # ClusterName= (ClusterConfig's default): the commands' JSON names it
+        self.controller_host = controller_host
+        self.backup_controllers: tuple[tuple[str, str], ...] = ()
+        self.slurmctld_timeout = DEFAULT_SLURMCTLD_TIMEOUT
 
 
 
@@ -182,10 +196,14 @@ def read_client_conf(path: str) -> ClientConf:
                 conf.auth_socket = value
             elif low == "clustername":
                 conf.cluster_name = value
+            elif low == "slurmctldtimeout":
+                conf.slurmctld_timeout = whole_number(path, lineno, key, value)
             elif low in ("slurmctldhost", "controlmachine"):
-                _, addr = controller_host(path, lineno, key, value)
-                if not host_seen:  # later lines name backup controllers
-                    conf.controller_addr, host_seen = addr, True
+                name, addr = controller_host(path, lineno, key, value)
+                if not host_seen:
+                    conf.controller_host, conf.controller_addr, host_seen = name, addr, True
+                else:  # later lines name backup controllers
+                    conf.backup_controllers += ((name, addr),)
     return conf
 
 

@@ -73,6 +73,7 @@ _ACTIVE = (JobState.RUNNING.value, JobState.COMPLETING.value)
 _FINAL = tuple(s.value for s in JobState if s.is_final)
 
 
+MIGRATION_LOCK = 0x70736C75  # the advisory lock key under which PostgreSQL's schema is migrated ("pslu")
 _IN_CHUNK = 1000  # ids per IN list: well under SQLite's and PostgreSQL's bound-parameter limits
 
 
@@ -106,8 +107,16 @@ class Store:
         cfg = Config()
         cfg.set_main_option("script_location", str(pathlib.Path(__file__).parent / "migrations"))
         with self.engine.begin() as conn:
+            if conn.dialect.name == "postgresql":  # controllers starting together migrate one at a time
+                conn.execute(select(func.pg_advisory_xact_lock(MIGRATION_LOCK)))
             cfg.attributes["connection"] = conn
             command.upgrade(cfg, "head")
+
+    def fence(self, check: Callable[[Connection], None] | None) -> None:
+        """Run ``check`` first in every write transaction (the controller lease's token check,
+        :mod:`pslurm.controller.store.lease`): when it raises Fenced, nothing of that transaction is
+        written. None: no fence (one controller)."""
+        self._writer.fence = check
 
     def close(self) -> None:
         self.engine.dispose()
