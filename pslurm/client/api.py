@@ -7,8 +7,8 @@ turns that JSON into domain objects; the commands on the hot path (psqueue, psba
 psacct, pscontrol, psrun) use it directly and read the JSON with :mod:`pslurm.cli.jobview`, so a
 command's start imports neither the domain's dataclasses nor ``typing``.
 
-Standard library only, and little of it (``json``, ``socket``, ``threading``): every command
-imports this on its path.
+Standard library only, and little of it (``json``, ``_socket``): every command imports this on its
+path.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from __future__ import annotations
 import gc
 import json
 import os
-import threading
 import time
+from _thread import allocate_lock
 
 from pslurm.client.errors import (
     AuthenticationFailed,
@@ -117,7 +117,7 @@ class Api:
         # what ControllerUnreachable names: the controller, or every one of them
         self.target = ", ".join(f"{addr}:{config.controller_port}" for addr in self._hosts)
         self._credentials: Credentials | None = None
-        self._lock = threading.Lock()
+        self._lock = allocate_lock()  # threading's Lock: threading itself is imported only to stream input
         self._idle: list[Connection] = []
 
     @classmethod
@@ -497,6 +497,8 @@ class InputCall:
     def __init__(self, connect: Callable[[], Connection], path: str, headers: dict[str, str],
                  chunks: Iterable[bytes]) -> None:
         self._conn: Connection | None = None
+        import threading
+
         self._thread = threading.Thread(target=self._send, args=(connect, path, headers, chunks), daemon=True,
                                         name="input")
         self._thread.start()

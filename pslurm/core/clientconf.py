@@ -66,21 +66,66 @@ def logical_lines(text: str, path: str, wanted: tuple[str, ...] = ()) -> Iterato
 
 _SHELL_SPECIAL = frozenset("'\"\\")
 _BLANKS = str.maketrans("\t\r\n", "   ")  # shlex's whitespace
+_WHITESPACE = frozenset(" \t\r\n")
 
 
 def _tokens(line: str, path: str, lineno: int) -> list[str]:
-    """The line's words as ``shlex`` (POSIX, whitespace-split, ``#`` comments) makes them; shlex
-    itself only for a line with quotes or backslashes."""
+    """The line's words as ``shlex`` (POSIX, whitespace-split, ``#`` comments) makes them: quotes
+    (``'...'`` as it is, ``"..."`` with ``\\"`` and ``\\\\``), backslashes, a ``#`` outside a quote
+    ending the line. Not shlex itself: it imports ``re`` (and ``enum``), milliseconds of every command's
+    start, and pslurm.conf's writers quote values such as ``SlurmctldHost='host(addr)'``."""
     if _SHELL_SPECIAL.isdisjoint(line):  # the common line: words and a comment, nothing to unquote
         return [word for word in line.partition("#")[0].translate(_BLANKS).split(" ") if word]
-    import shlex
-
-    lexer = shlex.shlex(line, posix=True)
-    lexer.whitespace_split, lexer.commenters = True, "#"
     try:
-        return list(lexer)
+        return _split_quoted(line)
     except ValueError as exc:
         raise config_error(path, lineno, f"cannot parse line: {exc}") from None
+
+
+def _split_quoted(line: str) -> list[str]:
+    """shlex.split(line, comments=True) in POSIX mode (tests/unit/test_clientconf.py holds the two
+    side by side); ValueError with shlex's words for an open quote or a trailing backslash."""
+    words: list[str] = []
+    word: list[str] = []
+    started = False  # a word is under way (an empty quoted word counts: '' is a word)
+    i, n = 0, len(line)
+    while i < n:
+        c = line[i]
+        if c in _WHITESPACE or c == "#":
+            if started:
+                words.append("".join(word))
+                word, started = [], False
+            if c == "#":
+                break
+        elif c == "\\":
+            if i + 1 >= n:
+                raise ValueError("No escaped character")
+            i += 1
+            word.append(line[i])
+            started = True
+        elif c in "'\"":
+            end = i + 1
+            while True:
+                if end >= n:
+                    raise ValueError("No closing quotation")
+                if line[end] == c:
+                    break
+                if c == '"' and line[end] == "\\":
+                    if end + 1 >= n:
+                        raise ValueError("No escaped character")
+                    if line[end + 1] in '"\\':
+                        end += 1
+                word.append(line[end])
+                end += 1
+            i = end
+            started = True
+        else:
+            word.append(c)
+            started = True
+        i += 1
+    if started:
+        words.append("".join(word))
+    return words
 
 
 def whole_number(path: str, lineno: int, key: str, value: str, hi: int = 2**31 - 1) -> int:
