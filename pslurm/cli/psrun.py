@@ -72,9 +72,10 @@ def run_job(opts: Mapping[str, object], argv: tuple[str, ...], forward_stdin: bo
         fail(PROG, str(exc))
     api = connect_api(PROG)
     with reporting(PROG, "Unable to allocate resources: "):
-        job_id = api.submit(job)
+        lines = api.run(job)  # submitted and followed in one request
+        job_id = int(next(lines)["job_id"])
     try:
-        return _follow(api, job_id, forward_stdin, label)
+        return _follow(api, job_id, lines, forward_stdin, label)
     except KeyboardInterrupt:
         import signal
 
@@ -84,32 +85,51 @@ def run_job(opts: Mapping[str, object], argv: tuple[str, ...], forward_stdin: bo
         return 128 + signal.SIGINT
 
 
-def _follow(api: Api, job_id: int, forward_stdin: bool = True, label: bool = False) -> int:
-    """Wait for the psrun job to start, follow its command (its step 0) and return its exit status."""
+def _follow(api: Api, job_id: int, lines: Iterator[Json], forward_stdin: bool = True, label: bool = False) -> int:
+    """Follow the psrun job through its run request's lines (the job's changes until it runs, its
+    command's output, the job once it ended; Api.run), our stdin to it meanwhile; its exit status."""
+    from pslurm.client.errors import ClientError
+    from pslurm.core.jobinfo import JobInfo
+    from pslurm.core.restjson import output_chunk_from_json
     from pslurm.core.states import JobReason, JobState
 
-    queued = False
-
-    def note_queued(job: JobInfo) -> None:
-        nonlocal queued
-        if job.state == JobState.PENDING and job.reason != JobReason.NONE and not queued:
-            print(f"{PROG}: job {job_id} queued and waiting for resources", file=sys.stderr)
-            queued = True
-
-    job = _wait_until(api, job_id, lambda j: j.state != JobState.PENDING, note_queued)
-    if queued:
-        print(f"{PROG}: job {job_id} has been allocated resources", file=sys.stderr)
-    streamed: Streamed = None, ""
-    if job.state == JobState.RUNNING and job.node:
-        def running() -> bool:
-            current = _job(api, job_id)
-            return current is not None and not current.state.is_final
-
-        streamed = _stream(api, job_id, 0, forward_stdin, label, running)
-    # the agent reports the end to the controller just after the stream ends
-    job = _wait_until(api, job_id, lambda j: j.state.is_final)
-    ended = Ended(f"job {job_id}", job.state.value, int(job.exit_code), int(job.exit_signal), job.node or "?", 1)
-    return exit_status(ended, streamed)
+    queued = ran = False
+    stdin: _StdinForwarder | None = None
+    out = _Writer(label)
+    end: StepResult | None = None
+    final: JobInfo | None = None
+    broken = ""
+    try:
+        for data in lines:
+            if "job" not in data:  # a line of the command's output (the last with its end)
+                stdout, stderr, end = output_chunk_from_json(data)
+                out.write(stdout, stderr)
+                continue
+            job = JobInfo(data["job"])
+            if job.state.is_final:
+                final = job
+                break
+            if job.state == JobState.PENDING and job.reason != JobReason.NONE and not queued:
+                print(f"{PROG}: job {job_id} queued and waiting for resources", file=sys.stderr)
+                queued = True
+            if job.state == JobState.RUNNING and not ran:
+                ran = True
+                if queued:
+                    print(f"{PROG}: job {job_id} has been allocated resources", file=sys.stderr)
+                stdin = _StdinForwarder(lambda chunks: api.send_input(job_id, chunks), forward_stdin)
+    except ClientError as exc:
+        broken = str(exc)
+    finally:
+        out.flush()
+        if stdin is not None:
+            stdin.close()
+    if final is None:  # the stream broke or ended early: the controller's record says how the job ended
+        final = _wait_until(api, job_id, lambda j: j.state.is_final)
+    if ran and end is None and not broken:
+        broken = "the stream ended before the step did"
+    ended = Ended(f"job {job_id}", final.state.value, int(final.exit_code), int(final.exit_signal),
+                  final.node or "?", 1)
+    return exit_status(ended, (end, broken))
 
 
 # the step's end as its stream told it, or (None and) why the stream broke
@@ -213,14 +233,6 @@ def _wait_until(api: Api, job_id: int, done: Callable[[JobInfo], bool],
                 if done(job):
                     return job
         time.sleep(RETRY_WAIT)
-
-
-def _job(api: Api, job_id: int) -> JobInfo | None:
-    """The job now (finished or not), or None."""
-    from pslurm.core.jobinfo import JobInfo
-
-    found = [JobInfo(data) for data in api.jobs([job_id], include_finished=True)]
-    return next((j for j in found if j.job_id == job_id), None)
 
 
 class _Writer:

@@ -307,10 +307,11 @@ class Api:
                     return
         conn.close()
 
-    def stream(self, path: str) -> Iterator[Json]:
+    def stream(self, path: str, payload: Json | None = None) -> Iterator[Json]:
         """A streamed reply's JSON lines as they come; an error line raises. Leaving the loop closes
-        the connection (the controller stops)."""
-        response = self._open("GET", path, None, stream=True)
+        the connection (the controller stops). With a ``payload`` the request is a POST of it."""
+        body = None if payload is None else json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
+        response = self._open("GET" if body is None else "POST", path, body, stream=True)
         try:
             if response.status >= 300:
                 try:
@@ -333,6 +334,13 @@ class Api:
     def submit(self, job: Json) -> int:
         """Submit a ``job_desc_msg`` (:func:`pslurm.core.restjson.desc_to_json`); the job's id."""
         return int(self.request("POST", f"{SLURM}/job/submit", {"job": job})["job_id"])
+
+    def run(self, job: Json) -> Iterator[Json]:
+        """psrun's job in one request: submit a ``job_desc_msg`` and follow it. The lines: ``{"job_id"}``
+        once it is stored, ``{"job": job_info}`` at each change until it runs (or ends), its command's
+        output (step 0's lines, :meth:`output`'s), then ``{"job": job_info}`` once it ended. A refused
+        submission raises before any line, as :meth:`submit` does."""
+        return self.stream(f"{PSLURM}/job/run", {"job": job})
 
     def will_run(self, job: Json) -> Json:
         """When and where a ``job_desc_msg`` would start if submitted now (sbatch --test-only), nothing

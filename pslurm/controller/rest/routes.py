@@ -94,6 +94,10 @@ async def role_takeover(role: Role, executor: Executor | None, request: web.Requ
 ROUTES: tuple[Route, ...] = (
     Route("POST", f"{SLURM}/job/submit", "submit", "Submit a job: the reply comes once it is stored PENDING",
           body="job_submit_req: {\"job\": job_desc_msg}", tags=("slurm",)),
+    Route("POST", f"{PSLURM}/job/run", "run", "psrun's job in one request: submit it and follow it (NDJSON: "
+          "{\"job_id\"}, {\"job\": job_info} at each change until it runs, its command's output as "
+          "/step/0/output's lines, {\"job\": job_info} once it ended)", body="{\"job\": job_desc_msg}", streams=True,
+          tags=("pslurm",)),
     Route("POST", f"{PSLURM}/job/will_run", "will_run", "When and where a job would start if submitted now "
           "(sbatch --test-only); nothing is stored", body="{\"job\": job_desc_msg}; reply {\"job_id\", "
           "\"start_time\", \"node_list\", \"proc_cnt\", \"part_name\"} (Slurm's will_run_response_msg)",
@@ -228,6 +232,7 @@ def _job_id(request: web.Request) -> int:
     return _number(request.match_info["job_id"], "Invalid job id specified")
 
 
+RELAY_PATIENCE = 10.0  # seconds a psrun job's output is asked again of an agent that has not had its launch yet
 IDENTITY = web.RequestKey("identity", Identity)  # set by the server's guard, from the request's credential
 
 
@@ -554,21 +559,91 @@ class Api:
         """NDJSON: the step's output from each of its nodes' agents, merged; the last line with
         ``done``, how the step ended and each task's end. ``/job/{id}/output`` is step 0's."""
         job_id, step_id, uid, targets = await self._step_targets(request)
-        response: web.StreamResponse | None = None
+        response: list[web.StreamResponse] = []
+        try:
+            await self._relay_output(request, response, targets, job_id, step_id, uid)
+        except AgentStreamError as exc:  # before any line: the request's error
+            raise ApiError(exc.status, str(exc), targets[0] if exc.status == 502 else "") from None
+        if not response:
+            response.append(await self._stream(request))
+        await response[0].write_eof()
+        return response[0]
+
+    async def _relay_output(self, request: web.Request, response: list[web.StreamResponse], targets: list[str],
+                            job_id: int, step_id: int, uid: int) -> bool:
+        """Write the step's output lines to ``response[0]`` (made at the first line when the list is
+        empty). AgentStreamError when the agents refuse before any line of output; a stream that fails
+        later ends with an error line. Whether the step's end came."""
+        wrote = False
         async with contextlib.aclosing(self.relay.merged_output(targets, job_id, step_id, uid)) as pieces:
             try:
                 async for (out, err, end), _source in pieces:
-                    if response is None:
-                        response = await self._stream(request)
-                    await response.write(json.dumps(restjson.output_chunk_to_json(out, err, end)).encode() + b"\n")
+                    if not response:
+                        response.append(await self._stream(request))
+                    await response[0].write(json.dumps(restjson.output_chunk_to_json(out, err, end)).encode() + b"\n")
+                    wrote = True
+                    if end is not None:
+                        return True
             except AgentStreamError as exc:
+                if not wrote:
+                    raise
                 extra = {"node_target": targets[0]} if exc.status == 502 else {}
-                if response is None:
-                    raise ApiError(exc.status, str(exc), extra.get("node_target", "")) from None
-                await response.write(json.dumps(error_body(str(exc), exc.status, request.path, **extra)).encode()
-                                     + b"\n")
-        if response is None:
-            response = await self._stream(request)
+                await response[0].write(json.dumps(error_body(str(exc), exc.status, request.path, **extra)).encode()
+                                        + b"\n")
+        return False
+
+    async def _relay_command(self, request: web.Request, response: web.StreamResponse, job: JobRecord,
+                             uid: int) -> None:
+        """A psrun job's command's output (its step 0's) into ``response``. Its agent may not have its
+        launch yet (it waits 2 s for a job it has not heard of): asked again while the job runs, for
+        RELAY_PATIENCE seconds; a refusal after that is an error line."""
+        node = await self._run(lambda: self.service.store.get_node(job.node or ""))
+        if node is None:
+            return
+        deadline = asyncio.get_running_loop().time() + RELAY_PATIENCE
+        while True:
+            try:
+                await self._relay_output(request, [response], [node.target], job.job_id, INTERACTIVE_STEP, uid)
+                return
+            except AgentStreamError as exc:
+                now = await self._run(lambda: self.service.store.get_job(job.job_id, light=True))
+                if exc.status != 404 or now is None or now.state is not JobState.RUNNING or \
+                        asyncio.get_running_loop().time() > deadline:
+                    extra = {"node_target": node.target} if exc.status == 502 else {}
+                    await response.write(json.dumps(error_body(str(exc), exc.status, request.path, **extra)).encode()
+                                         + b"\n")
+                    return
+                await asyncio.sleep(0.2)
+
+    async def run(self, request: web.Request) -> web.StreamResponse:
+        """psrun's job in one request (what submit, wait, output and a last wait would be): the job is
+        stored as submit stores it, then NDJSON: ``{"job_id"}``, ``{"job": job_info}`` at each change
+        until it is no longer pending, its command's output (step 0's lines), and ``{"job": job_info}``
+        once it ended. No thread is held while it waits."""
+        caller = _caller(request)
+        body = await self._body(request)
+        job_id = await self._run(lambda: self.service.submit(restjson.spec_from_json(body.get("job")), caller))
+        response = await self._stream(request)
+        await response.write(json.dumps({"job_id": job_id}).encode() + b"\n")
+
+        def line(job: JobRecord) -> bytes:
+            [seen] = access.visible_to(caller.uid, self.service.operators, [job])
+            return json.dumps({"job": restjson.job_to_json(seen)}).encode() + b"\n"
+
+        started: JobRecord | None = None
+        async with contextlib.aclosing(self.watch.wait_async(job_id, self.executor)) as updates:
+            async for job in updates:
+                await response.write(line(job))
+                if job.state is not JobState.PENDING:
+                    started = job
+                    break
+        if started is not None and started.state is JobState.RUNNING and started.node:
+            await self._relay_command(request, response, started, caller.uid)
+        async with contextlib.aclosing(self.watch.wait_async(job_id, self.executor)) as updates:
+            async for job in updates:
+                if job.state.is_final:
+                    await response.write(line(job))
+                    break
         await response.write_eof()
         return response
 
