@@ -38,29 +38,30 @@ def fail(prog: str, message: str, code: int = 1) -> NoReturn:
     raise SystemExit(code)
 
 
+_clients: dict[str, Client] = {}  # one client a command: its connections are kept alive between requests
+
+
 def connect(prog: str) -> Client:
-    """The cluster's client (:mod:`pslurm.client`) for this command; a missing or unreadable
-    configuration is a one-line error. Nothing is sent, and gRPC not imported, before its first call."""
-    from pslurm.client import Client, ClientError
-
-    try:
-        return Client()
-    except ClientError as exc:
-        fail(prog, str(exc))
-
-
-def connect_api(prog: str) -> Api:
-    """The cluster's API (:class:`pslurm.client.api.Api`: replies as the API's JSON, read with
-    :mod:`pslurm.core.jobinfo`), from only the client's keys of pslurm.conf; a missing or unreadable
-    configuration is a one-line error. What the commands on the hot path use: their start imports
-    no dataclasses."""
-    from pslurm.client.api import Api
+    """The cluster's client (:mod:`pslurm.client`, the one way the commands submit and read) for this
+    command, from only the client's keys of pslurm.conf; a missing or unreadable configuration is a
+    one-line error. Nothing is sent before its first call."""
+    client = _clients.get(prog)
+    if client is not None:
+        return client
+    from pslurm.client.client import Client
     from pslurm.client.errors import ClientError
 
     try:
-        return Api.load()
+        client = _clients[prog] = Client()
     except ClientError as exc:
         fail(prog, str(exc))
+    return client
+
+
+def connect_api(prog: str) -> Api:
+    """The raw layer of :func:`connect`'s client (:class:`pslurm.client.api.Api`): for the streams psrun
+    and psalloc follow (output, input, steps' waits)."""
+    return connect(prog).api
 
 
 class reporting:  # noqa: N801 - used as a function: ``with reporting(PROG):``

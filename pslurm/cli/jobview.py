@@ -1,19 +1,15 @@
 """What the commands show of a job, in one place for psqueue, pscontrol and psacct.
 
-A job here is a :class:`~pslurm.core.jobinfo.JobInfo` (the API's JSON, as the commands read it)
-or a :class:`~pslurm.core.jobspec.JobRecord` (what :class:`pslurm.client.Client` returns): they have
-the same attributes. Standard library only, and what a job needs only when it has it (a
-dependency, GRES)."""
+A job here is a :class:`~pslurm.core.jobinfo.JobInfo` (what :class:`pslurm.client.Client` returns:
+the API's JSON, read on access), its request a :class:`~pslurm.core.jobinfo.JobDesc`. Standard
+library only, and what a job needs only when it has it (a dependency, GRES)."""
 
 from __future__ import annotations
 
 TYPE_CHECKING = False  # typing costs a command milliseconds; mypy takes this name as typing's own
 if TYPE_CHECKING:
-    from pslurm.core.jobinfo import JobDesc, JobInfo
-    from pslurm.core.jobspec import JobRecord, JobSpec
-
-    Job = JobRecord | JobInfo
-    Spec = JobSpec | JobDesc
+    from pslurm.core.jobinfo import JobDesc as Spec
+    from pslurm.core.jobinfo import JobInfo as Job
 
 
 def dependency_text(job: Job) -> str:

@@ -6,17 +6,14 @@ import sys
 import time
 
 from pslurm.cli import argv as a
-from pslurm.cli.common import connect_api, fail, job_id_list, prog_name, reporting
+from pslurm.cli.common import connect, fail, job_id_list, prog_name, reporting
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
     from typing import Any
 
-    from pslurm.core.jobinfo import JobInfo
-    from pslurm.core.jobspec import JobRecord
-
-    Job = JobRecord | JobInfo  # a record of pslurm.client, or the API's JSON as it is
+    from pslurm.core.jobinfo import JobInfo as Job
 
 PROG = prog_name("psacct")
 DEFAULT_FIELDS = "JobID,JobName,Partition,Account,AllocCPUS,State,ExitCode"
@@ -122,8 +119,7 @@ def with_steps(jobs: Sequence[Job]) -> list[Job | StepLine]:
     out: list[Job | StepLine] = []
     for job in jobs:
         out.append(job)
-        own = getattr(job, "own", None) or {}
-        out.extend(step_lines(job, own.get("steps") or ()))
+        out.extend(step_lines(job, job.steps))
     return out
 
 
@@ -400,21 +396,18 @@ def main(argv: Sequence[str] | None = None) -> None:
         columns = parse_fields(str(fmt or DEFAULT_FIELDS), list(fields))
     except ValueError as exc:
         fail(PROG, str(exc))
-    from pslurm.core.jobinfo import JobInfo
-
-    api = connect_api(PROG)
+    client = connect(PROG)
     with reporting(PROG):
-        found = [JobInfo(data) for data in api.jobs(job_ids=job_ids, users=wanted_users, include_finished=True,
-                                                     since=since, steps=not v.get("allocations"))]
+        found = client.jobs(job_ids=job_ids, users=wanted_users, include_finished=True, since=since,
+                            steps=not v.get("allocations"))
     names = set(filter(None, str(v.get("names") or "").split(",")))
     found = [j for j in found if (not wanted or j.state in wanted)
              and (until is None or j.submit_time <= until) and (not names or j.spec.name in names)]
     if as_json == "slurm":
         from pslurm.cli import slurmjson
 
-        steps = None if v.get("allocations") else (
-            lambda job: step_lines(job, (getattr(job, "own", None) or {}).get("steps") or ()))
-        print(slurmjson.dumps(slurmjson.accounts_reply(found, api.config.cluster_name, now, steps)))
+        steps = None if v.get("allocations") else (lambda job: step_lines(job, job.steps))
+        print(slurmjson.dumps(slurmjson.accounts_reply(found, client.config.cluster_name, now, steps)))
         return
     if as_json:
         import json

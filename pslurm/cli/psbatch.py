@@ -5,13 +5,14 @@ from __future__ import annotations
 import os
 import sys
 
-from pslurm.cli.common import connect_api, current_umask, fail, prog_name, reporting, user_identity
+from pslurm.cli.common import connect, current_umask, fail, prog_name, reporting, user_identity
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from pslurm.cli.options import Parsed
+    from pslurm.core.jobinfo import JobDesc
 
 PROG = prog_name("psbatch")
 WRAP_HEADER = "#!/bin/sh\n# This script was created by psbatch --wrap.\n\n"
@@ -87,21 +88,26 @@ def _directives(text: str) -> Parsed:
         fail(PROG, str(exc))
 
 
-def submit(opts: Mapping[str, object], text: str, default_name: str, parsable: bool) -> int:
-    """Check the options (JobOptions' fields by name), send the job, print its id; the id."""
+def request(opts: Mapping[str, object], text: str, default_name: str) -> JobDesc:
+    """The job request of the options (JobOptions' fields by name) and the script; a bad option is
+    Slurm's one-line error."""
     from pslurm.core.errors import SpecError
     from pslurm.core.jobdesc import spec_values
-    from pslurm.core.restjson import desc_to_json
+    from pslurm.core.restjson import job_desc
 
     user, uid, gid = user_identity()
     try:
-        job = desc_to_json(spec_values(opts, user=user, uid=uid, gid=gid, cwd=os.getcwd(), environ=os.environ,
-                                       umask=current_umask(), script=text, default_name=default_name))
+        return job_desc(spec_values(opts, user=user, uid=uid, gid=gid, cwd=os.getcwd(), environ=os.environ,
+                                    umask=current_umask(), script=text, default_name=default_name))
     except SpecError as exc:
         fail(PROG, str(exc))
-    api = connect_api(PROG)
+
+
+def submit(opts: Mapping[str, object], text: str, default_name: str, parsable: bool) -> int:
+    """Check the options, send the job, print its id; the id."""
+    job = request(opts, text, default_name)
     with reporting(PROG, "Batch job submission failed: "):
-        job_id = api.submit(job)
+        job_id = connect(PROG).submit(job)
     print(job_id if parsable else f"Submitted batch job {job_id}", flush=True)
     return job_id
 
@@ -110,22 +116,13 @@ def test_only(opts: Mapping[str, object], text: str, default_name: str) -> int:
     """--test-only: ask the controller when and where the job would start, submitting nothing; print
     it as sbatch does (``Job N to start at TIME using C processors on nodes N in partition P``, on
     stderr). N is the id the job would likely get, not one reserved. The exit status."""
-    from pslurm.core.errors import SpecError
-    from pslurm.core.jobdesc import spec_values
-    from pslurm.core.restjson import desc_to_json
     from pslurm.core.timefmt import format_timestamp
 
-    user, uid, gid = user_identity()
-    try:
-        job = desc_to_json(spec_values(opts, user=user, uid=uid, gid=gid, cwd=os.getcwd(), environ=os.environ,
-                                       umask=current_umask(), script=text, default_name=default_name))
-    except SpecError as exc:
-        fail(PROG, str(exc))
-    api = connect_api(PROG)
+    job = request(opts, text, default_name)
     with reporting(PROG, "allocation failure: "):
-        found = api.will_run(job)
-    print(f"{PROG}: Job {found['job_id']} to start at {format_timestamp(found['start_time'])} using "
-          f"{found['proc_cnt']} processors on nodes {found['node_list']} in partition {found['part_name']}",
+        found = connect(PROG).will_run(job)
+    print(f"{PROG}: Job {found.job_id} to start at {format_timestamp(found.start_time)} using "
+          f"{found.proc_cnt} processors on nodes {found.node_list} in partition {found.part_name}",
           file=sys.stderr)
     return 0
 
@@ -141,24 +138,17 @@ def wait_for(job_id: int) -> int:
     ends; the highest of the tasks' exit statuses, as sbatch."""
     import time
 
-    from pslurm.core.jobinfo import JobInfo
-    from pslurm.core.states import FINAL_STATES, JobState
-
-    api = connect_api(PROG)
+    client = connect(PROG)
     with reporting(PROG):
-        tasks = sorted({int(j["job_id"]) for j in api.jobs(job_ids=[job_id], include_finished=True, light=True)}
+        tasks = sorted({j.job_id for j in client.jobs(job_ids=[job_id], include_finished=True, light=True)}
                        | {job_id})
     status = 0
     for task in tasks:
         ended = None
         while ended is None:  # the stream may end before the job does (a busy controller): ask again
             with reporting(PROG):
-                for data in api.wait(task):
-                    if JobState(data["job_state"][0]) in FINAL_STATES:
-                        ended = data
-                        break
+                ended = next((job for job in client.wait(task) if job.state.is_final), None)
             if ended is None:
                 time.sleep(0.5)
-        info = JobInfo(ended)
-        status = max(status, job_exit_status(info.exit_code, info.exit_signal))
+        status = max(status, job_exit_status(ended.exit_code, ended.exit_signal))
     return status

@@ -5,13 +5,13 @@ from __future__ import annotations
 import sys
 
 from pslurm.cli import argv as a
-from pslurm.cli.common import connect_api, fail, prog_name, reporting
+from pslurm.cli.common import connect, fail, prog_name, reporting
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from pslurm.client.api import Api
+    from pslurm.client import Client
 
 PROG = prog_name("pscancel")
 
@@ -46,13 +46,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         else:
             specs.append(text)
     signum = _signal_number(signal) if isinstance(signal, str) and signal else 0
-    api = connect_api(PROG)
+    client = connect(PROG)
     errors = []
     with reporting(PROG):
         if ids or specs:
-            errors = api.cancel(ids, signum, specs)
+            errors = client.cancel(ids, signum, specs)
         for job_id, step_id in steps:
-            errors += _cancel_step(api, job_id, step_id, signum)
+            errors += _cancel_step(client, job_id, step_id, signum)
     for line in errors:
         print(f"{PROG}: error: {line}", file=sys.stderr)
     if errors:
@@ -70,12 +70,12 @@ def parse_step_id(text: str) -> tuple[int, int] | None:
     return int(job), int(step)
 
 
-def _cancel_step(api: Api, job_id: int, step_id: int, signum: int) -> list[str]:
+def _cancel_step(client: Client, job_id: int, step_id: int, signum: int) -> list[str]:
     """Cancel (or signal) step J.S; scancel's error line when it could not be."""
     from pslurm.client.errors import ClientError
 
     try:
-        api.cancel_step(job_id, step_id, signum)
+        client.cancel_step(job_id, step_id, signum)
     except ClientError as exc:
         if not exc.remote:
             raise

@@ -5,22 +5,21 @@ from __future__ import annotations
 import time
 
 from pslurm.cli import argv as a
-from pslurm.cli.common import connect, connect_api, fail, prog_name, reporting
+from pslurm.cli.common import connect, fail, prog_name, reporting
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from pslurm.client import Client
-    from pslurm.core.config import ClusterConfig, PartitionConfig
+    from pslurm.core.clusterinfo import NodeInfo, PartitionInfo
+    from pslurm.core.config import ClusterConfig
     from pslurm.core.jobinfo import JobInfo
-    from pslurm.core.jobspec import JobRecord
-    from pslurm.core.node import NodeStatus
 
 PROG = prog_name("pscontrol")
 
 
-def show_job(job: JobRecord | JobInfo) -> str:
+def show_job(job: JobInfo) -> str:
     """scontrol show job's Key=Value block."""
     from pslurm.cli.jobview import dependency_text, gres_text, node_count, nodelist_text, total_cpus, total_tasks
     from pslurm.core.timefmt import format_duration, format_timestamp
@@ -74,7 +73,7 @@ def show_job(job: JobRecord | JobInfo) -> str:
     return lines[0] + "\n" + "".join(f"   {line}\n" for line in lines[1:])
 
 
-def std_paths(job: JobRecord | JobInfo) -> tuple[str, str, str]:
+def std_paths(job: JobInfo) -> tuple[str, str, str]:
     """StdOut, StdErr and StdIn as scontrol shows them: the pattern expanded (``%j %x %u %A %a``; ``%N``
     once the job has a node) and made absolute against the working directory. A batch job's stdin is
     /dev/null; stderr defaults to stdout."""
@@ -100,7 +99,7 @@ def std_paths(job: JobRecord | JobInfo) -> tuple[str, str, str]:
     return out, err, "/dev/null"
 
 
-def show_node(node: NodeStatus) -> str:
+def show_node(node: NodeInfo) -> str:
     from pslurm.cli.gpushow import gpu_mem, gres_used
     from pslurm.core.gres import format_gres
     from pslurm.core.timefmt import format_timestamp
@@ -124,7 +123,7 @@ def show_node(node: NodeStatus) -> str:
     return lines[0] + "\n" + "".join(f"   {line}\n" for line in lines[1:] if line)
 
 
-def show_partition(p: PartitionConfig) -> str:
+def show_partition(p: PartitionInfo) -> str:
     from pslurm.core.timefmt import format_duration
 
     max_time = format_duration(p.max_time) if p.max_time is not None else "UNLIMITED"
@@ -306,21 +305,19 @@ def show_config(cfg: ClusterConfig, now: float | None = None) -> str:
 
 def _show_jobs(names: list[str], as_json: str | None) -> None:
     """show job [ID...]: every job, or the named ones (finished ones too)."""
-    from pslurm.core.jobinfo import JobInfo
-
     try:
         job_ids = [int(n) for n in names]
     except ValueError:
         fail(PROG, f"Invalid job id specified: {' '.join(names)}")
-    api = connect_api(PROG)
+    client = connect(PROG)
     with reporting(PROG):
-        jobs = [JobInfo(data) for data in api.jobs(job_ids=job_ids, include_finished=bool(names))]
+        jobs = client.jobs(job_ids=job_ids, include_finished=bool(names))
     if names and not jobs:
         fail(PROG, "Invalid job id specified")
     if as_json == "slurm":  # as squeue --json (scontrol show job --json of Slurm 23.02 on)
         from pslurm.cli import slurmjson
 
-        print(slurmjson.dumps(slurmjson.jobs_reply(jobs, api.config.cluster_name)))
+        print(slurmjson.dumps(slurmjson.jobs_reply(jobs, client.config.cluster_name)))
     elif as_json:
         import json
 
@@ -380,14 +377,10 @@ def batch_script(job_id: int) -> tuple[str | None, str]:
     """The job's batch script as the caller may have it, or None and slurmctld's reason."""
     import os
 
-    from pslurm.core.jobinfo import JobInfo
-
     if job_id <= 0:
         return None, NO_SUCH_JOB
-    api = connect_api(PROG)
     with reporting(PROG):
-        found = [JobInfo(d) for d in api.jobs(job_ids=[job_id], include_finished=True)]
-    job = next((j for j in found if j.job_id == job_id), None)
+        job = connect(PROG).job(job_id)
     if job is None:
         return None, NO_SUCH_JOB
     spec = job.spec
@@ -427,11 +420,11 @@ def _update_jobs(words: list[str]) -> None:
             fail(PROG, exc.lines[0])
         print("\n".join(exc.lines), file=sys.stderr)
         raise SystemExit(1) from None
-    api = connect_api(PROG)
+    client = connect(PROG)
     errors: list[str] = []
     for text in split_job_list(job) or [job]:
         with reporting(PROG):
-            errors.extend(api.update_job(text, changes=changes))
+            errors.extend(client.update_job(text, changes=changes))
     for line in errors:
         print(line, file=sys.stderr)  # as scontrol: "Job is no longer pending execution for job 14"
     if errors:

@@ -3,19 +3,15 @@
 from __future__ import annotations
 
 from pslurm.cli import argv as a
-from pslurm.cli.common import connect_api, fail, print_listing, prog_name, reporting
+from pslurm.cli.common import connect, fail, print_listing, prog_name, reporting
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any
 
-    from pslurm.core.clusterinfo import NodeInfo, PartitionInfo
-    from pslurm.core.config import PartitionConfig
-    from pslurm.core.node import NodeStatus
-
-    Part = PartitionConfig | PartitionInfo  # a client's object, or the API's JSON as it is
-    Node = NodeStatus | NodeInfo
+    from pslurm.core.clusterinfo import NodeInfo as Node
+    from pslurm.core.clusterinfo import PartitionInfo as Part
 
 PROG = prog_name("psinfo")
 PARTITION_FORMAT = "%9P %.5a %.10l %.6D %.6t %N"
@@ -267,26 +263,22 @@ def main(argv: Sequence[str] | None = None) -> None:
         fmt = (SUMMARIZE_FORMAT if v.get("summarize") else NODE_FORMAT if node_oriented
                else REASONS_FORMAT if reasons else PARTITION_FORMAT)
         node_oriented = node_oriented and not v.get("summarize")
-    api = connect_api(PROG)
     with reporting(PROG):
-        reply = api.cluster()
+        cluster = connect(PROG).cluster()
     if as_json == "pslurm":
         import json
 
         from pslurm.cli.jsonout import cluster_json
-        from pslurm.client.http_transport import cluster_from_json
 
-        print(json.dumps(cluster_json(cluster_from_json(reply)), indent=2))
+        print(json.dumps(cluster_json(cluster), indent=2))
         return
-    from pslurm.core.clusterinfo import NodeInfo, PartitionInfo
-
-    rows = node_rows([PartitionInfo(p) for p in reply["partitions"]], [NodeInfo(n) for n in reply["nodes"]],
-                     partition.split(",") if isinstance(partition, str) else None, states)
+    rows = node_rows(cluster.partitions, cluster.nodes, partition.split(",") if isinstance(partition, str) else None,
+                     states)
     if as_json:  # Slurm 22.05's sinfo --json: every node, or those -p and -t select (as 23.02's sinfo --json)
         from pslurm.cli import slurmjson
 
         selected = (list({node.name: node for _, node in rows}.values()) if partition or states is not None
-                    else [NodeInfo(n) for n in reply["nodes"]])
+                    else list(cluster.nodes))
         print(slurmjson.dumps(slurmjson.nodes_reply(selected)))
         return
     print_listing(PROG, lambda: render_rows(str(fmt), rows, node_oriented, not v.get("noheader")))

@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 from pslurm.cli import argv as a
-from pslurm.cli.common import connect_api, fail, print_listing, prog_name, reporting
+from pslurm.cli.common import connect, fail, print_listing, prog_name, reporting
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any
 
-    from pslurm.core.jobinfo import JobInfo
-    from pslurm.core.jobspec import JobRecord
-
-    Job = JobRecord | JobInfo  # a record of pslurm.client, or the API's JSON as it is
+    from pslurm.core.jobinfo import JobInfo as Job
 
 PROG = prog_name("psqueue")
 DEFAULT_FORMAT = "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R"
@@ -215,7 +212,6 @@ def main(argv: Sequence[str] | None = None) -> None:
             users = os.environ.get("USER", str(os.geteuid()))
     from pslurm.core.arrays import parse_task_selector, split_job_list
     from pslurm.core.errors import SpecError
-    from pslurm.core.jobinfo import JobInfo
     from pslurm.core.states import JobState
 
     selectors = []
@@ -235,18 +231,16 @@ def main(argv: Sequence[str] | None = None) -> None:
                 wanted_states.extend(JobState.parse(s).value for s in states.split(",") if s)
             except ValueError as exc:
                 fail(PROG, str(exc))
-    api = connect_api(PROG)
+    client = connect(PROG)
     with reporting(PROG):
-        replies = api.jobs(
+        found = client.jobs(
             job_ids=job_ids, users=[u for u in users.split(",") if u] if isinstance(users, str) else (),
             states=wanted_states, include_finished=include_finished,
             # a listing reads only the jobs' own columns, unless it shows the request itself
             light=not as_json and not _shows_request(str(fmt or "")),
-            brief=as_json != "pslurm",  # what is set, each request once (restjson.job_to_brief_json)
             # squeue's view: an array's pending tasks as one row, grouped by the controller (-r: one row each)
             # (Slurm's JSON too: its pending tasks are one record; pslurm's JSON has always listed each)
             collapse_arrays=not (expand or as_json == "pslurm" or any(tasks is not None for _, tasks in selectors)))
-    found = [JobInfo(data) for data in replies]
     if any(tasks is not None for _, tasks in selectors):
         found = [j for j in found if _selected(j, selectors)]
     if isinstance(partition, str) and partition:
@@ -257,7 +251,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if as_json == "slurm":
         from pslurm.cli import slurmjson
 
-        print(slurmjson.dumps(slurmjson.jobs_reply(found, api.config.cluster_name)))
+        print(slurmjson.dumps(slurmjson.jobs_reply(found, client.config.cluster_name)))
         return
     if as_json:
         import json

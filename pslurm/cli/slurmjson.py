@@ -6,10 +6,9 @@ answers ``GET /slurmdb/v0.0.38/jobs`` (``openapi/dbv0.0.38``): ``{"meta": {...},
 [...]}``, every field of Slurm's there, numbers as plain numbers (times in epoch seconds, 0 when unset;
 ``time_limit`` in minutes), ``null`` where Slurm's value is unset or infinite. This module writes those
 shapes, field by field in Slurm's order, from what the commands hold: the API's JSON read through
-:mod:`pslurm.core.jobinfo` / :mod:`pslurm.core.clusterinfo`, or the domain's records (the same
-attributes). The API's own replies are slurmrestd v0.0.40's (``no_val`` structs, ``job_state`` a list), a
-later shape than the commands': field names are shared, the values' forms are not, so they are read
-here rather than printed as they are.
+:mod:`pslurm.core.jobinfo` / :mod:`pslurm.core.clusterinfo` (the client's views). The API's own replies
+are slurmrestd v0.0.40's (``no_val`` structs, ``job_state`` a list), a later shape than the commands':
+field names are shared, the values' forms are not, so they are read here rather than printed as they are.
 
 Where pslurm has no value for a field (burst buffers, federation, core layout), it holds what Slurm
 holds for a job or node without one. Deliberate differences, each where 22.05's writer drops a value
@@ -32,15 +31,9 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
     from typing import Any
 
-    from pslurm.core.clusterinfo import NodeInfo, PartitionInfo
-    from pslurm.core.config import PartitionConfig
-    from pslurm.core.jobinfo import JobInfo
-    from pslurm.core.jobspec import JobRecord
-    from pslurm.core.node import NodeStatus
-
-    Job = JobRecord | JobInfo
-    Node = NodeStatus | NodeInfo
-    Part = PartitionConfig | PartitionInfo
+    from pslurm.core.clusterinfo import NodeInfo as Node
+    from pslurm.core.clusterinfo import PartitionInfo as Part
+    from pslurm.core.jobinfo import JobInfo as Job
     Json = dict[str, Any]
 
 SLURM_VERSION = {"major": 22, "micro": 8, "minor": 5}  # the Slurm whose --json shape this is (key order: Slurm's)

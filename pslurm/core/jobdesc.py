@@ -14,6 +14,8 @@ import os
 import re  # json, on every command's path, imports it anyway
 
 from pslurm.core.errors import SpecError
+from pslurm.core.signals import signal_name as signal_name  # --signal's names, beside the parser
+from pslurm.core.signals import signal_number
 
 TYPE_CHECKING = False  # typing costs a command milliseconds; mypy takes this name as typing's own
 if TYPE_CHECKING:
@@ -146,34 +148,7 @@ def gpu_mem_option(text: str | None) -> str:
     return str(parse_mem(text))
 
 
-# Slurm's signal names (src/common/proc_args.c, signals_mapping): the names --signal takes, with or
-# without SIG, in any case; any other signal by its number.
-SIGNAL_NAMES = ("HUP", "INT", "QUIT", "ABRT", "KILL", "ALRM", "TERM", "USR1", "USR2", "URG", "CONT", "STOP", "TSTP",
-                "TTIN", "TTOU", "XCPU")
 WARN_TIME_DEFAULT = 60  # --signal without @TIME: a minute before the time limit, as Slurm
-
-
-def signal_number(text: str) -> int:
-    """A signal by name (``USR1``, ``SIGUSR1``, ``usr1``: Slurm's names) or number (``10``); 0 when it
-    is neither (Slurm's sig_name2num). A number must be a signal this system has."""
-    import signal
-
-    word = text.strip()
-    if word.isdigit():
-        number = int(word)
-        return number if 0 < number < signal.NSIG else 0
-    name = word.upper().removeprefix("SIG")
-    return int(getattr(signal, f"SIG{name}")) if name in SIGNAL_NAMES else 0
-
-
-def signal_name(number: int) -> str:
-    """Slurm's name of a signal (sig_num2name): ``USR1`` for the names --signal knows, else the number."""
-    import signal
-
-    for name in SIGNAL_NAMES:
-        if int(getattr(signal, f"SIG{name}")) == number:
-            return name
-    return str(number)
 
 
 def signal_option(text: str, batch: bool = True) -> tuple[int, int, bool, bool]:

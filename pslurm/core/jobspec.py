@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from pslurm.core.errors import SpecError as SpecError  # its home is light: the commands' paths need no dataclasses
 from pslurm.core.gres import GresRequest
-from pslurm.core.jobinfo import display_id as display_id  # light: the commands name jobs without dataclasses
+from pslurm.core.jobids import display_id as display_id  # light: the commands name jobs without dataclasses
 from pslurm.core.states import JobReason, JobState
 
 
