@@ -9,7 +9,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
     from typing import Any
 
-_SPEC = re.compile(r"%(\.)?(-)?(\d+)?([a-zA-Z])")
+_SPEC = re.compile(r"%(\.)?(-)?(\d+)?(\{\w+\}|[a-zA-Z%])")
 
 
 class Column:
@@ -28,12 +28,16 @@ class Column:
 def parse_format(fmt: str) -> tuple[list[Column], str]:
     """Columns and the trailing literal text. ``%.N`` right-justifies, ``%N`` left-justifies; a
     value longer than N is cut, as squeue does."""
-    columns, pos = [], 0
+    columns, pos, literal = [], 0, ""
     for m in _SPEC.finditer(fmt):
-        columns.append(Column(m.group(4), int(m.group(3)) if m.group(3) else None, bool(m.group(1)),
-                              fmt[pos:m.start()]))
-        pos = m.end()
-    return columns, fmt[pos:]
+        if m.group(4) == "%":  # %% is a literal %
+            literal += fmt[pos:m.start()] + "%"
+            pos = m.end()
+            continue
+        columns.append(Column(m.group(4).strip("{}"), int(m.group(3)) if m.group(3) else None, bool(m.group(1)),
+                              literal + fmt[pos:m.start()]))
+        literal, pos = "", m.end()
+    return columns, literal + fmt[pos:]
 
 
 def render(fmt: str, rows: Sequence[Any], fields: Mapping[str, tuple[str, Callable[[Any], str]]],

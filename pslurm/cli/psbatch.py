@@ -31,10 +31,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     text, default_name = _script_text(script, wrap if isinstance(wrap, str) else None, cli.positional[1:])
     directives = _directives(text)
     warn_inert(PROG, directives, cli)
+    command = os.path.abspath(script) if script not in (None, "-") and wrap is None else ""
     if cli.values.get("test_only") or directives.values.get("test_only"):
         raise SystemExit(test_only(cli.job_values(directives), text, default_name))
+    clusters = cli.values.get("clusters", directives.values.get("clusters"))
     job_id = submit(cli.job_values(directives), text, default_name,
-                    bool(cli.values.get("parsable") or directives.values.get("parsable")))
+                    bool(cli.values.get("parsable") or directives.values.get("parsable")), command, clusters)
     if cli.values.get("wait") or directives.values.get("wait"):
         raise SystemExit(wait_for(job_id))
 
@@ -88,9 +90,9 @@ def _directives(text: str) -> Parsed:
         fail(PROG, str(exc))
 
 
-def request(opts: Mapping[str, object], text: str, default_name: str) -> JobDesc:
-    """The job request of the options (JobOptions' fields by name) and the script; a bad option is
-    Slurm's one-line error."""
+def request(opts: Mapping[str, object], text: str, default_name: str, command: str = "") -> JobDesc:
+    """The job request of the options (JobOptions' fields by name) and the script (``command``: its
+    path, as given); a bad option is Slurm's one-line error."""
     from pslurm.core.errors import SpecError
     from pslurm.core.jobdesc import spec_values
     from pslurm.core.restjson import job_desc
@@ -98,17 +100,34 @@ def request(opts: Mapping[str, object], text: str, default_name: str) -> JobDesc
     user, uid, gid = user_identity()
     try:
         return job_desc(spec_values(opts, user=user, uid=uid, gid=gid, cwd=os.getcwd(), environ=os.environ,
-                                    umask=current_umask(), script=text, default_name=default_name))
+                                    umask=current_umask(), script=text, default_name=default_name,
+                                    command=command, submit_line=submit_line()))
     except SpecError as exc:
         fail(PROG, str(exc))
 
 
-def submit(opts: Mapping[str, object], text: str, default_name: str, parsable: bool) -> int:
-    """Check the options, send the job, print its id; the id."""
-    job = request(opts, text, default_name)
+def submit_line() -> str:
+    """This command line as sacct's SubmitLine shows it: the words joined by blanks, the command by the
+    name it was run by."""
+    return " ".join([os.path.basename(sys.argv[0]), *sys.argv[1:]]) if sys.argv else ""
+
+
+def submit(opts: Mapping[str, object], text: str, default_name: str, parsable: bool, command: str = "",
+           clusters: object = None) -> int:
+    """Check the options, send the job, print its id (with ``-M``, and the cluster's name as sbatch does:
+    ``N;cluster``, ``Submitted batch job N on cluster C``); the id."""
+    from pslurm.cli.common import check_clusters
+
+    job = request(opts, text, default_name, command)
+    client = connect(PROG)
+    cluster = client.config.cluster_name
+    named = check_clusters(PROG, clusters, cluster)
     with reporting(PROG, "Batch job submission failed: "):
-        job_id = connect(PROG).submit(job)
-    print(job_id if parsable else f"Submitted batch job {job_id}", flush=True)
+        job_id = client.submit(job)
+    if parsable:
+        print(f"{job_id};{cluster}" if named else job_id, flush=True)
+    else:
+        print(f"Submitted batch job {job_id}" + (f" on cluster {cluster}" if named else ""), flush=True)
     return job_id
 
 

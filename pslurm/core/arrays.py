@@ -67,16 +67,3 @@ def parse_task_selector(text: str) -> tuple[int, tuple[int, ...] | None]:
     return int(head), ids
 
 
-def split_job_list(text: str) -> list[str]:
-    """``1,14_[3-5,7],9`` -> ["1", "14_[3-5,7]", "9"]: commas inside brackets stay."""
-    out, depth, cur = [], 0, ""
-    for ch in text:
-        depth += ch == "["
-        depth -= ch == "]"
-        if ch == "," and depth == 0:
-            out.append(cur)
-            cur = ""
-        else:
-            cur += ch
-    out.append(cur)
-    return [x for x in out if x]

@@ -224,14 +224,38 @@ def _time_limit(text: str | None) -> int | None:
         raise SpecError(str(exc)) from exc
 
 
+def _memory_options(opts: Mapping[str, Any]) -> tuple[int, int, int]:
+    """(--mem, --mem-per-cpu, --mem-per-gpu) in MB, at most one of them given, as Slurm allows."""
+    given = [opts.get(k) for k in ("mem", "mem_per_cpu", "mem_per_gpu")]
+    if sum(v is not None for v in given) > 1:
+        raise SpecError("--mem, --mem-per-cpu, and --mem-per-gpu are mutually exclusive.")
+    mem, per_cpu, per_gpu = (parse_mem(v) if v else 0 for v in given)
+    return mem, per_cpu, per_gpu
+
+
+def _mail_type(text: str | None) -> str:
+    """--mail-type's list as Slurm prints it (BEGIN,END; ALL; NONE is none)."""
+    if not text:
+        return ""
+    known = ("NONE", "BEGIN", "END", "FAIL", "REQUEUE", "ALL", "INVALID_DEPEND", "STAGE_OUT", "TIME_LIMIT",
+             "TIME_LIMIT_90", "TIME_LIMIT_80", "TIME_LIMIT_50", "ARRAY_TASKS")
+    words = [w.strip().upper() for w in text.split(",") if w.strip()]
+    for word in words:
+        if word not in known:
+            raise SpecError(f"--mail-type={text} invalid")
+    return ",".join(w for w in words if w != "NONE")
+
+
 def spec_values(opts: Mapping[str, Any], *, user: str, uid: int, gid: int, cwd: str, environ: Mapping[str, str],
                 script: str | None = None, argv: tuple[str, ...] = (), default_name: str = "",
-                interactive: bool = False, umask: int | None = None, now: float | None = None) -> dict[str, Any]:
+                interactive: bool = False, umask: int | None = None, now: float | None = None,
+                command: str = "", submit_line: str = "") -> dict[str, Any]:
     """Check the options (JobOptions' fields by name; a missing one is not given) and return the
     fields of the JobSpec the controller will be sent. Raises SpecError. ``umask``: the submitting
     process's, passed on as SLURM_UMASK (as sbatch and srun do): the job's output files and
     processes get it. ``now``: the clock ``--begin`` and ``--deadline`` are read against (None: the
-    time now)."""
+    time now). ``command``: the batch script's path as given (Command=); ``submit_line``: the command line
+    that submits it (SubmitLine)."""
 
     def o(key: str) -> Any:  # an option's value as given (a string, a flag's bool), None when not
         return opts.get(key)
@@ -276,6 +300,7 @@ def spec_values(opts: Mapping[str, Any], *, user: str, uid: int, gid: int, cwd: 
         if begin is not None and deadline is not None and deadline < begin:
             raise SpecError("Incompatible begin and deadline time specification")  # sbatch's words
     warn = signal_option(o("signal"), batch=not interactive) if o("signal") is not None else (0, 0, False, False)
+    mem, mem_per_cpu, mem_per_gpu = _memory_options(opts)
     return dict(
         name=o("job_name") or default_name or "sbatch", user=user, uid=uid, gid=gid, workdir=workdir,
         script=script, argv=argv, environment=_with_umask(export_environment(o("export"), environ), umask),
@@ -283,7 +308,11 @@ def spec_values(opts: Mapping[str, Any], *, user: str, uid: int, gid: int, cwd: 
         num_nodes=num_nodes, max_nodes=max_nodes if max_nodes > num_nodes else 0, ntasks=ntasks,
         ntasks_per_node=per_node,
         cpus_per_task=_count("--cpus-per-task", o("cpus_per_task"), 1),
-        mem_mb=parse_mem(o("mem")) if o("mem") else 0, gres=gres, interactive=interactive,
+        mem_mb=mem, mem_per_cpu_mb=mem_per_cpu, mem_per_gpu_mb=mem_per_gpu,
+        cpus_per_gpu=_count("--cpus-per-gpu", o("cpus_per_gpu"), 0) if o("cpus_per_gpu") else 0,
+        mail_type=_mail_type(o("mail_type")), mail_user=o("mail_user") or "", command=command,
+        submit_line=submit_line,
+        submit_host=os.uname().nodename.split(".")[0], gres=gres, interactive=interactive,
         account=o("account") or "", nice=nice, dependency=o("dependency") or "", requeue=o("requeue"),
         hold=bool(o("hold")), array=o("array") or "", kill_on_invalid_dep=kill == "yes",
         nodelist=o("nodelist") or "", exclude=o("exclude") or "", constraint=o("constraint") or "",

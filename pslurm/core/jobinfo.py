@@ -210,6 +210,40 @@ class JobDesc:
         return str(self.data.get("comment") or "")
 
     @property
+    def submit_host(self) -> str:
+        return str(self.own.get("submit_host") or "")
+
+    @property
+    def submit_line(self) -> str:
+        return str(self.own.get("submit_line") or "")
+
+    @property
+    def mem_per_cpu_mb(self) -> int:
+        """--mem-per-cpu in MB (slurmrestd's ``memory_per_cpu``); 0: not asked."""
+        return int(from_no_val(self.data.get("memory_per_cpu")) or 0)
+
+    @property
+    def mem_per_gpu_mb(self) -> int:
+        return int(self.own.get("mem_per_gpu_mb") or 0)
+
+    @property
+    def cpus_per_gpu(self) -> int:
+        return int(self.own.get("cpus_per_gpu") or 0)
+
+    @property
+    def mail_type(self) -> str:
+        return str(self.data.get("mail_type") or "")
+
+    @property
+    def mail_user(self) -> str:
+        return str(self.data.get("mail_user") or "")
+
+    @property
+    def command(self) -> str:
+        """The batch script's path as given to sbatch, absolute ("" for --wrap and stdin); pslurm's own key."""
+        return str(self.own.get("command") or "")
+
+    @property
     def qos(self) -> str:
         return str(self.data.get("qos") or "")
 
@@ -276,7 +310,7 @@ class JobDesc:
     @property
     def cpus(self) -> int:
         """CPUs needed on the node (as JobSpec.cpus)."""
-        return self.ntasks * self.cpus_per_task
+        return max(self.ntasks * self.cpus_per_task, self.cpus_per_gpu * self.gpus())
 
     def gpus(self, type_: str | None = None) -> int:
         """GPUs asked per node, of one type when ``type_`` is given (as JobSpec.gpus)."""

@@ -87,9 +87,11 @@ def desc_to_json(spec: Mapping[str, Any]) -> Json:
         "pslurm": {"user_name": spec["user"], "interactive": spec["interactive"], "gres": _gres_json(gres),
                    "time_limit": spec["time_limit"]},
     }
-    for own_key in ("open_mode", "gpu_mem", "allocation", "max_nodes", "exclusive"):
+    for own_key in ("open_mode", "gpu_mem", "allocation", "max_nodes", "exclusive", "command", "submit_host",
+                    "submit_line", "mem_per_gpu_mb", "cpus_per_gpu"):
         if spec.get(own_key):
             data["pslurm"][own_key] = spec[own_key]
+    _slurm_keys(data, spec)
     if spec.get("ntasks_per_node"):
         data["tasks_per_node"] = spec["ntasks_per_node"]
     _job_options_json(data, spec)
@@ -98,6 +100,15 @@ def desc_to_json(spec: Mapping[str, Any]) -> Json:
         if spec[name] is not None:
             data[key] = spec[name]
     return data
+
+
+def _slurm_keys(data: Json, spec: Mapping[str, Any]) -> None:
+    """--mem-per-cpu, --mail-type and --mail-user in slurmrestd's names, those given only."""
+    if spec.get("mem_per_cpu_mb"):
+        data["memory_per_cpu"] = no_val(spec["mem_per_cpu_mb"])
+    for key in ("mail_type", "mail_user"):
+        if spec.get(key):
+            data[key] = spec[key]
 
 
 def _job_options_json(data: Json, spec: Mapping[str, Any]) -> None:
@@ -141,7 +152,19 @@ def spec_from_json(data: Any) -> JobSpec:
         raise
     except (TypeError, ValueError, AttributeError) as exc:
         raise SpecError(f"Invalid job request: {exc}") from None
-    return spec
+    return with_node_memory(spec)
+
+
+def with_node_memory(spec: JobSpec) -> JobSpec:
+    """A request that asks memory per CPU or per GPU with its memory per node (``mem_mb``) set from them
+    (core/layout.py), which is what the store, the scheduler and the agent read."""
+    if spec.mem_mb or not (spec.mem_per_cpu_mb or spec.mem_per_gpu_mb):
+        return spec
+    from dataclasses import replace
+
+    from pslurm.core.layout import node_layout
+
+    return replace(spec, mem_mb=max(n.mem_mb for n in node_layout(spec)))
 
 
 # -- a job -----------------------------------------------------------------------------------
@@ -245,6 +268,10 @@ def brief_spec_json(spec: JobSpec, partition: str) -> Json:
         own["exclusive"] = True
     if spec.max_nodes:
         own["max_nodes"] = spec.max_nodes
+    for own_key in ("command", "submit_host", "submit_line", "mem_per_gpu_mb", "cpus_per_gpu"):
+        if getattr(spec, own_key):
+            own[own_key] = getattr(spec, own_key)
+    _slurm_keys(data, vars(spec))
     _job_options_json(data, vars(spec))
     return data
 

@@ -36,7 +36,7 @@ def table(rows: list[object], fmt: str) -> list[str]:
 def test_a_batch_jobs_lines_are_its_own_then_batch_then_its_steps():
     lines = table(psacct.with_steps([job()]),
                   "JobID,JobName,Partition,Account,AllocCPUS,State,ExitCode,Elapsed,NTasks,NodeList,User")
-    assert lines == ["12|train|gpu|lab|2|COMPLETED|0:0|00:01:00|2|c000|ana",
+    assert lines == ["12|train|gpu|lab|2|COMPLETED|0:0|00:01:00||c000|ana",  # NTasks: a step's only
                      "12.batch|batch||lab|2|COMPLETED|0:0|00:01:00|1|c000|",
                      "12.0|hostname||lab|2|COMPLETED|0:0|00:00:05|2|c000|",
                      "12.1|python||lab|1|FAILED|3:0|00:00:30|1|c000|"]

@@ -58,9 +58,9 @@ def test_std_paths_are_expanded_and_absolute() -> None:
 
 
 def _serve(monkeypatch: pytest.MonkeyPatch, jobs: list[SimpleNamespace]) -> None:
-    monkeypatch.setattr(pscontrol, "connect_api",
-                        lambda prog: SimpleNamespace(jobs=lambda **kw: [j for j in jobs if j.job_id in kw["job_ids"]]))
-    monkeypatch.setattr("pslurm.core.jobinfo.JobInfo", lambda data: data)
+    monkeypatch.setattr(pscontrol, "connect",
+                        lambda prog: SimpleNamespace(job=lambda job_id: next((j for j in jobs if j.job_id == job_id),
+                                                                             None)))
 
 
 
