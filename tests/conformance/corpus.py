@@ -140,9 +140,13 @@ SACCT_FIELDS = (
     "TRESUsageOutMin", "TRESUsageOutMinNode", "TRESUsageOutMinTask", "TRESUsageOutTot", "UID", "User", "UserCPU",
     "WCKey", "WCKeyID", "WorkDir",
 )
-ENDED = "{done},{failed},{timeout},{cancelled},{killed}"
+# the timed-out job is left out here: Slurm's jobacct_gather sampled its minute, which sets fields pslurm
+# does not measure (AveRSS, TRESUsageIn...); it has cases of its own below
+ENDED = "{done},{failed},{cancelled},{killed}"
 for name in SACCT_FIELDS:
     case(f"sacct -n -P -j {ENDED} -o JobID,{name}", id=f"sacct -o {name}")
+for name in ("State", "ExitCode", "Elapsed", "Timelimit", "TimelimitRaw", "End", "Reason", "DerivedExitCode"):
+    case(f"sacct -n -P -X -j {{timeout}} -o JobID,{name}", id=f"sacct -X -o {name} of a timed-out job")
 for line in (
     "sacct", "sacct -a", "sacct --allusers", "sacct -X", "sacct -aX", "sacct --allocations -a", "sacct -j {done}",
     "sacct -j {failed}", "sacct -j {timeout}", "sacct -j {cancelled}", "sacct -j {killed}", "sacct -j {running}",

@@ -10,10 +10,29 @@ from __future__ import annotations
 
 from fnmatch import fnmatchcase
 
+VERSION = "the version: pslurm's own (`pslurm 0.1.0`), not Slurm's"
+VERBOSE = "-v: what each implementation says of its own workings (Slurm: its plugins and every option's value)"
+HOST = ("what the host measures (free memory, load): pslurm's agents do not report them, so pslurm prints N/A "
+        "rather than a figure that is not the node's")
 DIFFERENT: dict[str, str] = {
-    "* -V": "the version: pslurm's own (`pslurm 0.1.0`), not Slurm's",
-    "* --version": "the version: pslurm's own (`pslurm 0.1.0`), not Slurm's",
-    "scontrol version": "the version: pslurm's own (`pslurm 0.1.0`), not Slurm's",
+    "* -V": VERSION, "* --version": VERSION, "scontrol version": VERSION, "sinfo -O Version": VERSION,
+    "sinfo -o %v": VERSION, "sinfo -N -o %v": VERSION,
+    "squeue -v *": VERBOSE, "sinfo -v": VERBOSE, "sacct -v *": VERBOSE, "sprio -v": VERBOSE, "scontrol -v *": VERBOSE,
+    "sinfo -O FreeMem": HOST, "sinfo -o %e": HOST, "sinfo -N -o %e": HOST, "sinfo -O CPUsLoad": HOST,
+    "sinfo -o %O": HOST, "sinfo -N -o %O": HOST, "sinfo -O All": HOST,
+    "sinfo -O Port": "the agents' ports: pslurm up gives each agent a free port (Slurm's anchor: 17000 on)",
+    "sinfo -O NodeHost": "a node's host name: Slurm's four slurmds share this machine's name, pslurm's nodes are "
+                         "their own hosts",
+    "sinfo -o %n": "a node's host name (as sinfo -O NodeHost)", "sinfo -N -o %n": "a node's host name",
+    "squeue -O AllocSID": "the session id of the shell that submitted (pslurm does not record it)",
+    "sacct -o DBIndex": "the accounting database's row numbers (pslurm's store has none: it prints the job id)",
+    "sacct -o SystemCPU": "CPU time measured by Slurm's jobacct_gather (pslurm measures none yet: 00:00:00)",
+    "sacct -o UserCPU": "CPU time measured by Slurm's jobacct_gather (pslurm measures none yet: 00:00:00)",
+    "sacct -o TotalCPU": "CPU time measured by Slurm's jobacct_gather (pslurm measures none yet: 00:00:00)",
+    "scontrol show config *": "the configuration of two different systems (pslurm.conf has pslurm's keys)",
+    "scontrol show daemons": "the daemons' names: psctld and psd",
+    "scontrol reconfigure": "pslurm reads pslurm.conf when psctld starts: reconfigure says so on stderr",
+    "scontrol listpids {running}": "process ids",
 }
 
 NOT_YET: dict[str, str] = {}

@@ -57,6 +57,8 @@ JOBS: list[tuple[str, str, str]] = [
              "--wrap true",
      "PENDING"),
     ("killed", "sbatch -J killed -o /dev/null --wrap 'kill -9 $$'", "FAILED"),
+    # c000's second GPU is gpujob's: this one waits for Resources (sprio lists it)
+    ("waiting", "sbatch -J waiting --gres=gpu:2 -w c000 -o /dev/null --wrap true", "PENDING"),
     ("arr", "sbatch -J arr --array=0-3 -H -o /dev/null --wrap true", "PENDING"),
 ]
 AFTER = ["scancel {cancelled}", "scontrol update NodeName=c003 State=DRAIN Reason=maint"]
