@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 
     from pslurm.client.api import Api, InputCall
     from pslurm.core.jobinfo import JobInfo
+    from pslurm.core.steps import StepResult
 
     Json = dict[str, Any]
 
@@ -84,9 +85,7 @@ def run_job(opts: Mapping[str, object], argv: tuple[str, ...], forward_stdin: bo
 
 
 def _follow(api: Api, job_id: int, forward_stdin: bool = True, label: bool = False) -> int:
-    """Wait for the job to start, stream its output from (and our stdin to) its node, return its
-    exit status."""
-    from pslurm.client.errors import ClientError
+    """Wait for the psrun job to start, follow its command (its step 0) and return its exit status."""
     from pslurm.core.states import JobReason, JobState
 
     queued = False
@@ -100,29 +99,51 @@ def _follow(api: Api, job_id: int, forward_stdin: bool = True, label: bool = Fal
     job = _wait_until(api, job_id, lambda j: j.state != JobState.PENDING, note_queued)
     if queued:
         print(f"{PROG}: job {job_id} has been allocated resources", file=sys.stderr)
+    streamed: Streamed = None, ""
     if job.state == JobState.RUNNING and job.node:
-        stdin = None
-        out = _Writer(label)
-        try:
-            stdin = _StdinForwarder(lambda chunks: api.send_input(job.job_id, chunks), forward_stdin)
-            for stdout, stderr, done in _output(api, job):
-                out.write(stdout, stderr)
-                if done:
-                    break
-        except ClientError:
-            pass  # the node went away: the controller's record below says how the job ended
-        finally:
-            out.flush()
-            if stdin is not None:
-                stdin.close()
+        def running() -> bool:
+            current = _job(api, job_id)
+            return current is not None and not current.state.is_final
+
+        streamed = _stream(api, job_id, 0, forward_stdin, label, running)
     # the agent reports the end to the controller just after the stream ends
-    return _exit_status(_wait_until(api, job_id, lambda j: j.state.is_final))
+    job = _wait_until(api, job_id, lambda j: j.state.is_final)
+    ended = Ended(f"job {job_id}", job.state.value, int(job.exit_code), int(job.exit_signal), job.node or "?", 1)
+    return exit_status(ended, streamed)
 
 
-def _output(api: Api, job: JobInfo, patience: float = 10.0) -> Iterator[tuple[bytes, bytes, bool]]:
-    """The job's output stream. An agent answers NOT_FOUND for a job whose launch it has not seen
-    yet (it waits only briefly, to keep its threads for its controller): ask again while the job
-    still runs, until the first chunk comes. Yields (stdout, stderr, done)."""
+# the step's end as its stream told it, or (None and) why the stream broke
+Streamed = tuple["StepResult | None", str]
+
+
+def _stream(api: Api, job_id: int, step_id: int, forward_stdin: bool, label: bool,
+            running: Callable[[], bool]) -> Streamed:
+    """Step ``job_id.step_id``'s output to ours and our stdin to it, until its end: ``(end, "")``,
+    or ``(None, why)`` when the stream broke before the end came (output may be lost)."""
+    from pslurm.client.errors import ClientError
+
+    stdin = None
+    out = _Writer(label)
+    try:
+        stdin = _StdinForwarder(lambda chunks: api.send_input(job_id, chunks, step_id), forward_stdin)
+        for stdout, stderr, end in _output(api, job_id, step_id, running):
+            out.write(stdout, stderr)
+            if end is not None:
+                return end, ""
+        return None, "the stream ended before the step did"
+    except ClientError as exc:
+        return None, str(exc)
+    finally:
+        out.flush()
+        if stdin is not None:
+            stdin.close()
+
+
+def _output(api: Api, job_id: int, step_id: int, running: Callable[[], bool],
+            patience: float = 10.0) -> Iterator[tuple[bytes, bytes, StepResult | None]]:
+    """The step's output stream. An agent answers NOT_FOUND for a step whose launch it has not seen
+    yet (it waits only briefly, to keep its threads for its controller): ask again while the step
+    still runs, until the first chunk comes. Yields (stdout, stderr, end)."""
     from pslurm.client.errors import NotFound
     from pslurm.core.restjson import output_chunk_from_json
 
@@ -130,13 +151,12 @@ def _output(api: Api, job: JobInfo, patience: float = 10.0) -> Iterator[tuple[by
     while True:
         started = False
         try:
-            for data in api.output(job.job_id):
+            for data in api.output(job_id, step_id):
                 started = True
-                yield output_chunk_from_json(data)[:3]
+                yield output_chunk_from_json(data)
             return
         except NotFound:
-            current = _job(api, job.job_id)
-            if started or time.monotonic() > deadline or current is None or current.state.is_final:
+            if started or time.monotonic() > deadline or not running():
                 raise
             time.sleep(0.2)
 
@@ -201,25 +221,6 @@ def _job(api: Api, job_id: int) -> JobInfo | None:
 
     found = [JobInfo(data) for data in api.jobs([job_id], include_finished=True)]
     return next((j for j in found if j.job_id == job_id), None)
-
-
-def _exit_status(job: JobInfo) -> int:
-    import signal
-
-    from pslurm.core.states import JobState
-
-    state, code, sig, node = job.state, job.exit_code, job.exit_signal, job.node or ""
-    if state == JobState.COMPLETED:
-        return 0
-    if state == JobState.FAILED and code:
-        print(f"{PROG}: error: {node}: task 0: Exited with exit code {code}", file=sys.stderr)
-        return int(code)
-    if state == JobState.FAILED and sig:
-        print(f"{PROG}: error: {node}: task 0: {signal.Signals(sig).name}", file=sys.stderr)
-        return 128 + int(sig)
-    print(f"{PROG}: error: job {job.job_id} ended {state.value}", file=sys.stderr)
-    return int(code) or (128 + int(sig) if sig else 1)
-
 
 
 class _Writer:
@@ -406,48 +407,20 @@ class _Interrupts:
 
 
 def _follow_step(api: Api, job_id: int, step_id: int, step: Json, forward_stdin: bool) -> int:
-    from pslurm.client.errors import ClientError
-
+    """Follow step ``job_id.step_id`` (its output, our stdin, srun's Ctrl-C) until it ended; its exit status."""
     ntasks = int(step.get("ntasks") or 1)
     interrupts = _Interrupts(api, job_id, step_id, ntasks)
-    stdin = None
-    out = _Writer(False)  # the step's agent labels its lines (--label is in the request)
     try:
-        try:
-            stdin = _StdinForwarder(lambda chunks: api.step_input(job_id, step_id, chunks), forward_stdin)
-            for stdout, stderr, done in _step_output(api, job_id, step_id):
-                out.write(stdout, stderr)
-                if done:
-                    break
-        except ClientError:
-            pass  # the node went away: the controller's record below says how the step ended
-        finally:
-            out.flush()
-            if stdin is not None:
-                stdin.close()
-        ended = _wait_step(api, job_id, step_id)
+        # the step's agent labels its lines (--label is in the request)
+        streamed = _stream(api, job_id, step_id, forward_stdin, False,
+                           lambda: _step_state(_step(api, job_id, step_id)) == "RUNNING")
+        record = _wait_step(api, job_id, step_id)
     finally:
         interrupts.close()
-    return step_exit_status(ended, job_id, quiet=interrupts.cancelled)
-
-
-def _step_output(api: Api, job_id: int, step_id: int, patience: float = 10.0) -> Iterator[tuple[bytes, bytes, bool]]:
-    """The step's output stream; asked again while its agent has not seen its launch yet (as _output)."""
-    from pslurm.client.errors import NotFound
-    from pslurm.core.restjson import output_chunk_from_json
-
-    deadline = time.monotonic() + patience
-    while True:
-        started = False
-        try:
-            for data in api.step_output(job_id, step_id):
-                started = True
-                yield output_chunk_from_json(data)[:3]
-            return
-        except NotFound:
-            if started or time.monotonic() > deadline or _step_state(_step(api, job_id, step_id)) != "RUNNING":
-                raise
-            time.sleep(0.2)
+    ended = Ended(f"StepId={job_id}.{step_id}", _step_state(record), int(record.get("exit_code") or 0),
+                  int(record.get("exit_signal") or 0), str(record.get("nodes") or "?"),
+                  int(record.get("ntasks") or 1))
+    return exit_status(ended, streamed, quiet=interrupts.cancelled)
 
 
 def _step(api: Api, job_id: int, step_id: int) -> Json | None:
@@ -477,30 +450,53 @@ def _wait_step(api: Api, job_id: int, step_id: int) -> Json:
         time.sleep(RETRY_WAIT)
 
 
-def step_exit_status(step: Json, job_id: int, quiet: bool = False) -> int:
-    """srun's exit status for an ended step, after its error line (``srun: error: c000: task 0: Exited with
-    exit code 3``, ``...: Killed``): a signal that ended a task wins (128 + the signal), else the largest
-    exit code. The API gives the step's end, not each task's: the line names the step's tasks. ``quiet``:
-    psrun cancelled it itself (Ctrl-C): no line, as srun's."""
+class Ended:
+    """How a psrun job or step ended, as the controller recorded it: ``what`` names it in srun's
+    last line (``job 14``, ``StepId=14.0``); ``nodes`` and ``ntasks`` where its tasks ran."""
+
+    def __init__(self, what: str, state: str, exit_code: int, exit_signal: int, nodes: str, ntasks: int) -> None:
+        self.what, self.state, self.exit_code, self.exit_signal = what, state, exit_code, exit_signal
+        self.nodes, self.ntasks = nodes, ntasks
+
+
+def exit_status(ended: Ended, streamed: Streamed = (None, ""), quiet: bool = False) -> int:
+    """srun's exit status and its error lines: a line per node and outcome of the tasks that failed
+    (``psrun: error: c000: tasks 0-1: Exited with exit code 3``, ``...: task 2: Killed``), from the
+    tasks' ends the stream gave, else for the whole step; a signal that ended a task wins (128 + the
+    signal), else the largest exit code; a step that ended otherwise (cancelled, timed out) says so.
+    A stream that broke is said in one line and is never a success. ``quiet``: psrun cancelled the
+    step itself (Ctrl-C): no line for the signal or the state, as srun."""
     import signal
 
-    state = _step_state(step)
-    code = int(step.get("exit_code") or 0)
-    sig = int(step.get("exit_signal") or 0)
-    ntasks = int(step.get("ntasks") or 1)
-    where = f"{step.get('nodes') or '?'}: {'task 0' if ntasks == 1 else f'tasks 0-{ntasks - 1}'}"
-    if sig:
+    end, broken = streamed
+    code, sig = ended.exit_code, ended.exit_signal
+    tasks = [t for t in (end.tasks if end is not None else ()) if t.exit_code or t.signal]
+    if not tasks and (code or sig):
+        from pslurm.core.steps import TaskEnd
+
+        tasks = [TaskEnd(rank, code, sig, ended.nodes) for rank in range(ended.ntasks)]
+    lines: dict[tuple[str, str], list[int]] = {}
+    for task in tasks:
+        how = (signal.strsignal(task.signal) or str(task.signal)) if task.signal else \
+            f"Exited with exit code {task.exit_code}"
+        lines.setdefault((task.node or ended.nodes, how), []).append(task.rank)
+    for (node, how), ranks in lines.items():
+        if quiet and not how.startswith("Exited"):
+            continue
+        from pslurm.core.hostlists import int_ranges
+
+        word = "task" if len(ranks) == 1 else "tasks"
+        print(f"{PROG}: error: {node}: {word} {int_ranges(sorted(ranks))}: {how}", file=sys.stderr)
+    status = 128 + sig if sig else code
+    if not status and ended.state != "COMPLETED":
         if not quiet:
-            print(f"{PROG}: error: {where}: {signal.strsignal(sig) or sig}", file=sys.stderr)
-        return 128 + sig
-    if code:
-        print(f"{PROG}: error: {where}: Exited with exit code {code}", file=sys.stderr)
-        return code
-    if state == "COMPLETED":
-        return 0
-    if not quiet:
-        print(f"{PROG}: error: StepId={job_id}.{step.get('step_id')} ended {state}", file=sys.stderr)
-    return 1
+            print(f"{PROG}: error: {ended.what} ended {ended.state}", file=sys.stderr)
+        status = 1
+    if broken:
+        print(f"{PROG}: error: {ended.what}: its output stream broke, output may be missing: {broken}",
+              file=sys.stderr)
+        status = status or 1
+    return status
 
 
 class _RawTerminal:

@@ -315,17 +315,18 @@ class Api:
                                                                      "reason": reason})
         return reply["nodes"][0]  # type: ignore[no-any-return]
 
-    # -- a running job's output and input (relayed by the controller from its node's agent) ----
+    # -- a running step's output and input (relayed by the controller from its nodes' agents) ----
 
-    def output(self, job_id: int) -> Iterator[Json]:
-        """The job's output lines (restjson.output_chunk_from_json reads one)."""
-        return self.stream(f"{PSLURM}/job/{int(job_id)}/output")
+    def output(self, job_id: int, step_id: int = 0) -> Iterator[Json]:
+        """Step ``job_id.step_id``'s output lines (0: a psrun job's command), merged from its nodes, the
+        last with the step's end (restjson.output_chunk_from_json reads one)."""
+        return self.stream(f"{PSLURM}/job/{int(job_id)}/step/{int(step_id)}/output")
 
-    def send_input(self, job_id: int, chunks: Iterable[bytes]) -> InputCall:
-        """Send ``chunks`` to the job's stdin in the background (see Client.send_input)."""
+    def send_input(self, job_id: int, chunks: Iterable[bytes], step_id: int = 0) -> InputCall:
+        """Send ``chunks`` to the step's stdin (its task 0's) in the background (see Client.send_input)."""
         headers = self._headers("application/octet-stream")
-        return InputCall(lambda: self._connect(self.timeout), f"{PSLURM}/job/{int(job_id)}/input", headers, chunks)
-
+        return InputCall(lambda: self._connect(self.timeout), f"{PSLURM}/job/{int(job_id)}/step/{int(step_id)}/input",
+                         headers, chunks)
 
     # -- job steps (psrun inside an allocation) and psalloc's end ----------------------------------
 
@@ -345,16 +346,6 @@ class Api:
         """The step now and at each change, until it ended."""
         for data in self.stream(f"{PSLURM}/job/{int(job_id)}/step/{int(step_id)}/wait"):
             yield data["step"]
-
-    def step_output(self, job_id: int, step_id: int) -> Iterator[Json]:
-        """The step's output lines, as :meth:`output`'s."""
-        return self.stream(f"{PSLURM}/job/{int(job_id)}/step/{int(step_id)}/output")
-
-    def step_input(self, job_id: int, step_id: int, chunks: Iterable[bytes]) -> InputCall:
-        """Send ``chunks`` to the step's stdin (its task 0's) in the background, as :meth:`send_input`."""
-        headers = self._headers("application/octet-stream")
-        return InputCall(lambda: self._connect(self.timeout), f"{PSLURM}/job/{int(job_id)}/step/{int(step_id)}/input",
-                         headers, chunks)
 
     def cancel_step(self, job_id: int, step_id: int, signal: int = 0) -> None:
         """Cancel step J.S (``signal`` 0) or send its tasks a signal. NotFound (``Invalid job id

@@ -202,25 +202,29 @@ class Client:
 
     # -- a running job's input and output (its node's agent) ---------------------------------
 
-    def output(self, job: JobInfo) -> Iterator[OutputChunk]:
-        """A running interactive job's output (psrun), from its node's agent (relayed by the
-        controller), as it comes; the last chunk has ``done`` set. Leaving the loop early ends the
-        request. :class:`NodeUnreachable` when the node does not answer (it may have gone: the
-        controller says how the job ended)."""
+    def output(self, job: JobInfo, step_id: int = 0) -> Iterator[OutputChunk]:
+        """A running step's output (``step_id`` 0: a psrun job's command), from its nodes' agents
+        (relayed by the controller), as it comes; the last chunk has ``done`` set, how the step ended
+        and each task's end. Leaving the loop early ends the request. :class:`NodeUnreachable` when a
+        node does not answer (it may have gone: the controller says how the job ended)."""
         from pslurm.client.models import OutputChunk
         from pslurm.core.restjson import output_chunk_from_json
 
         _running(job)
-        for data in self.api.output(job.job_id):
-            stdout, stderr, done, state, code, sig = output_chunk_from_json(data)
-            yield OutputChunk(stdout=stdout, stderr=stderr, done=done, state=state, exit_code=code, exit_signal=sig)
+        for data in self.api.output(job.job_id, step_id):
+            stdout, stderr, end = output_chunk_from_json(data)
+            if end is None:
+                yield OutputChunk(stdout=stdout, stderr=stderr)
+            else:
+                yield OutputChunk(stdout=stdout, stderr=stderr, done=True, state=end.state, exit_code=end.exit_code,
+                                  exit_signal=end.exit_signal, tasks=end.tasks)
 
-    def send_input(self, job: JobInfo, chunks: Iterable[bytes]) -> InputStream:
-        """Send ``chunks`` to a running interactive job's stdin, in the background, as the iterator
-        yields them; its end is the job's EOF (an empty iterator: an empty stdin). Returns a handle:
-        ``close(timeout)`` once the iterator has ended."""
+    def send_input(self, job: JobInfo, chunks: Iterable[bytes], step_id: int = 0) -> InputStream:
+        """Send ``chunks`` to a running step's stdin (its task 0's; ``step_id`` 0: a psrun job's
+        command), in the background, as the iterator yields them; its end is the EOF (an empty
+        iterator: an empty stdin). Returns a handle: ``close(timeout)`` once the iterator has ended."""
         _running(job)
-        call: InputCall = self.api.send_input(job.job_id, chunks)
+        call: InputCall = self.api.send_input(job.job_id, chunks, step_id)
         return call
 
 

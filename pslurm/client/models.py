@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from pslurm.core.states import JobState
+from pslurm.core.steps import TaskEnd
 
 
 @dataclass(frozen=True)
@@ -55,8 +56,9 @@ class WillRun:
 
 @dataclass(frozen=True)
 class OutputChunk:
-    """A piece of a running job's output, from its node's agent. The last one has ``done`` set and
-    how the job ended (``state``, ``exit_code``, ``exit_signal``); ``state`` is None before that."""
+    """A piece of a running step's output, from its nodes' agents. The last one has ``done`` set and
+    how the step ended (``state``, ``exit_code``, ``exit_signal``, each task's end in ``tasks``);
+    ``state`` is None before that."""
 
     stdout: bytes = b""
     stderr: bytes = b""
@@ -64,6 +66,7 @@ class OutputChunk:
     state: JobState | None = None
     exit_code: int = 0
     exit_signal: int = 0
+    tasks: tuple[TaskEnd, ...] = ()
 
 
 class InputStream(Protocol):

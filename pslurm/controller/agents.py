@@ -16,10 +16,11 @@ from concurrent.futures import ThreadPoolExecutor
 import grpc
 
 from pslurm.auth.transport import Metadata
-from pslurm.core.convert import job_to_pb
 from pslurm.core.jobspec import JobRecord
+from pslurm.core.steplaunch import StepLaunch
 from pslurm.proto import pslurm_pb2 as pb
 from pslurm.proto import pslurm_pb2_grpc as pb_grpc
+from pslurm.proto.convert import job_to_pb, step_launch_to_pb
 
 log = logging.getLogger("psctld")
 RPC_TIMEOUT = 10.0
@@ -130,10 +131,11 @@ class AgentClient:
         request = pb.TimeLimitRequest(job_id=job_id, restarts=restarts, time_limit=time_limit)
         self._call(lambda stub: stub.SetTimeLimit(request, timeout=RPC_TIMEOUT, metadata=self._credentials()), target)
 
-    def launch_step(self, target: str, launch: pb.StepLaunch) -> None:
+    def launch_step(self, target: str, launch: StepLaunch) -> None:
         """Start a step's tasks on the agent's node (inside its job's run there). AgentUnreachable;
         AgentRefused when the agent does not run that job's run (FAILED_PRECONDITION) or cannot start it."""
-        self._call(lambda stub: stub.LaunchStep(launch, timeout=RPC_TIMEOUT, metadata=self._credentials()), target)
+        request = step_launch_to_pb(launch)
+        self._call(lambda stub: stub.LaunchStep(request, timeout=RPC_TIMEOUT, metadata=self._credentials()), target)
 
     def signal_step(self, target: str, job_id: int, step_id: int, signal: int) -> None:
         """Signal a step's tasks on the agent's node; 0 cancels it (SIGTERM, then SIGKILL after KillWait)."""

@@ -31,6 +31,7 @@ from pslurm.auth.transport import SERVER_OPTIONS, Authenticator, CredentialServi
 from pslurm.controller.agents import AgentClient
 from pslurm.controller.jobs import JobService
 from pslurm.controller.monitor import NodeMonitor
+from pslurm.controller.observe import Observer
 from pslurm.controller.ports import Agents
 from pslurm.controller.scheduler import Scheduler
 from pslurm.controller.servicer import ControllerServicer
@@ -111,13 +112,14 @@ def serve(conf_path: str, ready: threading.Event | None = None, stop: threading.
     store.migrate()
     agents = AgentClient(lambda: signed_metadata(auth.key))
     parts = assemble(config, store, agents, operators=frozenset({0, os.getuid()}))
+    observer = Observer(parts, config).attach()  # metrics and the GPU history, fed by the parts' hooks
     server = grpc.server(ThreadPoolExecutor(max_workers=RPC_WORKERS, thread_name_prefix="rpc"),
-                         interceptors=[auth.interceptor()], options=SERVER_OPTIONS)
+                         interceptors=[observer.grpc_interceptor(), auth.interceptor()], options=SERVER_OPTIONS)
     servicer = ControllerServicer(parts.monitor, auth, parts.jobs.operators, parts.steps)
     pb_grpc.add_ControllerServicer_to_server(servicer, server)
     server.add_insecure_port(config.controller_target)
     server.start()
-    rest = _rest_server(parts, auth, config)
+    rest = _rest_server(parts, auth, config, observer)
     # Users who cannot read the key get credentials here. Only a controller running as root serves
     # them: a personal cluster's agents cannot run jobs as anybody but its owner, so only they may use it.
     credentials = CredentialService(config.auth_socket_path, auth.key) if os.geteuid() == 0 else None
@@ -143,15 +145,17 @@ def serve(conf_path: str, ready: threading.Event | None = None, stop: threading.
     store.close()
 
 
-def _rest_server(parts: Parts, auth: Authenticator, config: ClusterConfig) -> RestServer:
-    """The user API (HTTP/JSON) on RestPort, serving from its own thread and event loop."""
+def _rest_server(parts: Parts, auth: Authenticator, config: ClusterConfig, observer: Observer) -> RestServer:
+    """The user API (HTTP/JSON), metrics and the dashboard on RestPort, serving from its own thread and event loop."""
+    from pslurm.controller.rest.observed import WebObservability
     from pslurm.controller.rest.relay import AgentRelay
     from pslurm.controller.rest.routes import Api
     from pslurm.controller.rest.server import RestServer
 
     api = Api(parts.jobs, parts.scheduler, parts.monitor, parts.watch, AgentRelay(lambda: signed_metadata(auth.key)),
               parts.steps)
-    rest = RestServer(api, auth, config.controller_addr, config.rest_port)
+    rest = RestServer(api, auth, config.controller_addr, config.rest_port,
+                      observed=WebObservability(observer, auth, api))
     try:
         rest.start()
     except OSError as exc:

@@ -76,6 +76,8 @@ class NodeMonitor:
         self.measured: dict[str, Measured] = {}  # per node, per GPU: (memory used MB, util %) at its last heartbeat
         # a multi-node job's run ended: end its runs on these other nodes (JobService.end_on_nodes)
         self.end_on_nodes: Callable[[int, Sequence[str]], None] = lambda job_id, nodes: None
+        # each heartbeat, with what it measured (None: nothing said): observe.py's GPU history and counts
+        self.on_heartbeat: Callable[[str, Measured | None, float], None] = lambda name, measured, now: None
         partitions: dict[str, frozenset[str]] = defaultdict(frozenset)
         for part in config.partitions.values():
             for name in part.nodes:
@@ -121,6 +123,7 @@ class NodeMonitor:
         now = self.clock()
         if measured is not None:
             self.measured[name] = measured
+        self.on_heartbeat(name, measured, now)
         values: dict[str, object] = {"last_heartbeat": now}
         if health_reason and not node.drain and node.state is NodeState.UP:
             values.update(drain=True, reason=health_reason)

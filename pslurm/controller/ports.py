@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from pslurm.core.jobspec import JobRecord
-from pslurm.proto import pslurm_pb2 as pb
+from pslurm.core.steplaunch import StepLaunch
 
 
 class Reschedule(Protocol):
@@ -33,7 +33,7 @@ class Agents(Protocol):
     def set_time_limit(self, target: str, job_id: int, restarts: int, time_limit: int | None) -> None:
         """A running job's new time limit (pscontrol update TimeLimit=), seconds from its start; None: none."""
 
-    def launch_step(self, target: str, launch: pb.StepLaunch) -> None:
+    def launch_step(self, target: str, launch: StepLaunch) -> None:
         """A step's tasks on one of its nodes (AgentUnreachable, AgentRefused)."""
 
     def signal_step(self, target: str, job_id: int, step_id: int, signal: int) -> None:

@@ -85,6 +85,8 @@ class Scheduler:
         self._live = LiveJobs(store)
         self._wake = threading.Event()
         self._stopping = threading.Event()
+        # after each pass of the loop: (backfill?, its seconds, jobs it started); observe.py's metrics
+        self.on_pass: Callable[[bool, float, int], None] = lambda backfill, seconds, started: None
 
     def reschedule(self) -> None:
         """Something changed (a submit, an end, a node): run a pass soon."""
@@ -125,11 +127,13 @@ class Scheduler:
             if not (woken or timer):
                 continue
             backfill = timer and bf_interval >= 0
+            begun = 0
             try:
-                self.schedule(backfill=backfill)
+                begun = self.schedule(backfill=backfill)
             except Exception:  # the loop must outlive a bad pass; the next one retries
                 log.exception("scheduler pass failed")
             last_pass, cost = started, time.monotonic() - started
+            self.on_pass(backfill, cost, begun)
             if backfill:
                 last_backfill, bf_cost, changed = started, cost, False
             next_pass = started + max(min_gap, 2 * cost)

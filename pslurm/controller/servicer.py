@@ -14,7 +14,7 @@ from pslurm.controller.monitor import NodeMonitor, Run
 from pslurm.controller.rest import access
 from pslurm.controller.steps import StepService
 from pslurm.controller.store import RunEnd, StepEnd
-from pslurm.core import convert
+from pslurm.proto import convert
 from pslurm.proto import pslurm_pb2 as pb
 from pslurm.proto import pslurm_pb2_grpc as pb_grpc
 

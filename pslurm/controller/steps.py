@@ -10,7 +10,7 @@ job's that no other running step holds, recorded in its row. A step that asks GP
 (Slurm: a step without a GPU request gets all of the job's). With --gpus-per-task or --gpu-bind each
 task gets its own GPUs (StepLaunch.task_gpus, its CUDA_VISIBLE_DEVICES). Then each of the step's
 nodes gets its tasks (``LaunchStep``, one
-:class:`~pslurm.proto.pslurm_pb2.StepLaunch` per node, built from the job's record: its node, run,
+:class:`~pslurm.core.steps.StepLaunch` per node, built from the job's record: its node, run,
 GPUs, user, and the request). A step ends when its agent reports it (``StepsEnded``), when its job
 ends (in the job's own transaction), or when the node monitor finds its agent no longer runs it.
 """
@@ -35,7 +35,8 @@ from pslurm.core.hostlists import collect, expand
 from pslurm.core.jobspec import JobRecord, SpecError
 from pslurm.core.layout import compress_counts, node_layout
 from pslurm.core.states import InvalidTransition, JobState
-from pslurm.proto import pslurm_pb2 as pb
+from pslurm.core.steplaunch import StepLaunch
+from pslurm.core.steps import INTERACTIVE_STEP
 
 log = logging.getLogger("psctld")
 
@@ -175,19 +176,20 @@ class StepService:
                       gres=",".join(request.gres or ()), overlap=request.overlap, argv=request.argv,
                       workdir=request.workdir or job.spec.workdir, exact=request.exact,
                       node_cpus=tuple(here * request.cpus_per_task for here in counts), gpus_wanted=wanted,
-                      alloc_cpus=tuple(alloc_cpus), alloc_gpus=tuple(tuple(g) for g in node_gpus))
+                      alloc_cpus=tuple(alloc_cpus), alloc_gpus=tuple(tuple(g) for g in node_gpus),
+                      first_id=INTERACTIVE_STEP + 1 if job.spec.interactive else 0)
         step = self.store.create_step(job.job_id, job.restarts, new, self.clock())
         held = step.node_gpus or tuple(tuple(g) for g in node_gpus)
         offset = 0
         for index, (node, here, gpus) in enumerate(zip(nodes, counts, held, strict=True)):
             per_task = task_gpus(gpus, here, request.gpus_per_task, request.gpu_bind) or []
-            launch = pb.StepLaunch(
-                job_id=job.job_id, restarts=job.restarts, step_id=step.step_id, name=name, argv=list(request.argv),
+            launch = StepLaunch(
+                job_id=job.job_id, restarts=job.restarts, step_id=step.step_id, name=name, argv=tuple(request.argv),
                 environment=dict(request.environment), workdir=new.workdir, uid=job.spec.uid, gid=job.spec.gid,
                 user=job.spec.user, ntasks=here, task_offset=offset, total_tasks=ntasks, node_index=index,
                 step_nodelist=new.nodes, tasks_per_node=compress_counts(counts),
-                cpus_per_task=request.cpus_per_task, gpu_indices=gpus, label=request.label, pty=request.pty,
-                task_gpus=[pb.TaskGpus(gpu_indices=t) for t in per_task], no_gpus=not gpus and bool(node_gpus[index]))
+                cpus_per_task=request.cpus_per_task, gpu_indices=tuple(gpus), label=request.label, pty=request.pty,
+                task_gpus=tuple(tuple(t) for t in per_task), no_gpus=not gpus and bool(node_gpus[index]))
             offset += here
             self._launch(step, node, launch)
         return step
@@ -214,7 +216,7 @@ class StepService:
             raise SpecError(BAD_GRES)
         return asked
 
-    def _launch(self, step: StepRecord, node: str, launch: pb.StepLaunch) -> None:
+    def _launch(self, step: StepRecord, node: str, launch: StepLaunch) -> None:
         """Send one node its tasks; a launch that fails ends the step (FAILED, or NODE_FAIL for an
         agent that does not answer) and the others of its nodes are told to cancel it."""
         record = self.store.get_node(node)

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from pslurm.core.gres import GresRequest
     from pslurm.core.jobspec import JobRecord, JobSpec
     from pslurm.core.node import GpuInfo, NodeStatus
+    from pslurm.core.steps import StepResult
 
     Json = dict[str, Any]
 else:
@@ -402,23 +403,29 @@ def partition_from_json(data: Json) -> PartitionConfig:
 # -- the wire of a job's output ----------------------------------------------------------------
 
 
-def output_chunk_to_json(stdout: bytes, stderr: bytes, done: bool, state: JobState | None, exit_code: int,
-                         exit_signal: int) -> Json:
-    """One line of psrun's output stream (bytes as base64)."""
+def output_chunk_to_json(stdout: bytes, stderr: bytes, end: StepResult | None = None) -> Json:
+    """One line of psrun's output stream of a step (bytes as base64); the last carries the step's end:
+    ``done``, ``job_state``, ``exit_code``, ``exit_signal`` and each task's ``[rank, exit code, signal, node]``."""
     import base64
 
     data: Json = {"stdout": base64.b64encode(stdout).decode(), "stderr": base64.b64encode(stderr).decode()}
-    if done:
-        data.update(done=True, job_state=None if state is None else state.value, exit_code=exit_code,
-                    exit_signal=exit_signal)
+    if end is not None:
+        data.update(done=True, job_state=end.state.value, exit_code=end.exit_code, exit_signal=end.exit_signal,
+                    tasks=[[t.rank, t.exit_code, t.signal, t.node] for t in end.tasks])
     return data
 
 
-def output_chunk_from_json(data: Json) -> tuple[bytes, bytes, bool, JobState | None, int, int]:
-    """``(stdout, stderr, done, state, exit_code, exit_signal)`` of one line of the output stream."""
+def output_chunk_from_json(data: Json) -> tuple[bytes, bytes, StepResult | None]:
+    """``(stdout, stderr, end)`` of one line of the output stream (``end`` None but on the last)."""
     import base64
 
+    out, err = base64.b64decode(data.get("stdout") or ""), base64.b64decode(data.get("stderr") or "")
+    if not data.get("done"):
+        return out, err, None
+    from pslurm.core.steps import StepResult, TaskEnd
+
     state = data.get("job_state")
-    return (base64.b64decode(data.get("stdout") or ""), base64.b64decode(data.get("stderr") or ""),
-            bool(data.get("done")), JobState(state) if state else None, int(data.get("exit_code") or 0),
-            int(data.get("exit_signal") or 0))
+    tasks = tuple(TaskEnd(int(t[0]), int(t[1]), int(t[2]), str(t[3]) if len(t) > 3 else "")
+                  for t in data.get("tasks") or ())
+    return out, err, StepResult(JobState(state) if state else JobState.COMPLETED, int(data.get("exit_code") or 0),
+                                int(data.get("exit_signal") or 0), tasks=tasks)

@@ -13,19 +13,22 @@ from dataclasses import replace
 import grpc
 
 from pslurm.auth.transport import Metadata
-from pslurm.core import convert
 from pslurm.core.config import CgroupConfig, ClusterConfig, NodeConfig
 from pslurm.core.jobspec import JobRecord, JobSpec
+from pslurm.core.steplaunch import StepLaunch
+from pslurm.core.steps import StepResult, step_name
 from pslurm.nodeagent.cgroupnode import NodeCgroups
 from pslurm.nodeagent.cgroups import CgroupError, JobCgroup
 from pslurm.nodeagent.cpus import affinity_for, pick_cpus
 from pslurm.nodeagent.environment import job_environment, node_counts
 from pslurm.nodeagent.gpumon import GpuMeter, JobGpuUsage, SliceOverrun, UsageTracker
 from pslurm.nodeagent.gpus import GpuDevice
-from pslurm.nodeagent.launcher import Launcher, RunningJob, close_input, describe, step_name
+from pslurm.nodeagent.launcher import Launcher, RunningJob
 from pslurm.nodeagent.runs import RunRecords, kill_leftovers
 from pslurm.nodeagent.shares import GpuSharing, SetupError, memory_slice, overrun_comment, overrun_note
-from pslurm.nodeagent.steps import RunningStep, Steps, follow_output, write_input
+from pslurm.nodeagent.stepd import StepSupervisor, describe
+from pslurm.nodeagent.steps import JobStep, Steps
+from pslurm.proto import convert
 from pslurm.proto import pslurm_pb2 as pb
 from pslurm.proto import pslurm_pb2_grpc as pb_grpc
 
@@ -35,7 +38,6 @@ KEEP_ENDED = 300.0  # seconds an ended job's record (and psrun output) is kept f
 # psrun's streams (StreamOutput, SendInput): how long one waits for its job, and what it may hold
 LAUNCH_GRACE = 2.0  # seconds a stream waits for the launch of a job this agent has not heard of
 START_WAIT = 30.0  # seconds it waits for a launched job to start
-STREAMS_PER_JOB = 2  # streams of each kind one job may have at once: psrun's, and a reconnect's
 LAUNCH_WAITS = 16  # streams of users (not operators) that may wait for a launch at once, all users together
 LAUNCH_WAITS_PER_USER = 4  # ... and of one user
 FIRST_INPUT_WAIT = 10.0  # seconds SendInput may take to send the chunk that names its job
@@ -96,9 +98,10 @@ class Agent:
         self.launcher = Launcher(node.name, config.cluster_name, spool, config.kill_wait, self._ended,
                                  records=self.records)
         self.steps = Steps(node.name, config.kill_wait, self.launcher.reap_timeout, self.launcher.as_root,
-                           self.launcher._spawn_lock, self._step_ended, records=self.records)
+                           self.launcher.spawn_lock, self._step_ended, records=self.records)
         # a run that begins to end ends its steps first: CANCELLED, reported before the run's end
         self.launcher.on_ending = lambda running: self.steps.job_ending(running, running.exited)
+        self.launcher.on_begin = self._begun
         self.jobs: dict[int, RunningJob] = {}  # the newest run of each job (signals, psrun's streams)
         self._runs: dict[RunKey, RunningJob] = {}  # every run, until its end is reported and it is forgotten
         # time limits changed for runs not launched here yet (the change overtook the launch), a few kept
@@ -174,7 +177,8 @@ class Agent:
         try:
             reply = self.controller.Heartbeat(pb.HeartbeatRequest(
                 name=self.node.name, runs=self.runs(), health_reason=health or "", gpu_use=self.gpu_use(),
-                steps=self.steps.refs()), timeout=5, metadata=self._credentials())
+                steps=[pb.StepRef(job_id=j, step_id=s) for j, s in self.steps.refs()]), timeout=5,
+                metadata=self._credentials())
         except grpc.RpcError:
             return
         if health and self.monitor is not None:
@@ -228,7 +232,7 @@ class Agent:
             running = self.jobs.get(over.job_id)
         if running is None or running.end is not None:
             return
-        if self.launcher.end_overrun(running, overrun_note(running.job, over, step_name(running.job)),
+        if self.launcher.end_overrun(running, overrun_note(running.job, over, step_name(running.step_id)),
                                      overrun_comment(over)):
             log.warning("job %d: %s", over.job_id, overrun_comment(over))
 
@@ -286,12 +290,13 @@ class Agent:
                 with self._lock:
                     self._reporting = False
 
-    def _step_ended(self, step: RunningStep) -> None:
+    def _step_ended(self, step: JobStep) -> None:
         self._report_ends()
 
-    def _send_step_ends(self, ends: list[pb.StepEnded]) -> bool:
+    def _send_step_ends(self, steps: list[JobStep]) -> bool:
         """Send these step ends in one call (StepsEnded); True once the controller has them. A
         controller without the call has no steps to end: the ends are dropped."""
+        ends = [self._step_end_pb(step) for step in steps]
         try:
             self.controller.StepsEnded(pb.StepsEndedRequest(node=self.node.name, ends=ends), timeout=5,
                                        metadata=self._credentials())
@@ -302,8 +307,15 @@ class Agent:
                             ", ".join(f"step {e.job_id}.{e.step_id}" for e in ends), code or exc)
                 return False
             log.warning("the controller has no StepsEnded: dropping the ends of %d step(s)", len(ends))
-        self.steps.acknowledged(ends)
+        self.steps.acknowledged([(e.job_id, e.step_id) for e in ends])
         return True
+
+    def _step_end_pb(self, step: JobStep) -> pb.StepEnded:
+        end = step.end
+        assert end is not None
+        return pb.StepEnded(job_id=step.job_id, step_id=step.step_id, node=self.node.name,
+                            state=convert.job_state_to_pb(end.state), exit_code=end.exit_code,
+                            exit_signal=end.exit_signal, end_time=end.end_time)
 
     def _send_ends(self, ended: list[RunningJob]) -> bool:
         """Send these ends in one call; True (and no longer unreported) once the controller has them."""
@@ -387,7 +399,7 @@ class Agent:
                     job.time_limit = self._early_limits.pop((job.job_id, job.restarts))
                 if node_index > 0:
                     job = replace(job, spec=replace(job.spec, allocation=True))
-                running = RunningJob(job, None, time.time(), node_index=node_index)
+                running = RunningJob(job, node_index=node_index)
                 older = [r for k, r in self._runs.items() if k[0] == job.job_id and not r.settled.is_set()]
                 self.jobs[job.job_id] = running
                 self._runs[_key(running)] = running
@@ -438,10 +450,8 @@ class Agent:
                                   running.node_index, self._whole_cpus())
             running.visible, running.gpu_setup = visible, gpu_setup  # its steps' environment
             self.launcher.start(job, env, cgroup, cpus, running)
-            if running.proc is not None:
-                self.usage.set_session(job.job_id, running.proc.pid)  # start_new_session: pid == sid
         except Exception as exc:
-            if running.end is None and running.proc is None:
+            if running.end is None and not running.begun:
                 log.exception("job %d: could not start", job.job_id)
                 self.launcher.fail(job, describe(exc), running)
             else:
@@ -449,6 +459,13 @@ class Agent:
         finally:
             with self._launched:
                 self._launched.notify_all()
+
+    def _begun(self, running: RunningJob) -> None:
+        """The run's leader runs (perhaps a while after its launch: see Launcher.start)."""
+        if running.proc is not None:
+            self.usage.set_session(running.job.job_id, running.proc.pid)  # start_new_session: pid == sid
+        with self._launched:
+            self._launched.notify_all()  # its streams and steps may wait for it
 
     def _whole_cpus(self) -> dict[str, int]:
         """Each node's configured CPUs: an --exclusive job's CPUs there."""
@@ -516,7 +533,7 @@ class Agent:
 
     # -- steps -------------------------------------------------------------------------------
 
-    def launch_step(self, launch: pb.StepLaunch, wait: float = START_WAIT) -> None:
+    def launch_step(self, launch: StepLaunch, wait: float = START_WAIT) -> None:
         """Start a step's tasks on this node in its job's run (job_id, restarts); StepRefused when
         the agent does not run that run or it has ended. A run launched but still starting is
         waited for (``wait`` seconds at most), one not heard of LAUNCH_GRACE seconds."""
@@ -525,7 +542,7 @@ class Agent:
         with self._launched:
             while True:
                 running = self._runs.get(key)
-                if running is not None and (running.proc is not None or running.end is not None):
+                if running is not None and (running.begun or running.end is not None):
                     break
                 left = begun + (wait if running is not None else min(wait, LAUNCH_GRACE)) - time.monotonic()
                 if left <= 0:
@@ -534,7 +551,7 @@ class Agent:
         where = f"job {launch.job_id} (run {launch.restarts})"
         if running is None:
             raise StepRefused(f"{where} does not run on node {self.node.name}")
-        if running.end is not None or running.cancelled or running.exited or running.proc is None:
+        if running.end is not None or running.cancelled or running.exited or not running.begun:
             raise StepRefused(f"{where} is not running on node {self.node.name}: "
                               "Job/step already completing or completed")
         job = running.job
@@ -542,95 +559,66 @@ class Agent:
         job_env = job_environment(base, self.node.name, self.config.cluster_name,
                                   running.visible or list(job.gpu_indices), running.gpu_setup, running.node_index)
         self.steps.launch(running, launch, job_env)
+        with self._launched:
+            self._launched.notify_all()  # a stream may wait for it
 
     def signal_step(self, job_id: int, step_id: int, signum: int) -> None:
         """SignalStep: 0 cancels the step (SIGTERM, KillWait, SIGKILL), else ``signum`` to its tasks."""
         self.steps.signal(job_id, step_id, signum)
 
-    def _step(self, job_id: int, step_id: int, allowed: Callable[[JobSpec], bool], active: Callable[[], bool],
-              grace: float) -> RunningStep:
-        """The step (waited for: psrun's stream may come before the launch), or JobNotHere;
-        PermissionError unless ``allowed`` (the job's owner, or an operator)."""
-        with self._lock:
-            running = self.jobs.get(job_id)
-        wait = START_WAIT if running is not None and running.end is None else grace
-        step = self.steps.follow(job_id, step_id, active, wait)
-        if step is None:
-            raise JobNotHere(f"Invalid job id specified: no step {job_id}.{step_id} on node {self.node.name}")
-        if not allowed(step.run.job.spec):
-            raise PermissionError(f"Access/permission denied: job {job_id} is not yours")
-        return step
+    # -- psrun's streams: one path for every step ---------------------------------------------
 
-    def step_output(self, job_id: int, step_id: int, may_read: Callable[[JobSpec], bool],
-                    active: Callable[[], bool] = lambda: True, grace: float = LAUNCH_GRACE,
-                    opened: Callable[[RunningStep], None] = lambda step: None) -> Iterator[pb.OutputChunk]:
-        """psrun's stream of a step: its tasks' merged output as it comes, then its end."""
-        step = self._step(job_id, step_id, may_read, active, grace)
-        opened(step)
-        yield from follow_output(step, self._stop, active)
-
-    def step_input(self, job_id: int, step_id: int, chunks: Iterator[bytes], may_write: Callable[[JobSpec], bool],
-                   opened: Callable[[RunningStep], None] = lambda step: None, grace: float = LAUNCH_GRACE) -> None:
-        """psrun's stdin for a step's task 0 (its pty with ``--pty``)."""
-        step = self._step(job_id, step_id, may_write, lambda: True, grace)
-        opened(step)
-        write_input(step, chunks)
-
-    def _interactive(self, job_id: int, allowed: Callable[[JobSpec], bool],
-                     active: Callable[[], bool] = lambda: True, grace: float = LAUNCH_GRACE) -> RunningJob:
-        """The started psrun job ``job_id``: JobNotHere when this agent runs no such job,
-        PermissionError unless ``allowed`` (its owner, or an operator).
-
-        psrun asks once the controller holds the job RUNNING, its launch sent or about to be: a job
-        this agent has not heard of is waited for ``grace`` seconds only (a stream for a job that
-        never comes holds a thread that long, not half a minute), a launched one until it has
-        started (START_WAIT at most); both end early when the caller goes (``active``)."""
+    def step(self, job_id: int, step_id: int, allowed: Callable[[JobSpec], bool],
+             active: Callable[[], bool] = lambda: True, grace: float = LAUNCH_GRACE) -> StepSupervisor:
+        """The step a stream of psrun names: the run's own (a psrun job's command, step 0) or a
+        step psrun started in the job. Who may is checked first, as soon as the job is known here
+        (PermissionError unless ``allowed``: the job's owner, or an operator), then the step is
+        waited for: a job this agent has not heard of ``grace`` seconds only (a stream for a job that
+        never comes holds a thread that long, not half a minute), a step of a job it runs until it
+        has started (START_WAIT at most); both end early when the caller goes (``active``).
+        JobNotHere when there is no such step."""
         begun = time.monotonic()
+        step: StepSupervisor | None = None
         with self._launched:
-            while not self._started(job_id) and active():
-                left = begun + (START_WAIT if job_id in self.jobs else grace) - time.monotonic()
+            while True:
+                running = self.jobs.get(job_id)
+                if running is not None and not allowed(running.job.spec):
+                    raise PermissionError(f"Access/permission denied: job {job_id} is not yours")
+                step = self._find_step(running, job_id, step_id)
+                if step is not None or not active():
+                    break
+                left = begun + (START_WAIT if running is not None and running.end is None else grace) - time.monotonic()
                 if left <= 0:
                     break
-                self._launched.wait(min(left, 1.0))  # the launch itself does not notify: look again
-            running = self.jobs.get(job_id)
-        if running is None or not running.job.spec.interactive:
-            raise JobNotHere(f"Invalid job id specified: no psrun job {job_id} on node {self.node.name}")
-        if not allowed(running.job.spec):
-            raise PermissionError(f"Access/permission denied: job {job_id} is not yours")
-        return running
+                self._launched.wait(min(left, 0.2))
+        if step is None:
+            where = f"{job_id}.{step_name(step_id)} on node {self.node.name}"
+            raise JobNotHere(f"Invalid job id specified: no step {where}")
+        return step
 
-    def input(self, job_id: int, chunks: Iterator[bytes], may_write: Callable[[JobSpec], bool],
-              opened: Callable[[RunningJob], None] = lambda running: None, grace: float = LAUNCH_GRACE) -> None:
-        """psrun's stdin for the job: write the chunks to its stdin, then end it (EOF). ``opened`` is
-        told the run once found (the servicer ends the stream of a job that has ended).
-        JobNotHere, PermissionError, ``grace``: see :meth:`_interactive`."""
-        running = self._interactive(job_id, may_write, grace=grace)
-        opened(running)
-        try:
-            for data in chunks:
-                pipe = running.stdin
-                if pipe is None:
-                    return  # the job ended: the rest of psrun's input has nowhere to go
-                pipe.write(data)
-                pipe.flush()
-        except (OSError, ValueError):
-            return  # the job closed its stdin or exited
-        finally:
-            close_input(running)
+    def _find_step(self, running: RunningJob | None, job_id: int, step_id: int) -> StepSupervisor | None:
+        if running is not None and running.step_id == step_id:
+            own = running.step
+            return own if own is not None and (running.begun or running.end is not None) else None
+        return self.steps.get(job_id, step_id)
 
-    def output(self, job_id: int, may_read: Callable[[JobSpec], bool], active: Callable[[], bool] = lambda: True,
-               grace: float = LAUNCH_GRACE, opened: Callable[[RunningJob], None] = lambda running: None,
-               ) -> Iterator[pb.OutputChunk]:
-        """psrun's stream: output as it comes, then the end; it stops within a second of the caller
-        going (``active`` false). ``opened`` is told the run once found. JobNotHere,
-        PermissionError, ``grace``: see :meth:`_interactive`."""
-        running = self._interactive(job_id, may_read, active, grace)
-        opened(running)
-        yield from follow_output(running, self._stop, active)
+    def output(self, job_id: int, step_id: int, may_read: Callable[[JobSpec], bool],
+               active: Callable[[], bool] = lambda: True, grace: float = LAUNCH_GRACE,
+               opened: Callable[[StepSupervisor], None] = lambda step: None,
+               ) -> Iterator[tuple[bytes, bytes, StepResult | None]]:
+        """psrun's stream of a step: its output as it comes (bounded chunks; see StepOutput), then
+        its end; it stops within a second of the caller going (``active`` false). ``opened`` is told
+        the step once found. JobNotHere, PermissionError, ``grace``: see :meth:`step`."""
+        step = self.step(job_id, step_id, may_read, active, grace)
+        opened(step)
+        yield from step.follow(self._stop, active)
 
-    def _started(self, job_id: int) -> bool:
-        running = self.jobs.get(job_id)
-        return running is not None and (running.proc is not None or running.end is not None)
+    def input(self, job_id: int, step_id: int, chunks: Iterator[bytes], may_write: Callable[[JobSpec], bool],
+              opened: Callable[[StepSupervisor], None] = lambda step: None, grace: float = LAUNCH_GRACE) -> None:
+        """psrun's stdin for the step's task 0 (its pty with ``--pty``): the chunks, then EOF."""
+        step = self.step(job_id, step_id, may_write, lambda: True, grace)
+        opened(step)
+        step.write_input(chunks)
 
     def stop(self, grace: float = 10.0) -> None:
         """End the jobs this agent runs (pslurm down leaves nothing behind), report them, stop."""

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import socket
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from pslurm.core.hostlists import collect
 from pslurm.core.jobspec import JobRecord
 from pslurm.core.layout import compress_counts, node_layout
 from pslurm.core.sharing import GpuShare
+from pslurm.core.steplaunch import StepLaunch
 
 # set only for a job on a shared (or simulated) GPU that has them: never the submitter's
 SHARING_VARS = ("SLURM_SHARDS_ON_NODE", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "CUDA_MPS_PIPE_DIRECTORY",
@@ -169,5 +170,55 @@ def job_environment(job: JobRecord, node: str, cluster: str, visible: list[int],
         # a GPU-less job must not inherit the submitter's GPU selection; Slurm sets no SLURM_GPUS_ON_NODE for it
         for name in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL",
                      "SLURM_JOB_GPUS", "SLURM_GPUS_ON_NODE"):
+            env.pop(name, None)
+    return env
+
+
+def task_environment(job_env: Mapping[str, str], launch: StepLaunch, local: int, job_gpus: Sequence[int],
+                     job_visible: Sequence[int], mps: bool = False) -> dict[str, str]:
+    """One step task's environment: ``job_env`` (the job's Slurm variables built over psrun's exported
+    environment) and the step's, as srun (env_array_for_step) and slurmstepd set them.
+    ``job_visible``: the job's CUDA_VISIBLE_DEVICES, position by position for ``job_gpus`` (0..n-1
+    behind a device cgroup); the step's GPUs are renumbered the same way. With per-task GPUs
+    (``launch.task_gpus``, --gpus-per-task/--gpu-bind) CUDA_VISIBLE_DEVICES (and GPU_DEVICE_ORDINAL,
+    NVIDIA_VISIBLE_DEVICES) is the task's own, SLURM_STEP_GPUS the step's."""
+    from pslurm.core import hostlists
+
+    env = dict(job_env)
+    total = launch.total_tasks or launch.ntasks
+    nodes = hostlists.expand(launch.step_nodelist) if launch.step_nodelist else []
+    tasks_per_node = launch.tasks_per_node or str(launch.ntasks)
+    rank = launch.task_offset + local
+    env.update({
+        "SLURM_STEP_ID": str(launch.step_id),
+        "SLURM_STEPID": str(launch.step_id),
+        "SLURM_PROCID": str(rank),
+        "SLURM_LOCALID": str(local),
+        "SLURM_NODEID": str(launch.node_index),
+        "SLURM_STEP_NODELIST": launch.step_nodelist,
+        "SLURM_NODELIST": launch.step_nodelist or env.get("SLURM_NODELIST", ""),  # srun's: the step's nodes
+        "SLURM_STEP_NUM_NODES": str(len(nodes) or 1),
+        "SLURM_STEP_NUM_TASKS": str(total),
+        "SLURM_STEP_TASKS_PER_NODE": tasks_per_node,
+        "SLURM_NTASKS": str(total),
+        "SLURM_NPROCS": str(total),
+        "SLURM_TASKS_PER_NODE": tasks_per_node,
+        "SLURM_NNODES": str(len(nodes) or 1),
+        "SLURM_GTIDS": ",".join(str(launch.task_offset + i) for i in range(launch.ntasks)),
+        "PWD": launch.workdir,
+    })
+    if launch.cpus_per_task > 0:
+        env["SLURM_CPUS_PER_TASK"] = str(launch.cpus_per_task)
+    gpus = launch.gpus(list(job_gpus))
+    if gpus:
+        renumber = dict(zip(job_gpus, job_visible, strict=False))
+        mine = list(launch.task_gpus[local]) if local < len(launch.task_gpus) else []
+        visible = ",".join(str(renumber.get(g, g)) for g in (mine or gpus))  # --gpus-per-task: the task's own
+        env["SLURM_STEP_GPUS"] = ",".join(str(g) for g in gpus)
+        env["CUDA_VISIBLE_DEVICES"] = "0" if mps else visible
+        env["NVIDIA_VISIBLE_DEVICES"] = visible
+        env["GPU_DEVICE_ORDINAL"] = visible
+    else:
+        for name in ("SLURM_STEP_GPUS", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL"):
             env.pop(name, None)
     return env

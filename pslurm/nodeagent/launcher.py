@@ -1,13 +1,14 @@
-"""Start a job's processes and watch them: output files, time limit, cancel, exit status.
+"""A job's run on this node: its own step started, its time limit, its cancel, and its end.
 
-Each job runs in its own session (process group) in its submit directory, as its user when the
-agent is root. What is the user's (the output files, the working directory, slurmstepd's lines in
-the stderr file) the agent touches only as the user: see :mod:`pslurm.nodeagent.userfiles`. A
-watcher thread per job reports the end through ``on_end`` once none of the job's processes is left;
-a job with a time limit has a second thread that enforces it (SIGTERM, KillWait, SIGKILL), waiting
-on the run's condition so that a limit changed while it runs (pscontrol update) holds at once. A
-job that cannot be started at all ends FAILED with ``launch_failure`` saying why; ``start`` never
-raises.
+A run is one launch of a job (job id, restarts). What runs is a step (:mod:`pslurm.nodeagent.stepd`):
+the run's *own* step is the batch script (step ``batch``, its output into files), a psrun job's
+command (step 0, its output to psrun) or, for an allocation and a multi-node job's later nodes, the
+agent's placeholder that holds the allocation (step ``extern``). The launcher keeps what belongs to
+the run: its cgroup, its time limit (SIGTERM, KillWait, SIGKILL -> TIMEOUT, waiting on the run's
+condition so that a limit changed while it runs holds at once), ``--signal``, cancel, the run
+record, and the end the controller hears (``on_end``, once none of the run's processes is left).
+A run that cannot be started at all ends FAILED with ``launch_failure`` saying why; ``start``
+never raises.
 """
 
 from __future__ import annotations
@@ -19,50 +20,46 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from pslurm.core.jobspec import JobRecord
 from pslurm.core.patterns import default_output_pattern, expand_output_pattern
 from pslurm.core.states import JobState
+from pslurm.core.steps import BATCH_STEP, EXTERN_STEP, INTERACTIVE_STEP, StepResult
 from pslurm.core.timefmt import format_timestamp
-from pslurm.nodeagent.cgroups import ChildSetup, JobCgroup
-from pslurm.nodeagent.runs import Group, RunRecord, RunRecords, boot_id, kill_groups, kill_pgid, start_ticks
-from pslurm.nodeagent.userfiles import JobUser, UserFile, UserStart, append_as, file_umask, write_private_file
+from pslurm.nodeagent.cgroups import JobCgroup
+from pslurm.nodeagent.runs import RunRecord, RunRecords, boot_id, kill_pgid
+from pslurm.nodeagent.stepd import (
+    LaunchError,
+    StepHooks,
+    StepSupervisor,
+    Task,
+    check_strings,
+    describe,
+    job_user,
+    os_error,
+)
+from pslurm.nodeagent.stepio import Files, Null, Pipes, Stdio
+from pslurm.nodeagent.userfiles import file_umask, write_private_file
 
 log = logging.getLogger("psd")
 
-
-@dataclass
-class OutputBuffer:
-    """psrun's stream of one job's stdout or stderr, kept until the job has been streamed."""
-
-    data: bytearray = field(default_factory=bytearray)
-    closed: bool = False
-
-
-@dataclass
-class JobEnd:
-    state: JobState
-    exit_code: int
-    exit_signal: int
-    end_time: float
+OUTPUT_DIR_WAIT = 10.0  # seconds a launch waits for its output file's directory to appear (tools make it late)
 
 
 @dataclass
 class RunningJob:
+    """One run of a job on this node; ``changed`` guards its flags (its step has a condition of its own)."""
+
     job: JobRecord
-    proc: subprocess.Popen[bytes] | None
-    started: float
+    started: float = field(default_factory=time.time)
     cgroup: JobCgroup | None = None
-    stderr_path: str | None = None
-    stderr_file: UserFile | None = None  # the stderr file as the job's user opened it, for slurmstepd's lines
+    step: StepSupervisor | None = None  # the run's own step, once made
     cancelled: bool = False
     timed_out: bool = False
-    end: JobEnd | None = None
-    outputs: dict[str, OutputBuffer] = field(default_factory=dict)  # interactive jobs only
-    stdin: Any = None  # interactive jobs: the write end of the job's stdin, fed by psrun (SendInput)
+    end: StepResult | None = None
     changed: threading.Condition = field(default_factory=threading.Condition)
     usage: Any = None  # the agent's JobGpuUsage, set when the job ends (None: no GPUs)
     max_rss_bytes: int | None = None  # its memory cgroup's peak, read when it ends (None: not measured)
@@ -70,6 +67,7 @@ class RunningJob:
     start_ticks: int | None = None  # the leader's start time (/proc/<pid>/stat field 22)
     settled: threading.Event = field(default_factory=threading.Event)  # set by on_end's receiver once it took the end
     overrun: str = ""  # the agent ended it for using more than its GPU memory slice: why (its SystemComment)
+    begun: bool = False  # its leader runs and is watched (a cancel from now on kills it)
     exited: bool = False  # its leader process has ended (set by the watcher)
     limit_watched: bool = False  # a thread enforces its time limit (job.time_limit, which may change)
     relinquished: int | None = None  # an allocation its owner gave back (psalloc's end): the exit code to report
@@ -77,16 +75,33 @@ class RunningJob:
     gpu_setup: Any = None  # the job's GpuSetup (its steps' sharing variables)
     node_index: int = 0  # this node's position in the job's allocation (> 0: it holds the run for steps only)
 
+    @property
+    def proc(self) -> subprocess.Popen[bytes] | None:
+        """The run's leader: its own step's task (None until it started)."""
+        return self.step.leader if self.step is not None else None
 
-def close_input(running: RunningJob) -> None:
-    """End the job's stdin (EOF for the job; idempotent)."""
-    with running.changed:
-        pipe, running.stdin = running.stdin, None
-    if pipe is not None:
-        try:
-            pipe.close()
-        except OSError:
-            pass  # the job is gone: nothing more to tell it
+    @property
+    def step_id(self) -> int:
+        """The id of the run's own step."""
+        spec = self.job.spec
+        return EXTERN_STEP if spec.allocation else INTERACTIVE_STEP if spec.interactive else BATCH_STEP
+
+
+class _RunHooks(StepHooks):
+    """The run's own step tells its run: its leader's exit, the run's end."""
+
+    def __init__(self, launcher: Launcher, running: RunningJob) -> None:
+        self.launcher, self.running = launcher, running
+
+    def tasks_exited(self, step: StepSupervisor) -> None:
+        self.launcher.leader_exited(self.running)
+
+    def decide(self, step: StepSupervisor) -> StepResult:
+        return self.launcher.run_end(self.running, step)
+
+    def ended(self, step: StepSupervisor) -> None:
+        self.running.end = step.end
+        self.launcher.finish(self.running)
 
 
 class Launcher:
@@ -101,53 +116,128 @@ class Launcher:
         self.on_end = on_end
         self.records = records  # where each started run is recorded (the agent forgets it once acknowledged)
         self.reap_timeout = kill_wait + 5.0  # how long a run's processes may take to die after SIGKILL
+        self.output_dir_wait = OUTPUT_DIR_WAIT
         self._boot_id = boot_id()
         self.as_root = os.geteuid() == 0
         # A fork in one thread while another has a script open for writing makes that script's
         # exec fail with ETXTBSY: script writes and forks take turns.
-        self._spawn_lock = threading.Lock()
+        self.spawn_lock = threading.Lock()
         # told when a run begins to end (cancel, time limit, the leader's exit), before its processes
         # are killed: the agent ends the run's steps first (CANCELLED)
         self.on_ending: Callable[[RunningJob], None] = lambda running: None
+        self.on_begin: Callable[[RunningJob], None] = lambda running: None  # its leader runs
         os.makedirs(spool_dir, exist_ok=True)
+
+    # -- start --
 
     def start(self, job: JobRecord, env: dict[str, str], cgroup: JobCgroup | None,
               cpus: set[int] | None, running: RunningJob | None = None) -> RunningJob:
-        """Start the job's processes and its watcher, in ``running`` when given (the agent's
-        placeholder for the run); never raises for a job that cannot start: the failure is recorded
-        as the job's end (FAILED, exit code 2 as slurmstepd reports, ``launch_failure`` set). A run
-        cancelled before it started ends CANCELLED without starting."""
+        """Start the run's own step and watch it, in ``running`` when given (the agent's placeholder
+        for the run); never raises for a job that cannot start: the failure is recorded as the run's
+        end (FAILED, exit code 2 as slurmstepd reports, ``launch_failure`` set). A run cancelled
+        before it started ends CANCELLED without starting. A batch job whose output file's directory
+        is missing is tried again, in a thread, for ``output_dir_wait`` seconds (a client may make it
+        just after submitting, as submitit does)."""
         if running is None:
-            running = RunningJob(job, None, time.time())
+            running = RunningJob(job)
         running.cgroup = cgroup
         running.started = time.time()
         if running.cancelled:
             return self.never_started(running)
         try:
-            with self._spawn_lock:
-                proc = self._hold(cgroup) if job.spec.allocation else self._spawn(running, env, cgroup, cpus)
+            self._spawn(running, env, cpus)
         except LaunchError as exc:
+            if exc.missing_dir and self.output_dir_wait > 0:
+                threading.Thread(target=self._retry, args=(running, env, cpus), daemon=True,
+                                 name=f"job{job.job_id}.start").start()
+                return running
             return self._failed(running, exc.reason)
         except Exception as exc:  # whatever it is, the run ends and the controller hears why
             log.exception("job %d: unexpected error starting it", job.job_id)
             return self._failed(running, describe(exc))
-        running.start_ticks = start_ticks(proc.pid)
-        self._record(running, proc.pid)
+        self._begin(running)
+        return running
+
+    def _retry(self, running: RunningJob, env: dict[str, str], cpus: set[int] | None) -> None:
+        deadline = time.monotonic() + self.output_dir_wait
+        delay = 0.05
+        while True:
+            time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+            delay = min(delay * 2, 0.5)
+            if running.cancelled:
+                self.never_started(running)
+                return
+            try:
+                self._spawn(running, env, cpus)
+            except LaunchError as exc:
+                if exc.missing_dir and time.monotonic() < deadline:
+                    continue
+                self._failed(running, exc.reason)
+                return
+            except Exception as exc:
+                log.exception("job %d: unexpected error starting it", running.job.job_id)
+                self._failed(running, describe(exc))
+                return
+            self._begin(running)
+            return
+
+    def _spawn(self, running: RunningJob, env: dict[str, str], cpus: set[int] | None) -> None:
+        """Make the run's own step and start its task (LaunchError when it cannot)."""
+        job, spec = running.job, running.job.spec
+        step = self._step(running, cpus, env)
+        if spec.allocation:  # no command of the user's: the agent's own holder, which the user cannot signal
+            step.spawn(0, 0, ["sleep", "infinity"], {"PATH": "/usr/bin:/bin"}, "/", Null())
+            return
+        stdio: Stdio = Pipes(stdin=True)
+        if not spec.interactive:
+            out, err = self.output_paths(job)
+            step.stderr_path = err
+            stdio = Files(out, err, append=spec.open_mode == "append")
+        argv = list(spec.argv)
+        if spec.script is not None:
+            check_strings(spec.workdir, (), env)  # before the script is written
+            try:
+                with self.spawn_lock:
+                    argv = [self._write_script(job)]
+            except OSError as exc:
+                raise LaunchError(f"could not write the batch script: {os_error(exc)}") from exc
+        step.spawn(0, 0, argv, env, spec.workdir, stdio)
+
+    def _step(self, running: RunningJob, cpus: set[int] | None, env: dict[str, str]) -> StepSupervisor:
+        spec = running.job.spec
+        user = None if spec.allocation else job_user(spec.uid, spec.gid, spec.user, self.as_root)
+        step = StepSupervisor(running.job.job_id, running.step_id, cgroup=running.cgroup, user=user,
+                              spawn_lock=self.spawn_lock, kill_wait=self.kill_wait, reap_timeout=self.reap_timeout,
+                              cpus=cpus, hooks=_RunHooks(self, running), umask=file_umask(env), owns_cgroup=True,
+                              node=self.node, record=lambda task: self._record(running, task))
+        running.step = step
+        return step
+
+    def _begin(self, running: RunningJob) -> None:
+        """The run's leader runs: watch it; a cancel that came while it was being started ends it now."""
+        step = running.step
+        assert step is not None and step.leader is not None
+        running.start_ticks = step.tasks[0].ticks
         with running.changed:
-            running.proc = proc
+            running.begun = True
             cancelled = running.cancelled  # a cancel that came while it was being started
-        threading.Thread(target=self._watch, args=(running,), name=f"job{job.job_id}", daemon=True).start()
+            running.changed.notify_all()
+        self._watch_limit(running)
+        if running.job.spec.warn_signal:
+            threading.Thread(target=self._warn_before_limit, args=(running,), name=f"job{running.job.job_id}.signal",
+                             daemon=True).start()
+        step.started()
+        self.on_begin(running)
         if cancelled:
             self._note(running, "")
             threading.Thread(target=self._terminate, args=(running,), daemon=True).start()
-        return running
 
-    def _record(self, running: RunningJob, pgid: int) -> None:
-        if self.records is None:
+    def _record(self, running: RunningJob, task: Task) -> None:
+        if self.records is None or task.proc is None:
             return
         job = running.job
         try:
-            self.records.save(RunRecord(job.job_id, job.restarts, pgid, running.start_ticks, self._boot_id,
+            self.records.save(RunRecord(job.job_id, job.restarts, task.proc.pid, task.ticks, self._boot_id,
                                         running.cgroup.path if running.cgroup is not None else "",
                                         running.started))
         except OSError as exc:  # the job runs all the same; only a restarted agent would not know of it
@@ -156,114 +246,41 @@ class Launcher:
     def fail(self, job: JobRecord, why: str, running: RunningJob | None = None) -> RunningJob:
         """Record a job that cannot start at all (e.g. its device cgroup cannot be made): FAILED."""
         if running is None:
-            running = RunningJob(job, None, time.time())
+            running = RunningJob(job)
         running.started = time.time()  # it did not run: no time (and no GPU-seconds) to count
-        if not job.spec.interactive and not job.spec.allocation and running.stderr_path is None:
-            try:
-                running.stderr_path = self._output_paths(job)[1]
-            except Exception:  # no file for the message; the end is reported all the same
-                pass
         return self._failed(running, why)
 
     def never_started(self, running: RunningJob) -> RunningJob:
         """End a run cancelled before it started: CANCELLED, nothing ran."""
         running.started = time.time()
-        if running.job.spec.interactive:
-            running.outputs = {"stdout": OutputBuffer(closed=True), "stderr": OutputBuffer(closed=True)}
-        running.end = JobEnd(JobState.CANCELLED, 0, 0, time.time())
-        self._finish(running)
+        self._end_unstarted(running, StepResult(JobState.CANCELLED, 0, 0, time.time()))
         return running
 
     def _failed(self, running: RunningJob, why: str) -> RunningJob:
         job = running.job
         why = " ".join(why.split()) or "unknown error"  # one line
-        message = f"slurmstepd: error: {why}\n"
         log.warning("job %d could not start: %s", job.job_id, why)
-        if job.spec.interactive:
-            running.outputs = {"stdout": OutputBuffer(closed=True),
-                               "stderr": OutputBuffer(bytearray(message.encode()), closed=True)}
-        else:
-            self.note_stderr(running, message)
         running.launch_failure = why
-        running.end = JobEnd(JobState.FAILED, 2, 0, time.time())
-        self._finish(running)
+        step = self._unstarted_step(running)
+        step.note(f"slurmstepd: error: {why}\n")
+        self._end_unstarted(running, StepResult(JobState.FAILED, 2, 0, time.time()))
         return running
 
-    def _spawn(self, running: RunningJob, env: dict[str, str], cgroup: JobCgroup | None,
-               cpus: set[int] | None) -> subprocess.Popen[bytes]:
-        """Start the job's leader; LaunchError with slurmstepd's reason when it cannot.
+    def _unstarted_step(self, running: RunningJob) -> StepSupervisor:
+        """The run's own step when no task of it runs: for its notes and its end (psrun reads both)."""
+        step = running.step
+        if step is None or step.leader is not None:
+            step = self._step(running, None, running.job.spec.environment)
+        if not running.job.spec.interactive and not running.job.spec.allocation and step.stderr_path is None:
+            with contextlib.suppress(Exception):  # no file for the message; the end is reported all the same
+                step.stderr_path = self.output_paths(running.job)[1]
+        return step
 
-        The leader's child side (:class:`UserStart`, then :class:`ChildSetup`) enters the working
-        directory and opens the output files as the user, never root: Popen gets no ``cwd``."""
-        job, spec = running.job, running.job.spec
-        out_path = err_path = None
-        if not spec.interactive:
-            out_path, err_path = self._output_paths(job)
-            running.stderr_path = err_path
-        _check_strings(spec.workdir, spec.argv if spec.script is None else (), env)
-        for which, path in (("stdout", out_path), ("stderr", err_path)):
-            if path is not None and "\0" in path:
-                raise LaunchError(f"the {which} file name contains a NUL byte")
-        if spec.script is not None:
-            try:
-                argv = [self._write_script(job)]
-            except OSError as exc:
-                raise LaunchError(f"could not write the batch script: {_os_error(exc)}") from exc
-        else:
-            argv = list(spec.argv)
-            if not argv:
-                raise LaunchError("execve(): no command to run")
-        user_kw: dict[str, object] = {}
-        if self.as_root and spec.uid != 0:  # run as the submitter, never as root on their behalf
-            user_kw = {"user": spec.uid, "group": spec.gid, "extra_groups": _groups_of(spec.user, spec.gid)}
-        if spec.interactive:
-            streams: dict[str, Any] = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
-        else:  # stdout and stderr: the child's own files, dup2'd onto 1 and 2 before exec
-            streams = {"stdin": subprocess.DEVNULL}
-        with ChildSetup(cgroup, cpus) as setup, UserStart(spec.workdir, out_path, err_path, env, setup,
-                                                         append=spec.open_mode == "append") as child:
-            try:
-                with _exec_errors():
-                    proc: subprocess.Popen[bytes] = subprocess.Popen(  # type: ignore[call-overload]
-                        argv, cwd=None, env=env, start_new_session=True, preexec_fn=child, **streams, **user_kw)
-            except LaunchError as exc:
-                failure, running.stderr_file = child.collect()
-                raise LaunchError(failure or exc.reason) from exc  # the child's own words when it said why
-            running.stderr_file = child.collect()[1]
-        if spec.interactive:
-            running.stdin = proc.stdin  # psrun's stdin goes here (srun forwards it to the task)
-            running.outputs = {"stdout": OutputBuffer(), "stderr": OutputBuffer()}
-            for name, pipe in (("stdout", proc.stdout), ("stderr", proc.stderr)):
-                threading.Thread(target=self._pump, args=(running, name, pipe), daemon=True).start()
-        return proc
+    def _end_unstarted(self, running: RunningJob, end: StepResult) -> None:
+        self._unstarted_step(running).ended_without_tasks(end)
 
-    @staticmethod
-    def _hold(cgroup: JobCgroup | None) -> subprocess.Popen[bytes]:
-        """An allocation's (psalloc's) run: no command of the user runs, only a placeholder that holds
-        the run as a leader holds a batch job's (the watcher, time limit, cancel, records and recovery
-        are those of any run): the agent's own ``sleep``, in the job's cgroup and a session of its
-        own, in ``/``, which the job's user cannot signal. It ends when the run is cancelled, times
-        out or is relinquished (:meth:`relinquish`)."""
-        with ChildSetup(cgroup) as setup, _exec_errors():
-            proc: subprocess.Popen[bytes] = subprocess.Popen(
-                ["sleep", "infinity"], cwd="/", env={"PATH": "/usr/bin:/bin"}, start_new_session=True,
-                preexec_fn=setup, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        return proc
-
-    def relinquish(self, running: RunningJob, exit_code: int) -> None:
-        """psalloc's end: its owner gives the allocation back; its run ends COMPLETED (FAILED with
-        a non-zero ``exit_code``, the command's, as salloc's slurm_complete_job). Idempotent; a run
-        already cancelled or ended is left alone."""
-        with running.changed:
-            if running.cancelled or running.end is not None or not running.job.spec.allocation:
-                return
-            running.cancelled = True  # ended from outside: a later cancel does nothing more
-            running.relinquished = exit_code
-            if running.proc is None:
-                return
-        threading.Thread(target=self._terminate, args=(running,), daemon=True).start()
-
-    def _output_paths(self, job: JobRecord) -> tuple[str, str]:
+    def output_paths(self, job: JobRecord) -> tuple[str, str]:
+        """The batch script's stdout and stderr files, their patterns expanded for this node."""
         spec = job.spec
 
         def resolve(pattern: str) -> str:
@@ -281,61 +298,29 @@ class Launcher:
         owner = (job.spec.uid, job.spec.gid) if self.as_root else None
         return write_private_file(job_dir, "slurm_script", job.spec.script or "", owner)
 
-    def _job_user(self, job: JobRecord) -> JobUser:
-        spec = job.spec
-        switch = self.as_root and spec.uid != 0
-        return JobUser(spec.uid, spec.gid, tuple(_groups_of(spec.user, spec.gid)) if switch else (), switch)
-
     def note_stderr(self, running: RunningJob, text: str) -> None:
-        """Add slurmstepd's ``text`` (whole lines) to the job's stderr: psrun's stream, or the
-        stderr file, written as the job's user: through the file the job's process opened for the
-        agent at launch, else (the launch failed before that) from a child that becomes the user.
-        Never by path as root. Never raises; a line that cannot be written is dropped."""
-        spec = running.job.spec
-        if spec.interactive:
-            with running.changed:
-                buffer = running.outputs.get("stderr")
-                if buffer is not None:
-                    buffer.data.extend(text.encode())
-                    running.changed.notify_all()
-        elif running.stderr_file is not None:
-            running.stderr_file.write(text)  # closed once the run ended: then nothing
-        elif running.stderr_path:
-            try:
-                with self._spawn_lock:  # a fork while a script is open for writing: ETXTBSY (see __init__)
-                    append_as(self._job_user(running.job), running.stderr_path, text, file_umask(spec.environment))
-            except OSError as exc:  # fork failed: the end is reported all the same
-                log.warning("job %d: could not write to its stderr file: %s", running.job.job_id, exc)
+        """slurmstepd's ``text`` (whole lines) in the job's stderr (see StepSupervisor.note)."""
+        step = running.step or self._unstarted_step(running)
+        step.note(text)
 
-    def _pump(self, running: RunningJob, name: str, pipe: object) -> None:
-        buffer = running.outputs[name]
-        read = pipe.read1  # type: ignore[attr-defined]
-        while chunk := read(65536):
-            with running.changed:
-                buffer.data.extend(chunk)
-                running.changed.notify_all()
-        with running.changed:
-            buffer.closed = True
-            running.changed.notify_all()
+    # -- the end --
 
-    def _watch(self, running: RunningJob) -> None:
-        proc = running.proc
-        assert proc is not None
-        self._watch_limit(running)
-        if running.job.spec.warn_signal:
-            threading.Thread(target=self._warn_before_limit, args=(running,), name=f"job{running.job.job_id}.signal",
-                             daemon=True).start()
-        proc.wait()
+    def leader_exited(self, running: RunningJob) -> None:
+        """The run's leader has exited: its time limit is watched no more, its steps end (CANCELLED)
+        before its processes are killed (the step supervisor kills its cgroup next)."""
         with running.changed:
             running.exited = True
-            running.changed.notify_all()  # its time limit is watched no more
-        self.on_ending(running)  # its steps end (CANCELLED) before the reap kills them
-        rc = proc.returncode if not running.job.spec.allocation else 0  # its placeholder's is no one's
-        self._reap(running)  # what the job left running in the background goes too, before the end is told
-        if running.cgroup is not None:  # read before _finish removes the cgroup
+            running.changed.notify_all()
+        self.on_ending(running)
+
+    def run_end(self, running: RunningJob, step: StepSupervisor) -> StepResult:
+        """How the run ended, once none of its processes is left: TIMEOUT, OUT_OF_MEMORY (the OOM
+        killer took a process: slurmstepd's line in its stderr; or its GPU memory slice overran), a
+        relinquished allocation's own code, CANCELLED, else its leader's exit status."""
+        if running.cgroup is not None:  # read before finish() removes the cgroup
             running.max_rss_bytes = running.cgroup.max_rss_bytes()
-        self._drain_output(running)
         oom_kills = self._oom_kills(running)
+        rc = 0 if running.job.spec.allocation else (step.tasks[0].returncode or 0)  # a placeholder's is no one's
         if running.timed_out:
             state = JobState.TIMEOUT
         elif oom_kills or running.overrun:
@@ -347,8 +332,36 @@ class Launcher:
             state = JobState.CANCELLED
         else:
             state = JobState.COMPLETED if rc == 0 else JobState.FAILED
-        running.end = JobEnd(state, rc if rc > 0 else 0, -rc if rc < 0 else 0, time.time())
-        self._finish(running)
+        return StepResult(state, rc if rc > 0 else 0, -rc if rc < 0 else 0, time.time(), step.task_ends())
+
+    def finish(self, running: RunningJob) -> None:
+        with running.changed:
+            running.changed.notify_all()
+        if running.cgroup is not None:
+            running.cgroup.remove()
+        self.remove_script(running.job.job_id)
+        self.on_end(running)
+
+    def remove_script(self, job_id: int) -> None:
+        """Remove a batch job's script and its directory in the spool, if they are there."""
+        job_dir = os.path.join(self.spool_dir, f"job{job_id:05d}")
+        for leftover in (os.path.join(job_dir, "slurm_script"), job_dir):
+            try:
+                os.remove(leftover) if leftover.endswith("script") else os.rmdir(leftover)
+            except OSError:
+                pass
+
+    def _oom_kills(self, running: RunningJob) -> int:
+        """How many of the run's processes the OOM killer took (its memory cgroup says); when any,
+        slurmstepd's line goes to the job's stderr."""
+        count = running.cgroup.oom_kills() if running.cgroup is not None else 0
+        if count:
+            step = running.step.name if running.step is not None else str(running.job.job_id)
+            self.note_stderr(running, f"slurmstepd: error: Detected {count} oom_kill event{'s' if count > 1 else ''} "
+                                      f"in StepId={step}. Some of the step tasks have been OOM Killed.\n")
+        return count
+
+    # -- time limit and --signal --
 
     def _watch_limit(self, running: RunningJob) -> None:
         """Start the thread that ends the run at its time limit, if it has one and none runs yet."""
@@ -385,8 +398,8 @@ class Launcher:
                 return
             running.job.time_limit = time_limit
             running.changed.notify_all()
-            started = running.proc is not None  # not yet: the limit is watched from its start
-        if started:
+            begun = running.begun  # not yet: the limit is watched from its start
+        if begun:
             self._watch_limit(running)
 
     def _warn_before_limit(self, running: RunningJob) -> None:
@@ -404,105 +417,20 @@ class Launcher:
                 running.changed.wait(left)  # woken by a new limit, and by the run's end
         self._warn(running)
 
-    @staticmethod
-    def _warn(running: RunningJob) -> None:
+    def _warn(self, running: RunningJob) -> None:
         """The warning: to the batch shell alone (``B:``), else to every process of the job, as
-        ``pscancel -s`` does (Slurm sends it to the job's steps; a pslurm job's processes are its one
-        step). ``R:`` (also at a reservation's end) asks nothing more: pslurm has no reservations."""
+        ``pscancel -s`` does (Slurm sends it to the job's steps). ``R:`` (also at a reservation's end)
+        asks nothing more: pslurm has no reservations."""
         spec = running.job.spec
-        assert running.proc is not None
         log.info("job %d: signal %d, %d s before its time limit%s", running.job.job_id, spec.warn_signal,
                  spec.warn_time, " (batch shell)" if spec.warn_batch else "")
-        if spec.allocation:  # no batch shell: its steps' processes (the leader is the agent's placeholder)
-            Launcher._signal_members(running, spec.warn_signal)
-        elif spec.warn_batch:
+        if spec.warn_batch and not spec.allocation and running.proc is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(running.proc.pid, spec.warn_signal)
         else:
-            Launcher._signal_all(running, spec.warn_signal)
+            self.signal(running, spec.warn_signal)
 
-    @staticmethod
-    def _drain_output(running: RunningJob) -> None:
-        """Wait until psrun's streams have read what the job's processes wrote last (a shell's
-        "Killed" line), so that slurmstepd's notes come after it, as in Slurm. Bounded: a process
-        that left the session and the cgroup may still hold a pipe open."""
-        with running.changed:
-            running.changed.wait_for(lambda: all(b.closed for b in running.outputs.values()), timeout=2.0)
-
-    def _reap(self, running: RunningJob) -> None:
-        """SIGKILL the job's cgroup (every process, even those that left its session), session and
-        process group, and wait, re-sending SIGKILL, until none of its processes is left, for at
-        most ``reap_timeout`` seconds."""
-        assert running.proc is not None
-        pgid = running.proc.pid
-        if running.cgroup is not None:
-            running.cgroup.kill()
-        kill_pgid(pgid, signal.SIGKILL)
-        left = kill_groups([Group(pgid, running.start_ticks, running.cgroup)], self.reap_timeout)
-        if left:
-            log.error("job %d: %d process(es) still there %.0f s after SIGKILL, reporting its end anyway: %s",
-                      running.job.job_id, len(left[pgid]), self.reap_timeout, left[pgid])
-
-    def _finish(self, running: RunningJob) -> None:
-        with running.changed:
-            running.changed.notify_all()
-        close_input(running)
-        if running.stderr_file is not None:
-            running.stderr_file.close()  # the run is over: no more lines from the agent
-        if running.cgroup is not None:
-            running.cgroup.remove()
-        self.remove_script(running.job.job_id)
-        self.on_end(running)
-
-    def remove_script(self, job_id: int) -> None:
-        """Remove a batch job's script and its directory in the spool, if they are there."""
-        job_dir = os.path.join(self.spool_dir, f"job{job_id:05d}")
-        for leftover in (os.path.join(job_dir, "slurm_script"), job_dir):
-            try:
-                os.remove(leftover) if leftover.endswith("script") else os.rmdir(leftover)
-            except OSError:
-                pass
-
-    def _terminate(self, running: RunningJob) -> None:
-        """SIGTERM to the whole job (its cgroup, session and process group), SIGKILL after KillWait.
-        What is left once the leader is gone, ``_watch`` reaps."""
-        assert running.proc is not None
-        self.on_ending(running)
-        for signum in (signal.SIGCONT, signal.SIGTERM):
-            self._signal_all(running, signum)
-        try:
-            running.proc.wait(timeout=self.kill_wait)
-        except subprocess.TimeoutExpired:
-            if running.cgroup is not None:
-                running.cgroup.kill()
-            kill_pgid(running.proc.pid, signal.SIGKILL)
-            running.proc.wait()
-
-    @staticmethod
-    def _signal_members(running: RunningJob, signum: int) -> None:
-        """``signum`` to an allocation's processes (its steps'), never to its placeholder leader."""
-        assert running.proc is not None
-        for pid in running.cgroup.pids() if running.cgroup is not None else ():
-            if pid != running.proc.pid:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signum)
-
-    @staticmethod
-    def _signal_all(running: RunningJob, signum: int) -> None:
-        assert running.proc is not None
-        kill_pgid(running.proc.pid, signum)
-        if running.cgroup is not None:
-            running.cgroup.signal(signum)
-
-    def _oom_kills(self, running: RunningJob) -> int:
-        """How many of the run's processes the OOM killer took (its memory cgroup says); when any,
-        slurmstepd's line goes to the job's stderr."""
-        count = running.cgroup.oom_kills() if running.cgroup is not None else 0
-        if count:
-            self.note_stderr(running, f"slurmstepd: error: Detected {count} oom_kill event{'s' if count > 1 else ''} "
-                                    f"in StepId={running.job.job_id}.{step_name(running.job)}. "
-                                    "Some of the step tasks have been OOM Killed.\n")
-        return count
+    # -- cancel and signals --
 
     def cancel(self, running: RunningJob) -> None:
         """scancel: the job ends CANCELLED (idempotent; a second cancel does nothing more). A run
@@ -511,9 +439,22 @@ class Launcher:
             if running.cancelled or running.end is not None:
                 return
             running.cancelled = True
-            if running.proc is None:
+            if not running.begun:
                 return
         self._note(running, "")
+        threading.Thread(target=self._terminate, args=(running,), daemon=True).start()
+
+    def relinquish(self, running: RunningJob, exit_code: int) -> None:
+        """psalloc's end: its owner gives the allocation back; its run ends COMPLETED (FAILED with
+        a non-zero ``exit_code``, the command's, as salloc's slurm_complete_job). Idempotent; a run
+        already cancelled or ended is left alone."""
+        with running.changed:
+            if running.cancelled or running.end is not None or not running.job.spec.allocation:
+                return
+            running.cancelled = True  # ended from outside: a later cancel does nothing more
+            running.relinquished = exit_code
+            if not running.begun:
+                return
         threading.Thread(target=self._terminate, args=(running,), daemon=True).start()
 
     def end_overrun(self, running: RunningJob, note: str, comment: str) -> bool:
@@ -521,7 +462,7 @@ class Launcher:
         stderr, then its processes killed as on cancel; it ends OUT_OF_MEMORY with ``comment`` as
         its SystemComment. False (and nothing done) when it had already been ended or cancelled."""
         with running.changed:
-            if running.cancelled or running.end is not None or running.proc is None:
+            if running.cancelled or running.end is not None or not running.begun:
                 return False
             running.cancelled = True
             running.overrun = comment
@@ -529,76 +470,44 @@ class Launcher:
         threading.Thread(target=self._terminate, args=(running,), daemon=True).start()
         return True
 
+    def _terminate(self, running: RunningJob) -> None:
+        """SIGTERM to the whole job (its cgroup, session and process group), SIGKILL after KillWait.
+        What is left once the leader is gone, its step's supervisor reaps."""
+        leader = running.proc
+        assert leader is not None
+        self.on_ending(running)
+        for signum in (signal.SIGCONT, signal.SIGTERM):
+            self._signal_all(running, signum)
+        try:
+            leader.wait(timeout=self.kill_wait)
+        except subprocess.TimeoutExpired:
+            if running.cgroup is not None:
+                running.cgroup.kill()
+            kill_pgid(leader.pid, signal.SIGKILL)
+            leader.wait()
+
     def signal(self, running: RunningJob, signum: int) -> None:
-        """pscancel -s: ``signum`` to every process of the job."""
-        if running.proc is not None and running.end is None:
-            if running.job.spec.allocation:
-                self._signal_members(running, signum)
-            else:
-                self._signal_all(running, signum)
+        """pscancel -s: ``signum`` to every process of the job (an allocation's: its steps', never
+        its placeholder)."""
+        if running.proc is None or running.end is not None:
+            return
+        if running.job.spec.allocation:
+            for pid in running.cgroup.pids() if running.cgroup is not None else ():
+                if pid != running.proc.pid:
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.kill(pid, signum)
+        else:
+            self._signal_all(running, signum)
+
+    @staticmethod
+    def _signal_all(running: RunningJob, signum: int) -> None:
+        assert running.proc is not None
+        kill_pgid(running.proc.pid, signum)
+        if running.cgroup is not None:
+            running.cgroup.signal(signum)
 
     def _note(self, running: RunningJob, why: str) -> None:
         """slurmstepd's line in the job's stderr when it is ended from outside."""
         line = (f"slurmstepd: error: *** JOB {running.job.job_id} ON {self.node} CANCELLED AT "
                 f"{format_timestamp(time.time())} {why}***\n")
         self.note_stderr(running, line)
-
-
-class LaunchError(Exception):
-    """A job that cannot be started; ``reason`` is slurmstepd's one line."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
-def step_name(job: JobRecord) -> str:
-    """The step slurmstepd's lines name: a psrun job's step 0, a batch job's batch step."""
-    return "0" if job.spec.interactive else "batch"
-
-
-def describe(exc: BaseException) -> str:
-    """An unexpected exception as a one-line launch failure."""
-    if isinstance(exc, OSError) and exc.strerror:
-        return _os_error(exc)
-    text = " ".join(str(exc).split())
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-def _os_error(exc: OSError) -> str:
-    return f"{exc.filename}: {exc.strerror}" if exc.filename and exc.strerror else (exc.strerror or str(exc))
-
-
-def _check_strings(workdir: str, argv: tuple[str, ...], env: dict[str, str]) -> None:
-    """What execve cannot take (Popen raises ValueError for it, not OSError)."""
-    if "\0" in workdir:
-        raise LaunchError("the working directory contains a NUL byte")
-    if any("\0" in a for a in argv):
-        raise LaunchError("the command line contains a NUL byte")
-    for name, value in env.items():
-        if "\0" in name or "\0" in value:
-            shown = name.replace("\0", "\\0")
-            raise LaunchError(f"the environment contains a NUL byte (in {shown})")
-        if not name or "=" in name:
-            raise LaunchError(f"the environment contains an invalid variable name {name!r}")
-
-
-@contextlib.contextmanager
-def _exec_errors() -> Iterator[None]:
-    """Popen's failures as slurmstepd's lines: the execve, or the child's setup (whose own reason,
-    when it sent one, the caller puts first)."""
-    try:
-        yield
-    except OSError as exc:
-        raise LaunchError(f"execve(): {_os_error(exc)}") from exc
-    except subprocess.SubprocessError as exc:
-        raise LaunchError(f"setting up the job's process failed: {describe(exc)}") from exc
-    except ValueError as exc:
-        raise LaunchError(f"execve(): {describe(exc)}") from exc
-
-
-def _groups_of(user: str, gid: int) -> list[int]:
-    try:
-        return os.getgrouplist(user, gid)
-    except (KeyError, OSError):
-        return [gid]

@@ -7,6 +7,7 @@ of :class:`_UserStreams`, so that the controller's calls always find a thread.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -15,67 +16,96 @@ from collections.abc import Callable, Iterator
 import grpc
 
 from pslurm.auth.transport import Authenticator
-from pslurm.core import convert
 from pslurm.core.jobspec import JobSpec
+from pslurm.core.steps import INTERACTIVE_STEP, step_name
 from pslurm.nodeagent.agent import (
     FIRST_INPUT_WAIT,
     INPUT_LINGER,
     LAUNCH_GRACE,
     LAUNCH_WAITS,
     LAUNCH_WAITS_PER_USER,
-    STREAMS_PER_JOB,
     Agent,
     JobNotHere,
     StepRefused,
 )
-from pslurm.nodeagent.launcher import RunningJob
-from pslurm.nodeagent.steps import RunningStep
+from pslurm.nodeagent.stepd import StepSupervisor
+from pslurm.proto import convert
 from pslurm.proto import pslurm_pb2 as pb
 from pslurm.proto import pslurm_pb2_grpc as pb_grpc
+
+STREAM_SLOTS = 48  # psrun streams that may hold one of the server's threads at once (the server has more)
+STREAMS_PER_USER = 16  # ... of one user
+STREAMS_PER_STEP = 2  # of each kind (output, input) per step: psrun's, and a reconnect's
+FOR_UID = "x-pslurm-for-uid"  # the user the controller relays a stream for
 
 
 class _UserStreams:
     """What psrun's streams may hold of the agent's RPC threads, so that the controller's launches
-    and signals always find one: ``slots`` streams at once in all and STREAMS_PER_JOB of each kind
-    per job (more are refused at once, RESOURCE_EXHAUSTED); LAUNCH_WAITS waits for a job not
-    launched yet, LAUNCH_WAITS_PER_USER of them per user (further ones do not wait: a flood of
-    streams for jobs that never come leaves the slots to the streams of jobs that run); and an end
-    to input streams that would block a thread for ever in their next chunk (one that never names
-    its job, or whose job has ended and whose client keeps it open): a watcher cancels them."""
+    and signals always find one, and one user's streams never crowd out another's: ``slots`` streams
+    at once in all, STREAMS_PER_USER of one user, STREAMS_PER_STEP of each kind per step (more are
+    refused at once, RESOURCE_EXHAUSTED); LAUNCH_WAITS waits for a job not launched yet,
+    LAUNCH_WAITS_PER_USER of them per user (further ones do not wait: a flood of streams for jobs
+    that never come leaves the slots to the streams of jobs that run); and an end to input streams
+    that would block a thread for ever in their next chunk (one that never names its step, or whose
+    step has ended and whose client keeps it open): a watcher cancels them.
+
+    A stream's user is the one the controller relays it for (its ``x-pslurm-for-uid`` metadata,
+    taken from an operator's call only), else its caller."""
 
     def __init__(self, slots: int) -> None:
         self._slots = threading.BoundedSemaphore(slots)
         self._lock = threading.Lock()
-        self._per_job: dict[tuple[int, str], int] = {}
+        self._per_step: dict[tuple[int, int, str], int] = {}
+        self._per_user: dict[int, int] = {}
         self._waits: dict[int, int] = {}  # uid -> its streams waiting for a launch
         self._deadlines: dict[int, tuple[grpc.ServicerContext, Callable[[], bool]]] = {}  # by id(context)
         self._watcher: threading.Thread | None = None
 
-    def take_slot(self, context: grpc.ServicerContext) -> None:
-        """A thread for one stream; aborts the call when none is left (release with :meth:`free_slot`)."""
+    @contextlib.contextmanager
+    def slot(self, uid: int | None, context: grpc.ServicerContext) -> Iterator[None]:
+        """A thread for one stream of ``uid`` (None: an operator's own, bounded in all only); aborts
+        the call when none is left."""
         if not self._slots.acquire(blocking=False):
             context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
                           "too many output and input streams on this node at once: try again shortly")
+        try:
+            if uid is not None:
+                with self._lock:
+                    taken = self._per_user.get(uid, 0) < STREAMS_PER_USER
+                    if taken:
+                        self._per_user[uid] = self._per_user.get(uid, 0) + 1
+                if not taken:
+                    context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                                  f"user {uid} has {STREAMS_PER_USER} streams open on this node already")
+            try:
+                yield
+            finally:
+                if uid is not None:
+                    with self._lock:
+                        left = self._per_user.pop(uid, 1) - 1
+                        if left:
+                            self._per_user[uid] = left
+        finally:
+            self._slots.release()
 
-    def free_slot(self) -> None:
-        self._slots.release()
-
-    def take_job(self, job_id: int, kind: str, context: grpc.ServicerContext) -> None:
-        """One of the job's streams of ``kind``; aborts the call when it has its share (release with
-        :meth:`free_job`)."""
+    @contextlib.contextmanager
+    def step(self, job_id: int, step_id: int, kind: str, context: grpc.ServicerContext) -> Iterator[None]:
+        """One of the step's streams of ``kind``; aborts the call when it has its share."""
+        key = (job_id, step_id, kind)
         with self._lock:
-            count = self._per_job.get((job_id, kind), 0)
-            if count < STREAMS_PER_JOB:
-                self._per_job[(job_id, kind)] = count + 1
-                return
-        context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
-                      f"job {job_id} has {STREAMS_PER_JOB} {kind} streams open already")
-
-    def free_job(self, job_id: int, kind: str) -> None:
-        with self._lock:
-            count = self._per_job.pop((job_id, kind), 1) - 1
-            if count:
-                self._per_job[(job_id, kind)] = count
+            count = self._per_step.get(key, 0)
+            if count < STREAMS_PER_STEP:
+                self._per_step[key] = count + 1
+        if count >= STREAMS_PER_STEP:
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                          f"step {job_id}.{step_name(step_id)} has {STREAMS_PER_STEP} {kind} streams open already")
+        try:
+            yield
+        finally:
+            with self._lock:
+                left = self._per_step.pop(key, 1) - 1
+                if left:
+                    self._per_step[key] = left
 
     def take_wait(self, uid: int) -> Callable[[], None] | None:
         """One of ``uid``'s waits for a launch: the function that gives it back (idempotent), or
@@ -128,7 +158,7 @@ class AgentServicer(pb_grpc.NodeAgentServicer):
     ``stream_slots``: how many psrun streams may hold one of the server's threads at once; the
     server's other threads stay free for the controller."""
 
-    def __init__(self, agent: Agent, auth: Authenticator, stream_slots: int = 48) -> None:
+    def __init__(self, agent: Agent, auth: Authenticator, stream_slots: int = STREAM_SLOTS) -> None:
         self.agent = agent
         self.auth = auth
         self.operators = frozenset({0, os.getuid()})
@@ -183,7 +213,7 @@ class AgentServicer(pb_grpc.NodeAgentServicer):
         """A step's tasks on this node: FAILED_PRECONDITION when the agent does not run its job's run."""
         self._from_controller(context)
         try:
-            self.agent.launch_step(request)
+            self.agent.launch_step(convert.step_launch_from_pb(request))
         except StepRefused as exc:
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
         return pb.Empty()
@@ -192,6 +222,31 @@ class AgentServicer(pb_grpc.NodeAgentServicer):
         self._from_controller(context)
         self.agent.signal_step(request.job_id, request.step_id, request.signal)
         return pb.Empty()
+
+    def _stream_user(self, context: grpc.ServicerContext) -> tuple[int, int | None]:
+        """Whose stream this is: (the uid whose rights it has, the uid whose share of the slots it
+        takes: None for an operator's call). The controller relays psrun's streams under its own
+        credential, naming the user in ``x-pslurm-for-uid`` (only an operator may name one); it
+        bounds each user's relayed streams itself, so only a user's own calls count here."""
+        caller = self._caller_uid(context)
+        if caller not in self.operators:
+            return caller, caller
+        named = dict(context.invocation_metadata()).get(FOR_UID)
+        return (int(named) if isinstance(named, str) and named.isdigit() else caller), None
+
+    def _allowed(self, uid: int) -> Callable[[JobSpec], bool]:
+        return lambda spec: uid in self.operators or uid == spec.uid
+
+    def TailOutput(self, request: pb.TailRequest, context: grpc.ServicerContext) -> pb.TailReply:
+        """The dashboard (through the controller, which checked that the caller may see it)."""
+        from pslurm.nodeagent.tail import NothingToTail, tail_output
+
+        self._from_controller(context)
+        try:
+            data, path, truncated = tail_output(self.agent, request.job_id, request.max_bytes)
+        except NothingToTail as exc:
+            context.abort(grpc.StatusCode.NOT_FOUND, str(exc))
+        return pb.TailReply(data=data, path=path, truncated=truncated)
 
     def _launch_wait(self, uid: int, job_id: int) -> tuple[float, Callable[[], None]]:
         """How long a stream of ``uid`` may wait for the launch of ``job_id``, and what to call once
@@ -205,40 +260,38 @@ class AgentServicer(pb_grpc.NodeAgentServicer):
 
     def StreamOutput(self, request: pb.OutputRequest,
                      context: grpc.ServicerContext) -> Iterator[pb.OutputChunk]:
-        """psrun's output: NOT_FOUND at once for a job this agent does not run (after LAUNCH_GRACE
-        for one it has not heard of yet), PERMISSION_DENIED for another user's."""
-        uid = self._caller_uid(context)
+        """psrun's output of a step (unset: step 0, a psrun job's command), in chunks of at most
+        stepd.CHUNK_MAX bytes, then its end: NOT_FOUND at once for a step this agent does not run
+        (after LAUNCH_GRACE for a job it has not heard of yet), PERMISSION_DENIED for another user's
+        job, before any wait."""
+        uid, counted = self._stream_user(context)
         job_id = request.job_id
-        self.streams.take_slot(context)
+        step_id = request.step_id if request.HasField("step_id") else INTERACTIVE_STEP
         try:
-            kind = f"step {request.step_id} output" if request.HasField("step_id") else "output"
-            self.streams.take_job(job_id, kind, context)
-            grace, waited = self._launch_wait(uid, job_id)
-            try:
-                if request.HasField("step_id"):  # a step's tasks (psrun inside an allocation)
-                    yield from self.agent.step_output(job_id, request.step_id,
-                                                      lambda spec: uid in self.operators or uid == spec.uid,
-                                                      context.is_active, grace, lambda step: waited())
-                else:
-                    yield from self.agent.output(job_id, lambda spec: uid in self.operators or uid == spec.uid,
-                                                 context.is_active, grace, lambda running: waited())
-            finally:
-                waited()
-                self.streams.free_job(job_id, kind)
+            with self.streams.slot(counted, context), self.streams.step(job_id, step_id, "output", context):
+                grace, waited = self._launch_wait(uid, job_id)
+                try:
+                    for out, err, end in self.agent.output(job_id, step_id, self._allowed(uid), context.is_active,
+                                                           grace, lambda step: waited()):
+                        if end is None:
+                            yield pb.OutputChunk(stdout=out, stderr=err)
+                        else:
+                            yield pb.OutputChunk(done=True, state=convert.job_state_to_pb(end.state),
+                                                 exit_code=end.exit_code, exit_signal=end.exit_signal,
+                                                 tasks=convert.task_ends_to_pb(end.tasks))
+                finally:
+                    waited()
         except PermissionError as exc:
             context.abort(grpc.StatusCode.PERMISSION_DENIED, str(exc))
         except JobNotHere as exc:
             context.abort(grpc.StatusCode.NOT_FOUND, str(exc))
-        finally:
-            self.streams.free_slot()
 
     def SendInput(self, request_iterator: Iterator[pb.InputChunk], context: grpc.ServicerContext) -> pb.Empty:
-        """psrun's stdin: the first chunk names the job; the end of the stream is the job's EOF. The
-        stream is cancelled when its first chunk does not come within FIRST_INPUT_WAIT, and
-        INPUT_LINGER after its job ended."""
-        uid = self._caller_uid(context)
-        self.streams.take_slot(context)
-        try:
+        """psrun's stdin for a step's task 0: the first chunk names the step; the end of the stream is
+        its EOF. The stream is cancelled when its first chunk does not come within FIRST_INPUT_WAIT,
+        and INPUT_LINGER after its step ended."""
+        uid, counted = self._stream_user(context)
+        with self.streams.slot(counted, context):
             begun = time.monotonic()
             self.streams.cancel_when(context, lambda: time.monotonic() - begun > FIRST_INPUT_WAIT)
             try:
@@ -247,11 +300,8 @@ class AgentServicer(pb_grpc.NodeAgentServicer):
                 return pb.Empty()
             finally:
                 self.streams.forget(context)
-            if first is None:
-                return pb.Empty()
-            self._input(first, request_iterator, uid, context)
-        finally:
-            self.streams.free_slot()
+            if first is not None:
+                self._input(first, request_iterator, uid, context)
         return pb.Empty()
 
     def _input(self, first: pb.InputChunk, rest: Iterator[pb.InputChunk], uid: int,
@@ -262,30 +312,25 @@ class AgentServicer(pb_grpc.NodeAgentServicer):
                 for chunk in rest:
                     yield chunk.data
             except grpc.RpcError:
-                return  # cancelled: the job ended (INPUT_LINGER ago), or the client went
+                return  # cancelled: the step ended (INPUT_LINGER ago), or the client went
 
-        def opened(running: RunningJob | RunningStep) -> None:
+        def opened(step: StepSupervisor) -> None:
             def over() -> bool:
-                return running.end is not None and time.time() - running.end.end_time > INPUT_LINGER
+                return step.end is not None and time.time() - step.end.end_time > INPUT_LINGER
 
             waited()
             self.streams.cancel_when(context, over)
 
         job_id = first.job_id
-        kind = f"step {first.step_id} input" if first.HasField("step_id") else "input"
-        self.streams.take_job(job_id, kind, context)
-        grace, waited = self._launch_wait(uid, job_id)
-        try:
-            allowed: Callable[[JobSpec], bool] = lambda spec: uid in self.operators or uid == spec.uid  # noqa: E731
-            if first.HasField("step_id"):  # task 0 of a step
-                self.agent.step_input(job_id, first.step_id, chunks(), allowed, opened, grace)
-            else:
-                self.agent.input(job_id, chunks(), allowed, opened, grace)
-        except PermissionError as exc:
-            context.abort(grpc.StatusCode.PERMISSION_DENIED, str(exc))
-        except JobNotHere as exc:
-            context.abort(grpc.StatusCode.NOT_FOUND, str(exc))
-        finally:
-            waited()
-            self.streams.forget(context)
-            self.streams.free_job(job_id, kind)
+        step_id = first.step_id if first.HasField("step_id") else INTERACTIVE_STEP
+        with self.streams.step(job_id, step_id, "input", context):
+            grace, waited = self._launch_wait(uid, job_id)
+            try:
+                self.agent.input(job_id, step_id, chunks(), self._allowed(uid), opened, grace)
+            except PermissionError as exc:
+                context.abort(grpc.StatusCode.PERMISSION_DENIED, str(exc))
+            except JobNotHere as exc:
+                context.abort(grpc.StatusCode.NOT_FOUND, str(exc))
+            finally:
+                waited()
+                self.streams.forget(context)

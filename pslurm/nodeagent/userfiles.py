@@ -142,6 +142,7 @@ class UserStart:
         self.then = then
         self._agent_end: socket.socket | None = None
         self._child_end: socket.socket | None = None
+        self.output_dir_missing = False  # after collect(): an output file's directory did not exist
 
     def __enter__(self) -> Self:
         # SOCK_SEQPACKET: one message per report; both ends close-on-exec (Python's default)
@@ -219,6 +220,9 @@ class UserStart:
 
     def _reason(self, step: int, code: int, kind: str) -> str:
         why = os.strerror(code) if code else kind
+        if step in (STDOUT, STDERR) and code == errno.ENOENT:
+            path = self.stdout if step == STDOUT else self.stderr
+            self.output_dir_missing = not os.path.isdir(os.path.dirname(path or "/") or "/")
         if step == CHDIR:
             return f"chdir({self.workdir}): {why}"
         if step in (STDOUT, STDERR):

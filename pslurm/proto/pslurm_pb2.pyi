@@ -566,17 +566,49 @@ class InputChunk(_message.Message):
     def __init__(self, job_id: _Optional[int] = ..., data: _Optional[bytes] = ..., step_id: _Optional[int] = ...) -> None: ...
 
 class OutputChunk(_message.Message):
-    __slots__ = ("stdout", "stderr", "done", "state", "exit_code", "exit_signal")
+    __slots__ = ("stdout", "stderr", "done", "state", "exit_code", "exit_signal", "tasks")
     STDOUT_FIELD_NUMBER: _ClassVar[int]
     STDERR_FIELD_NUMBER: _ClassVar[int]
     DONE_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
     EXIT_SIGNAL_FIELD_NUMBER: _ClassVar[int]
+    TASKS_FIELD_NUMBER: _ClassVar[int]
     stdout: bytes
     stderr: bytes
     done: bool
     state: JobState
     exit_code: int
     exit_signal: int
-    def __init__(self, stdout: _Optional[bytes] = ..., stderr: _Optional[bytes] = ..., done: _Optional[bool] = ..., state: _Optional[_Union[JobState, str]] = ..., exit_code: _Optional[int] = ..., exit_signal: _Optional[int] = ...) -> None: ...
+    tasks: _containers.RepeatedCompositeFieldContainer[TaskEnded]
+    def __init__(self, stdout: _Optional[bytes] = ..., stderr: _Optional[bytes] = ..., done: _Optional[bool] = ..., state: _Optional[_Union[JobState, str]] = ..., exit_code: _Optional[int] = ..., exit_signal: _Optional[int] = ..., tasks: _Optional[_Iterable[_Union[TaskEnded, _Mapping]]] = ...) -> None: ...
+
+class TaskEnded(_message.Message):
+    __slots__ = ("rank", "exit_code", "signal", "node")
+    RANK_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    SIGNAL_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    rank: int
+    exit_code: int
+    signal: int
+    node: str
+    def __init__(self, rank: _Optional[int] = ..., exit_code: _Optional[int] = ..., signal: _Optional[int] = ..., node: _Optional[str] = ...) -> None: ...
+
+class TailRequest(_message.Message):
+    __slots__ = ("job_id", "max_bytes")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
+    job_id: int
+    max_bytes: int
+    def __init__(self, job_id: _Optional[int] = ..., max_bytes: _Optional[int] = ...) -> None: ...
+
+class TailReply(_message.Message):
+    __slots__ = ("data", "path", "truncated")
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATED_FIELD_NUMBER: _ClassVar[int]
+    data: bytes
+    path: str
+    truncated: bool
+    def __init__(self, data: _Optional[bytes] = ..., path: _Optional[str] = ..., truncated: _Optional[bool] = ...) -> None: ...

@@ -321,6 +321,11 @@ class NodeAgentStub:
                 request_serializer=pslurm__pb2.StepSignal.SerializeToString,
                 response_deserializer=pslurm__pb2.Empty.FromString,
                 _registered_method=True)
+        self.TailOutput = channel.unary_unary(
+                '/pslurm.NodeAgent/TailOutput',
+                request_serializer=pslurm__pb2.TailRequest.SerializeToString,
+                response_deserializer=pslurm__pb2.TailReply.FromString,
+                _registered_method=True)
 
 
 class NodeAgentServicer:
@@ -379,6 +384,13 @@ class NodeAgentServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def TailOutput(self, request, context):
+        """the dashboard's view of a running job's output file
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_NodeAgentServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -421,6 +433,11 @@ def add_NodeAgentServicer_to_server(servicer, server):
                     servicer.SignalStep,
                     request_deserializer=pslurm__pb2.StepSignal.FromString,
                     response_serializer=pslurm__pb2.Empty.SerializeToString,
+            ),
+            'TailOutput': grpc.unary_unary_rpc_method_handler(
+                    servicer.TailOutput,
+                    request_deserializer=pslurm__pb2.TailRequest.FromString,
+                    response_serializer=pslurm__pb2.TailReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -639,6 +656,33 @@ class NodeAgent:
             '/pslurm.NodeAgent/SignalStep',
             pslurm__pb2.StepSignal.SerializeToString,
             pslurm__pb2.Empty.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def TailOutput(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pslurm.NodeAgent/TailOutput',
+            pslurm__pb2.TailRequest.SerializeToString,
+            pslurm__pb2.TailReply.FromString,
             options,
             channel_credentials,
             insecure,

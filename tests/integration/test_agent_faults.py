@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from pslurm.core import convert
 from pslurm.core.states import JobState
 from pslurm.nodeagent.runs import RunRecord, RunRecords, boot_id, proc_info, start_ticks
+from pslurm.proto import convert
 from pslurm.proto import pslurm_pb2 as pb
 from tests.conftest import wait_for
 from tests.unit import test_agent_runs

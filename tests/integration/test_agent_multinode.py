@@ -3,14 +3,15 @@ script), runs the job's steps with the job's multi-node variables, and ends when
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from dataclasses import replace
 
-from pslurm.core import convert
 from pslurm.core.jobspec import JobRecord
 from pslurm.core.states import JobState
 from pslurm.nodeagent.servicer import AgentServicer
+from pslurm.proto import convert
 from pslurm.proto import pslurm_pb2 as pb
 from tests.integration.conftest import Place
 from tests.integration.test_agent_steps import MakeAgent, job, make_agent, output, started, state, step
@@ -39,7 +40,7 @@ def test_a_later_node_holds_the_allocation_runs_steps_and_ends_on_cancel(make_ag
     assert not (place.home / "ran-the-script").exists()  # the script runs on the first node only
     assert agent.jobs[11].job.spec.allocation and agent.jobs[11].node_index == 1
     launch = step(place, 11, 0, "env > step.env; echo on $SLURMD_NODENAME")
-    launch.task_offset, launch.total_tasks, launch.step_nodelist, launch.tasks_per_node = 2, 3, "c[000,999]", "1,2"
+    launch = dataclasses.replace(launch, task_offset=2, total_tasks=3, step_nodelist="c[000,999]", tasks_per_node="1,2")
     agent.launch_step(launch)
     out, _, last = output(agent, 11, 0)
     assert out == b"on c000\n" and state(last) == JobState.COMPLETED

@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
-from pslurm.core import convert
 from pslurm.core.config import CgroupConfig, ClusterConfig, NodeConfig
 from pslurm.core.gres import GresRequest
 from pslurm.core.jobspec import JobRecord, JobSpec
 from pslurm.core.states import JobState
 from pslurm.nodeagent.agent import Agent
 from pslurm.nodeagent.gpus import GpuDevice
+from pslurm.proto import convert
 from pslurm.proto import pslurm_pb2 as pb
 from tests.conftest import wait_for
 from tests.integration.conftest import Place

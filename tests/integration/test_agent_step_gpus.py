@@ -14,7 +14,6 @@ from pslurm.core.config import CgroupConfig, ClusterConfig, NodeConfig
 from pslurm.core.gres import GresRequest
 from pslurm.nodeagent.agent import Agent
 from pslurm.nodeagent.app import simulated_devices
-from pslurm.proto import pslurm_pb2 as pb
 from tests.integration.conftest import Place
 from tests.integration.test_agent_steps import Controller, job, output, started, step  # noqa: F401
 
@@ -38,10 +37,9 @@ def test_each_task_gets_its_own_gpus(agent: Agent, place: Place) -> None:  # noq
     agent.launch(record)
     started(agent, 1)
     show = 'echo "$SLURM_PROCID $CUDA_VISIBLE_DEVICES $SLURM_STEP_GPUS"'
-    agent.launch_step(step(place, 1, 0, show, ntasks=2, gpu_indices=[0, 1],
-                           task_gpus=[pb.TaskGpus(gpu_indices=[0]), pb.TaskGpus(gpu_indices=[1])]))
+    agent.launch_step(step(place, 1, 0, show, ntasks=2, gpu_indices=(0, 1), task_gpus=((0,), (1,))))
     out, _, _ = output(agent, 1, 0)
     assert sorted(out.decode().splitlines()) == ["0 0 0,1", "1 1 0,1"]
-    agent.launch_step(step(place, 1, 1, show, ntasks=2, gpu_indices=[1]))  # an exact step's one GPU, shared
+    agent.launch_step(step(place, 1, 1, show, ntasks=2, gpu_indices=(1,)))  # an exact step's one GPU, shared
     out, _, _ = output(agent, 1, 1)
     assert sorted(out.decode().splitlines()) == ["0 1 1", "1 1 1"]

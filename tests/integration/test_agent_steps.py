@@ -15,12 +15,14 @@ from typing import Any
 import grpc
 import pytest
 
-from pslurm.core import convert
 from pslurm.core.config import CgroupConfig, ClusterConfig, NodeConfig
 from pslurm.core.jobspec import JobRecord, JobSpec
 from pslurm.core.states import JobState
+from pslurm.core.steplaunch import StepLaunch
+from pslurm.core.steps import StepResult
 from pslurm.nodeagent.agent import Agent, StepRefused
 from pslurm.nodeagent.servicer import AgentServicer
+from pslurm.proto import convert
 from pslurm.proto import pslurm_pb2 as pb
 from tests.conftest import wait_for
 from tests.integration.conftest import Place
@@ -89,12 +91,12 @@ def job(place: Place, job_id: int, script: str | None = "sleep 1000\n", allocati
     return JobRecord(job_id=job_id, spec=spec, state=JobState.RUNNING, node="c000", time_limit=time_limit)
 
 
-def step(place: Place, job_id: int, step_id: int, command: str, ntasks: int = 1, **kw: Any) -> pb.StepLaunch:
+def step(place: Place, job_id: int, step_id: int, command: str, ntasks: int = 1, **kw: Any) -> StepLaunch:
     env = {"PATH": os.environ["PATH"], "FROM_PSRUN": "yes", **kw.pop("env", {})}
-    return pb.StepLaunch(job_id=job_id, restarts=0, step_id=step_id, name="sh", argv=["sh", "-c", command],
-                         environment=env, workdir=str(place.home),
-                         uid=place.uid, gid=place.gid, user=place.user, ntasks=ntasks, task_offset=0,
-                         total_tasks=ntasks, node_index=0, step_nodelist="c000", tasks_per_node=str(ntasks), **kw)
+    return StepLaunch(job_id=job_id, restarts=0, step_id=step_id, name="sh", argv=("sh", "-c", command),
+                      environment=env, workdir=str(place.home),
+                      uid=place.uid, gid=place.gid, user=place.user, ntasks=ntasks, task_offset=0,
+                      total_tasks=ntasks, node_index=0, step_nodelist="c000", tasks_per_node=str(ntasks), **kw)
 
 
 def started(agent: Agent, job_id: int) -> None:
@@ -105,13 +107,15 @@ def step_ended(controller: Controller, job_id: int, step_id: int, timeout: float
     return wait_for(lambda: controller.step_end(job_id, step_id), timeout=timeout, interval=0.02)
 
 
-def output(agent: Agent, job_id: int, step_id: int) -> tuple[bytes, bytes, pb.OutputChunk]:
-    chunks = list(agent.step_output(job_id, step_id, lambda spec: True))
-    return (b"".join(c.stdout for c in chunks), b"".join(c.stderr for c in chunks), chunks[-1])
+def output(agent: Agent, job_id: int, step_id: int) -> tuple[bytes, bytes, StepResult]:
+    pieces = list(agent.output(job_id, step_id, lambda spec: True))
+    end = pieces[-1][2]
+    assert end is not None
+    return (b"".join(p[0] for p in pieces), b"".join(p[1] for p in pieces), end)
 
 
 def state(end: Any) -> JobState:
-    return convert.job_state_from_pb(end.state)
+    return end.state if isinstance(end, StepResult) else convert.job_state_from_pb(end.state)
 
 
 def test_a_step_runs_with_the_step_variables_in_the_jobs_cgroup(make_agent: MakeAgent, place: Place) -> None:
@@ -121,7 +125,7 @@ def test_a_step_runs_with_the_step_variables_in_the_jobs_cgroup(make_agent: Make
     agent.launch_step(step(place, 1, 0, "env > step.env; cat /proc/self/cgroup > step.cg; id -u; pwd"))
     out, err, last = output(agent, 1, 0)
     assert out.decode().split() == [str(place.uid), str(place.home)] and err == b""
-    assert last.done and state(last) == JobState.COMPLETED
+    assert last is not None and state(last) == JobState.COMPLETED
     end = step_ended(controller, 1, 0)
     assert (state(end), end.exit_code, end.exit_signal, end.node) == (JobState.COMPLETED, 0, 0, "c000")
     env = dict(line.split("=", 1) for line in (place.home / "step.env").read_text().splitlines() if "=" in line)
@@ -151,7 +155,7 @@ def test_tasks_with_ranks_and_labels_and_the_largest_exit_code(make_agent: MakeA
     end = step_ended(controller, 2, 1)
     assert (state(end), end.exit_signal) == (JobState.FAILED, 9)
     # a command that cannot start: exit 2 and slurmstepd's line
-    agent.launch_step(pb.StepLaunch(job_id=2, step_id=2, argv=["/no/such/program"], workdir=str(place.home),
+    agent.launch_step(StepLaunch(job_id=2, step_id=2, argv=("/no/such/program",), workdir=str(place.home),
                                     ntasks=1, total_tasks=1, step_nodelist="c000"))
     out, err, last = output(agent, 2, 2)
     assert (state(last), last.exit_code) == (JobState.FAILED, 2) and b"/no/such/program" in err
@@ -252,7 +256,7 @@ def test_a_pty_step_runs_task_0_on_a_terminal(make_agent: MakeAgent, place: Plac
     agent.launch_step(step(place, 8, 0, "test -t 0 && tty && stty size; read line; echo got $line", pty=True,
                            env={"SLURM_PTY_WIN_ROW": "40", "SLURM_PTY_WIN_COL": "100"}))
     running = wait_for(lambda: agent.steps.get(8, 0), timeout=5)
-    agent.step_input(8, 0, iter([b"hi\n"]), lambda spec: True)
+    agent.input(8, 0, iter([b"hi\n"]), lambda spec: True)
     out, err, last = output(agent, 8, 0)
     text = out.decode().replace("\r", "")
     lines = text.splitlines()  # the terminal echoes the input too

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from pslurm.core import convert
 from pslurm.core.config import CgroupConfig, ClusterConfig, NodeConfig
 from pslurm.core.jobspec import JobRecord
 from pslurm.core.states import JobState
@@ -25,6 +24,7 @@ from pslurm.nodeagent.cgroupnode import Mounts, NodeCgroups
 from pslurm.nodeagent.cgroups import ChildSetup
 from pslurm.nodeagent.gpus import GpuDevice
 from pslurm.nodeagent.runs import proc_info
+from pslurm.proto import convert
 from pslurm.proto import pslurm_pb2 as pb
 from tests.conftest import wait_for
 from tests.unit.test_agent_runs import FakeController, ended, record
@@ -178,7 +178,7 @@ def test_memory_limit_ends_the_job_out_of_memory(make_agent: MakeAgent, tmp_path
     psrun = record(tmp_path, 14, argv=("sh", "-c", "head -c 200M /dev/zero | tail"), interactive=True)
     agent.launch(replace(psrun, spec=replace(psrun.spec, mem_mb=20)))
     assert state(ended(controller, 14, timeout=30)) == JobState.OUT_OF_MEMORY
-    assert oom_note("14.0").fullmatch(agent.jobs[14].outputs["stderr"].data.decode().splitlines()[-1])
+    assert oom_note("14.0").fullmatch(bytes(agent.jobs[14].step.output.buffers["stderr"]).decode().splitlines()[-1])
 
 
 def test_constrain_cores_gives_the_job_its_cpus_as_its_cpuset(make_agent: MakeAgent, tmp_path: Path) -> None:

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from pslurm.core import convert
 from pslurm.core.config import CgroupConfig, ClusterConfig, NodeConfig
 from pslurm.core.jobspec import JobRecord
 from pslurm.core.states import JobState
 from pslurm.nodeagent.agent import Agent
+from pslurm.proto import convert
 from tests.unit.test_agent_runs import FakeController, ended, record
 
 MakeAgent = Callable[[], tuple[Agent, FakeController]]

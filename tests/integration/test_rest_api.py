@@ -34,7 +34,7 @@ WAITERS = 200
 class Api:
     """psctld and psd (node c000) as processes, and requests to the API as this process or as nobody."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, extra_conf: str = "") -> None:
         self.root = root
         ctld, agent, self.port = free_ports(3)
         self.conf = root / "pslurm.conf"
@@ -48,7 +48,7 @@ SlurmdTimeout=10
 KillWait=1
 NodeName=c000 NodeAddr=127.0.0.1 Port={agent} CPUs=4 RealMemory=1000
 PartitionName=debug Nodes=c000 Default=YES
-""")
+{extra_conf}""")
         create_key(str(root / "pslurm.key"))
         self.key = load_key(str(root / "pslurm.key"))
         self.procs = [self._start("pslurm.controller.app", "psctld"), self._start("pslurm.nodeagent.app", "psd",

@@ -413,7 +413,7 @@ def test_streams_for_a_job_that_is_not_there_answer_not_found(cluster: Cluster) 
         list(cluster.agent.StreamOutput(pb.OutputRequest(job_id=987654), metadata=cluster.metadata(cluster.nobody()),
                                         timeout=30))
     assert err.value.code() == grpc.StatusCode.NOT_FOUND and time.monotonic() - began < 5
-    assert err.value.details() == "Invalid job id specified: no psrun job 987654 on node c000"
+    assert err.value.details() == "Invalid job id specified: no step 987654.0 on node c000"
     with pytest.raises(grpc.RpcError) as err:
         cluster.agent.SendInput(iter([pb.InputChunk(job_id=987654, data=b"x")]),
                                 metadata=cluster.metadata(cluster.nobody()), timeout=30)
@@ -535,3 +535,36 @@ def test_pslurm_up_keeps_a_database_password_out_of_pslurm_conf(open_dir: Path, 
         assert cli("psqueue", env={**os.environ, "PSLURM_CONF": str(state / "pslurm.conf")}).returncode == 0
     finally:
         cli("pslurm", "down", "--state-dir", str(state), timeout=60)
+
+
+def test_streams_naming_another_users_job_are_refused_before_any_wait(cluster: Cluster) -> None:
+    """nobody opens 48 output streams on the agent naming another user's running job, with made-up
+    step ids: each is refused at once (ownership before any wait, so none holds a thread), and the
+    owner's own psrun job still streams its output."""
+    victim = cluster.submit(cluster.spec(hold=False, argv=("sleep", "30"), interactive=True))
+    wait_for(lambda: cluster.job(victim).state == JobState.RUNNING, timeout=10, interval=0.05)
+    codes: list[grpc.StatusCode] = []
+
+    def attack(step: int) -> None:
+        began = time.monotonic()
+        code = code_of(lambda: list(cluster.agent.StreamOutput(pb.OutputRequest(job_id=victim, step_id=step),
+                                                               metadata=cluster.metadata(cluster.nobody()),
+                                                               timeout=60)))
+        codes.append(code)
+        assert time.monotonic() - began < 10  # no START_WAIT (30 s) for a job that is not theirs
+
+    threads = [threading.Thread(target=attack, args=(step,)) for step in range(1, 49)]
+    for thread in threads:
+        thread.start()
+    try:
+        mine = cluster.submit(cluster.spec(hold=False, argv=("echo", "through"), interactive=True))
+        wait_for(lambda: cluster.job(mine).state in (JobState.RUNNING, JobState.COMPLETED), timeout=10,
+                 interval=0.05)
+        chunks = list(cluster.agent.StreamOutput(pb.OutputRequest(job_id=mine), metadata=cluster.metadata(cluster.me()),
+                                                 timeout=10))
+    finally:
+        for thread in threads:
+            thread.join(timeout=30)
+        cluster.cancel(victim)
+    assert b"".join(c.stdout for c in chunks) == b"through\n" and chunks[-1].done
+    assert set(codes) == {grpc.StatusCode.PERMISSION_DENIED} and len(codes) == 48

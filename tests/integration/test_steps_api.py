@@ -86,7 +86,7 @@ def test_a_steps_output_comes_through_the_controller(client: Client) -> None:
     job = allocation(client)
     step = client.create_step(job, {"argv": ["/bin/sh", "-c", "echo out; echo err >&2"], "ntasks": 1})
     out, err = b"", b""
-    for line in client.step_output(job, step["step_id"]):
+    for line in client.output(job, step["step_id"]):
         out += base64.b64decode(line.get("stdout") or "")
         err += base64.b64decode(line.get("stderr") or "")
         if line.get("done"):
@@ -103,7 +103,7 @@ def test_a_steps_tasks_default_to_the_jobs(client: Client) -> None:
     step = client.create_step(job, {"argv": ["/bin/sh", "-c", "echo $SLURM_PROCID"], "label": True})
     assert step["ntasks"] == 2
     out = b""
-    for line in client.step_output(job, step["step_id"]):
+    for line in client.output(job, step["step_id"]):
         out += base64.b64decode(line.get("stdout") or "")
         if line.get("done"):
             break

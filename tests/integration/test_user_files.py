@@ -161,10 +161,10 @@ def test_an_interactive_job_enters_its_workdir_as_the_user(place: Place, launche
     running = run.start(job(5, place, argv=("pwd",), workdir=place.private, interactive=True), dict(ENV), None, None)
     reason = f"chdir({place.private}): Permission denied"
     assert ends.wait(5).launch_failure == reason
-    assert bytes(running.outputs["stderr"].data) == f"slurmstepd: error: {reason}\n".encode()
+    assert bytes(running.step.output.buffers["stderr"]) == f"slurmstepd: error: {reason}\n".encode()
     running = run.start(job(6, place, argv=("sh", "-c", "pwd; id -u"), interactive=True), dict(ENV), None, None)
     assert ends.wait(6).launch_failure == ""
-    assert bytes(running.outputs["stdout"].data) == f"{place.home}\n{NOBODY}\n".encode()
+    assert bytes(running.step.output.buffers["stdout"]) == f"{place.home}\n{NOBODY}\n".encode()
 
 
 # -- what the user's files look like --------------------------------------------------------------
@@ -219,7 +219,7 @@ def test_slurmstepds_line_lands_in_the_file_the_user_opened(place: Place, launch
     running = run.start(job(9, place, script="#!/bin/sh\necho started >&2\nexec sleep 30\n", stdout="/dev/null",
                             stderr=err, time_limit=1 if how == "time limit" else None), dict(ENV), None, None)
     wait_for(lambda: err.exists() and err.read_text() == "started\n", timeout=10, interval=0.02)
-    held = running.stderr_file._fd if running.stderr_file is not None else None
+    held = running.step.stderr_file._fd if running.step.stderr_file is not None else None
     assert held is not None and fcntl.fcntl(held, fcntl.F_GETFD) & fcntl.FD_CLOEXEC  # no other child gets it
     # the user moves their file away and leaves a symlink to root's file in its place
     moved = place.home / "err.moved"

@@ -17,7 +17,6 @@ from typing import Any
 import grpc
 import pytest
 
-from pslurm.core import convert
 from pslurm.core.config import CgroupConfig, ClusterConfig, NodeConfig
 from pslurm.core.jobspec import JobRecord, JobSpec
 from pslurm.core.states import JobState
@@ -26,6 +25,7 @@ from pslurm.nodeagent.agent import Agent
 from pslurm.nodeagent.cgroups import CgroupError
 from pslurm.nodeagent.runs import RunRecord, RunRecords, parse_stat, proc_info, start_ticks
 from pslurm.nodeagent.servicer import AgentServicer
+from pslurm.proto import convert
 from pslurm.proto import pslurm_pb2 as pb
 from tests.conftest import wait_for
 
@@ -157,9 +157,9 @@ def test_a_failing_launch_rpc_succeeds_and_an_interactive_job_gets_the_line(make
     job = record(tmp_path, 4, argv=("true",), env={"X": "\0"}, interactive=True)
     assert servicer.LaunchJob(pb.LaunchRequest(job=convert.job_to_pb(job)), None) == pb.Empty()  # type: ignore[arg-type]
     assert ended(controller, 4).launch_failure == "the environment contains a NUL byte (in X)"
-    chunks = list(agent.output(4, lambda spec: True))
-    assert chunks[0].stderr == b"slurmstepd: error: the environment contains a NUL byte (in X)\n"
-    assert chunks[-1].done and convert.job_state_from_pb(chunks[-1].state) == JobState.FAILED
+    chunks = list(agent.output(4, 0, lambda spec: True))
+    assert chunks[0][1] == b"slurmstepd: error: the environment contains a NUL byte (in X)\n"
+    assert chunks[-1][2] is not None and chunks[-1][2].state == JobState.FAILED
 
 
 def test_launch_jobs_starts_each_and_fails_each_alone(make_agent, tmp_path: Path) -> None:

@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-from pslurm.nodeagent.steps import Framer, label_width, task_environment
-from pslurm.proto import pslurm_pb2 as pb
+from pslurm.core.steplaunch import StepLaunch
+from pslurm.nodeagent.environment import task_environment
+from pslurm.nodeagent.stepio import Framer, label_width
 
 JOB_ENV = {"SLURM_JOB_ID": "7", "SLURM_NTASKS": "4", "SLURM_NPROCS": "4", "SLURM_TASKS_PER_NODE": "4",
            "SLURM_STEP_ID": "0", "CUDA_VISIBLE_DEVICES": "0,1,2", "SLURM_JOB_GPUS": "1,3,5", "HOME": "/home/u"}
 
 
-def launch(**kw: object) -> pb.StepLaunch:
+def launch(**kw: object) -> StepLaunch:
     base: dict[str, object] = dict(job_id=7, step_id=2, ntasks=3, task_offset=0, total_tasks=3, node_index=0,
                                    step_nodelist="c000", tasks_per_node="3", workdir="/work")
     base.update(kw)
-    return pb.StepLaunch(**base)  # type: ignore[arg-type]
+    return StepLaunch(**base)  # type: ignore[arg-type]
 
 
 def test_each_task_gets_the_step_variables_over_the_job_ones() -> None:

@@ -283,9 +283,10 @@ def _wire_json(msg: object) -> dict[str, object]:
 def test_json_matches_the_wire_messages() -> None:
     from pslurm.cli import jsonout
     from pslurm.client.models import JobPriority, PriorityWeights
-    from pslurm.core import convert, restjson
+    from pslurm.core import restjson
     from pslurm.core.gres import GresRequest
     from pslurm.core.node import GpuInfo
+    from pslurm.proto import convert
 
     spec = JobSpec(name="a", user="ana", uid=1000, gid=100, workdir="/w", script="#!/bin/sh\n", argv=("x", "y"),
                    environment={"A": "1"}, partition="gpu", stdout="o-%j", time_limit=600, mem_mb=2000,

@@ -5,12 +5,13 @@ from __future__ import annotations
 import pytest
 
 from pslurm.controller.admission import admit
-from pslurm.core import convert, restjson
+from pslurm.core import restjson
 from pslurm.core.config import parse_slurm_conf, render_slurm_conf
 from pslurm.core.errors import SpecError
 from pslurm.core.features import parse_constraint, satisfies
 from pslurm.core.gres import GresRequest
 from pslurm.core.jobspec import JobSpec, spec_from_dict, spec_to_dict
+from pslurm.proto import convert
 
 CONF = """NodeName=a[1-2] CPUs=4 RealMemory=1000 Features=a100,ib
 NodeName=h1 CPUs=4 RealMemory=1000 Features=h100

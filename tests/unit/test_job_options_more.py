@@ -25,7 +25,7 @@ from pslurm.controller.policy import (
 )
 from pslurm.controller.scheduler import Scheduler
 from pslurm.controller.store import Store
-from pslurm.core import convert, lifecycle, restjson
+from pslurm.core import lifecycle, restjson
 from pslurm.core.config import ClusterConfig, parse_slurm_conf
 from pslurm.core.gres import GresRequest
 from pslurm.core.jobdesc import signal_name, signal_option, spec_values
@@ -34,6 +34,7 @@ from pslurm.core.lifecycle import JobFlags
 from pslurm.core.node import NodeRecord
 from pslurm.core.states import InvalidTransition, JobReason, JobState, NodeState
 from pslurm.core.timefmt import TimeFormatError, format_timestamp, parse_time
+from pslurm.proto import convert
 
 # Slurm 22.05's answers (scontrol show job's EligibleTime) for --begin given at 15:14:23 on 2026-11-23
 NOW = time.mktime((2026, 11, 23, 15, 14, 23, 0, 0, -1))

@@ -14,12 +14,12 @@ from pslurm.controller.jobs import JobService
 from pslurm.controller.monitor import NodeMonitor
 from pslurm.controller.scheduler import Scheduler
 from pslurm.controller.store import RunEnd, Store
-from pslurm.core import convert
 from pslurm.core.config import ClusterConfig, parse_slurm_conf
 from pslurm.core.gres import GresRequest
 from pslurm.core.jobspec import JobRecord, JobSpec, SpecError
 from pslurm.core.node import NodeRecord
 from pslurm.core.states import JobReason, JobState, NodeState
+from pslurm.proto import convert
 
 CONF = ("SlurmdTimeout=30\nBatchStartTimeout=10\n"
         "NodeName=c[000-003] NodeAddr=127.0.0.1 Port=7000 CPUs=4 RealMemory=1000 Gres=gpu:2\n"
@@ -259,17 +259,17 @@ def test_the_relay_merges_whole_lines_from_every_node():
     import asyncio
 
     from pslurm.controller.rest.relay import AgentRelay
-    from pslurm.proto import pslurm_pb2 as pb
+    from pslurm.core.steps import StepResult, TaskEnd
 
     streams = {
-        "a": [pb.OutputChunk(stdout=b"0: c000\n1: c0"), pb.OutputChunk(stdout=b"00\n"),
-              pb.OutputChunk(done=True, state=convert.job_state_to_pb(JobState.COMPLETED))],
-        "b": [pb.OutputChunk(stdout=b"2: c001\n3: c001", stderr=b"warn\n"),
-              pb.OutputChunk(done=True, state=convert.job_state_to_pb(JobState.FAILED), exit_code=4)],
+        "a": [(b"0: c000\n1: c0", b"", None), (b"00\n", b"", None),
+              (b"", b"", StepResult(JobState.COMPLETED, tasks=(TaskEnd(0, node="c000"), TaskEnd(1, node="c000"))))],
+        "b": [(b"2: c001\n3: c001", b"warn\n", None),
+              (b"", b"", StepResult(JobState.FAILED, 4, tasks=(TaskEnd(2, 4, node="c001"), TaskEnd(3, node="c001"))))],
     }
 
     class Relay(AgentRelay):
-        async def output(self, target, job_id, step_id=None):  # type: ignore[no-untyped-def,override]
+        async def output(self, target, job_id, step_id, for_uid=None):  # type: ignore[no-untyped-def,override]
             for msg in streams[target]:
                 await asyncio.sleep(0)
                 yield msg
@@ -278,14 +278,16 @@ def test_the_relay_merges_whole_lines_from_every_node():
         return [item async for item in Relay(lambda: ()).merged_output(["a", "b"], 1, 0)]  # type: ignore[arg-type]
 
     out = asyncio.run(collect())
-    stdout = b"".join(m.stdout for m, _ in out)
+    stdout = b"".join(m[0] for m, _ in out)
     assert sorted(stdout.decode().splitlines()) == ["0: c000", "1: c000", "2: c001", "3: c001"]
-    assert b"".join(m.stderr for m, _ in out) == b"warn\n"
-    done = [m for m, _ in out if m.done]
-    assert len(done) == 1 and out[-1][0].done
-    assert (convert.job_state_from_pb(done[0].state), done[0].exit_code) == (JobState.FAILED, 4)
+    assert b"".join(m[1] for m, _ in out) == b"warn\n"
+    done = [m[2] for m, _ in out if m[2] is not None]
+    assert len(done) == 1 and out[-1][0][2] is not None
+    assert (done[0].state, done[0].exit_code) == (JobState.FAILED, 4)
+    assert [(t.rank, t.exit_code, t.node) for t in done[0].tasks] == [
+        (0, 0, "c000"), (1, 0, "c000"), (2, 4, "c001"), (3, 0, "c001")]  # every node's tasks
     for m, _ in out[:-1]:  # every chunk but the last is whole lines
-        assert not m.stdout or m.stdout.endswith(b"\n") or m is out[-2][0]
+        assert not m[0] or m[0].endswith(b"\n") or m is out[-2][0]
 
 
 def test_the_json_carries_the_nodes_and_the_layout_fields():

@@ -50,14 +50,6 @@ def test_an_allocation_has_no_batch_line_and_a_timed_out_jobs_batch_step_is_canc
     assert table(psacct.with_steps([job(JobState.PENDING)])[:1], "JobID") == ["12"]
 
 
-def test_step_ids_parse_and_anything_else_is_left_to_the_job_path(capsys):
-    assert pscancel.parse_step_id("14.2") == (14, 2)
-    assert pscancel.parse_step_id("14") is None and pscancel.parse_step_id("14_[1-3]") is None
-    with pytest.raises(SystemExit):
-        pscancel.parse_step_id("14.batch")
-    assert "Invalid job id 14.batch" in capsys.readouterr().err
-
-
 def test_pscancel_prints_scancels_line_for_a_step_it_could_not_cancel(capsys):
     from pslurm.client.errors import NotFound
 
@@ -65,8 +57,12 @@ def test_pscancel_prints_scancels_line_for_a_step_it_could_not_cancel(capsys):
         def cancel_step(self, job_id: int, step_id: int, signal: int) -> None:
             raise NotFound("Invalid job id specified", remote=True)
 
-    assert pscancel._cancel_step(Api(), 14, 0, 0) == [  # type: ignore[arg-type]
-        "Kill job error on job id 14.0: Invalid job id specified"]
+    from pslurm.core.jobids import parse_job_id
+
+    assert pscancel._cancel_step(Api(), parse_job_id("14.0"), 0) == [  # type: ignore[arg-type]
+        "Kill job error on job step id 14.0: Invalid job id specified"]  # scancel's words for a step
+    assert pscancel._cancel_step(Api(), parse_job_id("14.batch"), 0) == [  # type: ignore[arg-type]
+        "Kill job error on job step id 14.batch: Invalid job id specified"]
 
 
 def test_maxrss_is_the_batch_steps_only_in_kib_as_sacct_prints_it():

@@ -126,10 +126,12 @@ def test_nodes_and_partitions_round_trip() -> None:
 
 
 def test_output_chunks_round_trip() -> None:
-    line = through_json(restjson.output_chunk_to_json(b"\x00out", b"err", True, JobState.FAILED, 3, 0))
-    assert restjson.output_chunk_from_json(line) == (b"\x00out", b"err", True, JobState.FAILED, 3, 0)
-    assert restjson.output_chunk_from_json(through_json(restjson.output_chunk_to_json(b"x", b"", False, None, 0, 0)))\
-        == (b"x", b"", False, None, 0, 0)
+    from pslurm.core.steps import StepResult, TaskEnd
+
+    end = StepResult(JobState.FAILED, 3, 0, tasks=(TaskEnd(0, 3, 0, "c000"), TaskEnd(1, 0, 9, "c001")))
+    line = through_json(restjson.output_chunk_to_json(b"\x00out", b"err", end))
+    assert restjson.output_chunk_from_json(line) == (b"\x00out", b"err", end)
+    assert restjson.output_chunk_from_json(through_json(restjson.output_chunk_to_json(b"x", b""))) == (b"x", b"", None)
 
 
 # -- the views the commands read the JSON with (pslurm.core.jobinfo) ----------------------------------

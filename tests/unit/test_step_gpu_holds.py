@@ -5,6 +5,8 @@ StepLaunch.task_gpus; the agent's per-task CUDA_VISIBLE_DEVICES; the placement r
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from pslurm.controller.steps import step_request_from_json
@@ -13,8 +15,8 @@ from pslurm.core.gpubind import parse_gpu_bind, task_gpus
 from pslurm.core.jobspec import SpecError
 from pslurm.core.lifecycle import StepBusy, StepHold, place_step
 from pslurm.core.states import JobState
-from pslurm.nodeagent.steps import task_environment
-from pslurm.proto import pslurm_pb2 as pb
+from pslurm.core.steplaunch import StepLaunch
+from pslurm.nodeagent.environment import task_environment
 from tests.unit.test_steps_service import OWNER, ask, parts, running  # noqa: F401 (parts: the fixture)
 
 
@@ -73,7 +75,7 @@ def test_gpus_per_task_gives_each_task_its_own(parts):  # noqa: F811
     assert step.node_gpus == ((0, 1),)
     [(_, launch)] = agents.steps
     assert list(launch.gpu_indices) == [0, 1]
-    assert [list(t.gpu_indices) for t in launch.task_gpus] == [[0], [1]]
+    assert [list(t) for t in launch.task_gpus] == [[0], [1]]
     with pytest.raises(SpecError, match="Invalid generic resource"):
         steps.create(job, OWNER, ask(ntasks=2, gpus_per_task=2, overlap=True))  # 4 GPUs: the job has 2
 
@@ -84,7 +86,7 @@ def test_exact_gpus_per_task_takes_tasks_times_n(parts):  # noqa: F811
     a = steps.create(job, OWNER, ask(ntasks=1, gpus_per_task=1, exact=True))
     b = steps.create(job, OWNER, ask(ntasks=1, gpus_per_task=1, exact=True))
     assert (a.node_gpus, b.node_gpus) == (((0,),), ((1,),))
-    assert [[list(t.gpu_indices) for t in launch.task_gpus] for _, launch in agents.steps] == [[[0]], [[1]]]
+    assert [[list(t) for t in launch.task_gpus] for _, launch in agents.steps] == [[[0]], [[1]]]
 
 
 def test_gpu_bind_in_the_launch(parts):  # noqa: F811
@@ -93,7 +95,7 @@ def test_gpu_bind_in_the_launch(parts):  # noqa: F811
     steps.create(job, OWNER, ask(ntasks=3, gpu_bind="map_gpu:1,0", overlap=True))
     steps.create(job, OWNER, ask(ntasks=2, gpus_per_task=1, gpu_bind="none", overlap=True))
     steps.create(job, OWNER, ask(ntasks=2, gpu_bind="closest", overlap=True))
-    binds = [[list(t.gpu_indices) for t in launch.task_gpus] for _, launch in agents.steps]
+    binds = [[list(t) for t in launch.task_gpus] for _, launch in agents.steps]
     assert binds == [[[1], [0], [1]], [], []]
 
 
@@ -145,12 +147,12 @@ def test_place_step_rules():
 
 def test_the_agent_gives_each_task_its_gpus():
     job_env = {"SLURM_JOB_ID": "7", "CUDA_VISIBLE_DEVICES": "0,1,2"}
-    launch = pb.StepLaunch(job_id=7, step_id=1, ntasks=2, total_tasks=2, step_nodelist="c000", tasks_per_node="2",
-                           gpu_indices=[3, 5], task_gpus=[pb.TaskGpus(gpu_indices=[3]), pb.TaskGpus(gpu_indices=[5])])
+    launch = StepLaunch(job_id=7, step_id=1, ntasks=2, total_tasks=2, step_nodelist="c000", tasks_per_node="2",
+                        gpu_indices=(3, 5), task_gpus=((3,), (5,)))
     envs = [task_environment(job_env, launch, i, (1, 3, 5), (0, 1, 2)) for i in range(2)]
     assert [(e["SLURM_STEP_GPUS"], e["CUDA_VISIBLE_DEVICES"], e["GPU_DEVICE_ORDINAL"]) for e in envs] == [
         ("3,5", "1", "1"), ("3,5", "2", "2")]
-    del launch.task_gpus[:]
+    launch = dataclasses.replace(launch, task_gpus=())
     assert task_environment(job_env, launch, 1, (1, 3, 5), (0, 1, 2))["CUDA_VISIBLE_DEVICES"] == "1,2"
 
 

@@ -20,7 +20,7 @@ from pslurm.core.layout import compress_counts as tasks_per_node_text
 from pslurm.core.lifecycle import JOB_ENDED, StepBusy
 from pslurm.core.node import NodeRecord
 from pslurm.core.states import InvalidTransition, JobState, NodeState
-from pslurm.proto import pslurm_pb2 as pb
+from pslurm.core.steplaunch import StepLaunch
 
 CONF = ("SlurmdTimeout=30\nBatchStartTimeout=10\n"
         "NodeName=c000 NodeAddr=127.0.0.1 Port=7000 CPUs=4 RealMemory=1000 Gres=gpu:2\n"
@@ -37,12 +37,12 @@ class Clock:
 
 class FakeAgents:
     def __init__(self) -> None:
-        self.steps: list[tuple[str, pb.StepLaunch]] = []
+        self.steps: list[tuple[str, StepLaunch]] = []
         self.step_signals: list[tuple[str, int, int, int]] = []
         self.signals: list[tuple[str, int, int]] = []
         self.refuse: str = ""
 
-    def launch_step(self, target: str, launch: pb.StepLaunch) -> None:
+    def launch_step(self, target: str, launch: StepLaunch) -> None:
         if self.refuse:
             raise AgentRefused(self.refuse)
         self.steps.append((target, launch))

@@ -15,11 +15,15 @@ import grpc
 import grpc.aio
 
 from pslurm.auth.transport import Metadata
-from pslurm.core.convert import job_state_from_pb, job_state_to_pb
 from pslurm.core.lifecycle import combine_step_ends
 from pslurm.core.states import JobState
+from pslurm.core.steps import StepResult
 from pslurm.proto import pslurm_pb2 as pb
 from pslurm.proto import pslurm_pb2_grpc as pb_grpc
+from pslurm.proto.convert import job_state_from_pb, task_ends_from_pb
+
+Piece = tuple[bytes, bytes, "StepResult | None"]  # stdout, stderr, and the step's end on the last one
+FOR_UID = "x-pslurm-for-uid"  # metadata: the user a stream is relayed for (nodeagent.servicer reads it)
 
 # What an agent's refusal means to the API's caller (HTTP status); UNAVAILABLE, DEADLINE_EXCEEDED:
 # the node is unreachable (502, with the agent's address, for the client's NodeUnreachable).
@@ -50,6 +54,22 @@ def stream_error(exc: grpc.aio.AioRpcError, target: str) -> AgentStreamError:
     return AgentStreamError(status, exc.details() or code.name)
 
 
+def _result(msg: pb.OutputChunk) -> StepResult:
+    try:
+        state = job_state_from_pb(msg.state)
+    except ValueError:
+        state = JobState.COMPLETED
+    return StepResult(state, msg.exit_code, msg.exit_signal, tasks=task_ends_from_pb(msg.tasks))
+
+
+def combine_results(a: StepResult | None, b: StepResult) -> StepResult:
+    """Two nodes' ends of one step as the step's: lifecycle.combine_step_ends, every task's end."""
+    state, code, sig = combine_step_ends(None if a is None else (a.state, a.exit_code, a.exit_signal),
+                                         (b.state, b.exit_code, b.exit_signal))
+    tasks = tuple(sorted((a.tasks if a is not None else ()) + b.tasks, key=lambda t: t.rank))
+    return StepResult(state, code, sig, tasks=tasks)
+
+
 class AgentRelay:
     """grpc.aio channels to the agents, one per agent, made on (and used only from) the API's loop."""
 
@@ -63,39 +83,46 @@ class AgentRelay:
             channel = self._channels[target] = grpc.aio.insecure_channel(target)
         return pb_grpc.NodeAgentStub(channel)
 
-    async def output(self, target: str, job_id: int, step_id: int | None = None
-                     ) -> AsyncGenerator[pb.OutputChunk, None]:
-        """The agent's output stream for the job (or its step ``step_id``); AgentStreamError when it
-        fails. Leaving the iteration cancels the call."""
+    def _metadata(self, for_uid: int | None) -> Metadata:
+        """The controller's credential, naming the user a stream is relayed for (the agent counts the
+        stream against that user's share)."""
+        metadata = tuple(self._credentials())
+        return metadata if for_uid is None else (*metadata, (FOR_UID, str(for_uid)))
+
+    async def output(self, target: str, job_id: int, step_id: int, for_uid: int | None = None
+                     ) -> AsyncGenerator[Piece, None]:
+        """The agent's output stream of step ``job_id.step_id`` (0: a psrun job's command), as
+        :data:`Piece` s; AgentStreamError when it fails. Leaving the iteration cancels the call."""
         call = self._stub(target).StreamOutput(pb.OutputRequest(job_id=job_id, step_id=step_id),
-                                               metadata=self._credentials())
+                                               metadata=self._metadata(for_uid))
         try:
             while True:
                 msg = await call.read()
                 if msg is grpc.aio.EOF:
                     return
-                yield msg
+                yield msg.stdout, msg.stderr, _result(msg) if msg.done else None
         except grpc.aio.AioRpcError as exc:
             raise stream_error(exc, target) from None
         finally:
             call.cancel()
 
-    async def merged_output(self, targets: Sequence[str], job_id: int, step_id: int
-                            ) -> AsyncGenerator[tuple[pb.OutputChunk, str], None]:
+    async def merged_output(self, targets: Sequence[str], job_id: int, step_id: int, for_uid: int | None = None
+                            ) -> AsyncGenerator[tuple[Piece, str], None]:
         """A step's output from each of its nodes' agents, merged: whole lines, in the order they
-        come (a node's partial line waits for its end), and one last ``done`` chunk once every node
-        sent its own, with their ends combined (the worst state, the largest exit code, a signal).
-        Each chunk comes with the target it came from. AgentStreamError when one stream fails."""
+        come (a node's partial line waits for its end), and one last piece with the step's end once
+        every node sent its own, their ends combined (the worst state, the largest exit code, a
+        signal; every node's tasks). Each piece comes with the target it came from.
+        AgentStreamError when one stream fails."""
         if len(targets) == 1:
-            async for only in self.output(targets[0], job_id, step_id):
+            async for only in self.output(targets[0], job_id, step_id, for_uid):
                 yield only, targets[0]
             return
-        queue: asyncio.Queue[tuple[str, pb.OutputChunk | None, AgentStreamError | None]] = asyncio.Queue()
+        queue: asyncio.Queue[tuple[str, Piece | None, AgentStreamError | None]] = asyncio.Queue(maxsize=len(targets))
 
         async def pump(target: str) -> None:
             try:
-                async for msg in self.output(target, job_id, step_id):
-                    await queue.put((target, msg, None))
+                async for piece in self.output(target, job_id, step_id, for_uid):
+                    await queue.put((target, piece, None))
             except AgentStreamError as exc:
                 await queue.put((target, None, exc))
                 return
@@ -103,54 +130,45 @@ class AgentRelay:
 
         tasks = [asyncio.ensure_future(pump(t)) for t in targets]
         partial: dict[tuple[str, int], bytes] = {}
-        end: tuple[JobState, int, int] | None = None
+        end: StepResult | None = None
         left = set(targets)
         try:
             while left:
-                target, msg, error = await queue.get()
+                target, piece, error = await queue.get()
                 if error is not None:
                     raise error
-                if msg is None:
+                if piece is None:
                     left.discard(target)
                     continue
-                out = pb.OutputChunk()
-                for which, data in ((0, msg.stdout), (1, msg.stderr)):
+                out: list[bytes] = []
+                for which, data in enumerate(piece[:2]):
                     text = partial.pop((target, which), b"") + data
-                    cut = len(text) if msg.done else text.rfind(b"\n") + 1
+                    cut = len(text) if piece[2] is not None else text.rfind(b"\n") + 1
                     if cut < len(text):
                         partial[(target, which)] = text[cut:]
-                    if which == 0:
-                        out.stdout = text[:cut]
-                    else:
-                        out.stderr = text[:cut]
-                if msg.done:
+                    out.append(text[:cut])
+                if piece[2] is not None:
                     left.discard(target)
-                    try:
-                        state = job_state_from_pb(msg.state)
-                    except ValueError:
-                        state = JobState.COMPLETED
-                    end = combine_step_ends(end, (state, msg.exit_code, msg.exit_signal))
-                if out.stdout or out.stderr:
-                    yield out, target
+                    end = combine_results(end, piece[2])
+                if out[0] or out[1]:
+                    yield (out[0], out[1], None), target
             if end is not None:
-                yield pb.OutputChunk(done=True, state=job_state_to_pb(end[0]), exit_code=end[1],
-                                     exit_signal=end[2]), targets[0]
+                yield (b"", b"", end), targets[0]
         finally:
             for task in tasks:
                 task.cancel()
 
-    async def send_input(self, target: str, job_id: int, data: AsyncIterator[bytes],
-                         step_id: int | None = None) -> None:
-        """Forward ``data`` to the job's stdin (or its step's: task 0's); its end is the EOF.
-        AgentStreamError."""
+    async def send_input(self, target: str, job_id: int, step_id: int, data: AsyncIterator[bytes],
+                         for_uid: int | None = None) -> None:
+        """Forward ``data`` to the step's stdin (its task 0's); its end is the EOF. AgentStreamError."""
 
         async def chunks() -> AsyncIterator[pb.InputChunk]:
-            yield pb.InputChunk(job_id=job_id, step_id=step_id)  # names the job, also when there is nothing to send
+            yield pb.InputChunk(job_id=job_id, step_id=step_id)  # names the step, also when there is nothing to send
             async for piece in data:
                 if piece:
                     yield pb.InputChunk(job_id=job_id, data=piece, step_id=step_id)
 
-        call = self._stub(target).SendInput(chunks(), metadata=self._credentials())
+        call = self._stub(target).SendInput(chunks(), metadata=self._metadata(for_uid))
         try:
             await call
         except grpc.aio.AioRpcError as exc:

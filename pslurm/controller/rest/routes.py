@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import dataclasses
 import json
-from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -30,11 +30,11 @@ from pslurm.controller.scheduler import Scheduler
 from pslurm.controller.steps import StepService, step_request_from_json, step_to_json
 from pslurm.controller.watch import JobWatch
 from pslurm.core import restjson
-from pslurm.core.convert import job_state_from_pb
 from pslurm.core.hostlists import expand
 from pslurm.core.jobspec import JobRecord
 from pslurm.core.lifecycle import StepBusy
 from pslurm.core.states import JobState
+from pslurm.core.steps import INTERACTIVE_STEP
 
 T = TypeVar("T")
 SLURM = "/slurm/v0.0.40"
@@ -116,11 +116,10 @@ ROUTES: tuple[Route, ...] = (
           tags=("pslurm",)),
     Route("GET", f"{PSLURM}/job/{{job_id}}/wait", "wait", "The job now, then at each change until it ends",
           streams=True, tags=("pslurm",)),
-    Route("GET", f"{PSLURM}/job/{{job_id}}/output", "output", "A running interactive job's output, from its node",
-          streams=True, tags=("pslurm",)),
-    Route("POST", f"{PSLURM}/job/{{job_id}}/input", "send_input", "A running interactive job's stdin: the body, "
-          "as it comes (chunked); its end is the job's EOF", body="bytes (application/octet-stream)",
-          tags=("pslurm",)),
+    Route("GET", f"{PSLURM}/job/{{job_id}}/output", "output", "A running psrun job's output (its step 0's, as "
+          "/step/0/output)", streams=True, tags=("pslurm",)),
+    Route("POST", f"{PSLURM}/job/{{job_id}}/input", "send_input", "A running psrun job's stdin (its step 0's, as "
+          "/step/0/input)", body="bytes (application/octet-stream)", tags=("pslurm",)),
     Route("POST", f"{PSLURM}/job/{{job_id}}/relinquish", "relinquish", "psalloc's end: the owner gives the "
           "allocation back; it ends COMPLETED (FAILED for a non-zero exit code) once its node has ended the run",
           body="{\"exit_code\": 0}", tags=("pslurm",)),
@@ -134,8 +133,10 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", f"{PSLURM}/job/{{job_id}}/step/{{step_id}}/wait", "wait_step",
           "The step now, then at each change until it ended: {\"step\": ...} a line", streams=True,
           tags=("pslurm",)),
-    Route("GET", f"{PSLURM}/job/{{job_id}}/step/{{step_id}}/output", "step_output", "A running step's output, "
-          "from its node", streams=True, tags=("pslurm",)),
+    Route("GET", f"{PSLURM}/job/{{job_id}}/step/{{step_id}}/output", "step_output", "A running step's output "
+          "from its nodes, merged: {\"stdout\", \"stderr\"} (base64) a line, the last with \"done\", how the step "
+          "ended and each task's [rank, exit code, signal] (step 0 of a psrun job: its command)", streams=True,
+          tags=("pslurm",)),
     Route("POST", f"{PSLURM}/job/{{job_id}}/step/{{step_id}}/input", "step_input", "A running step's stdin (its "
           "task 0's): the body, as it comes (chunked); its end is EOF", body="bytes (application/octet-stream)",
           tags=("pslurm",)),
@@ -503,72 +504,18 @@ class Api:
                                    lambda step: json.dumps({"step": step_to_json(step)}).encode())
 
     async def step_output(self, request: web.Request) -> web.StreamResponse:
-        """NDJSON as :meth:`output`, of a step's tasks (from each of its nodes' agents, merged)."""
-        job_id, target = await self._running_job(request)
-        step_id = _step_id(request)
-
-        def targets() -> list[str]:
-            step = self.service.store.get_step(job_id, step_id)
-            if step is None or "," not in step.nodes and "[" not in step.nodes:
-                return [target]
-            found = [self.service.store.get_node(name) for name in expand(step.nodes)]
-            return [n.target for n in found if n is not None] or [target]
-
-        return await self._relay_output(request, target, job_id, step_id, await self._run(targets))
-
-    async def step_input(self, request: web.Request) -> web.StreamResponse:
-        job_id, target = await self._running_job(request)
-        step_id = _step_id(request)
-        try:
-            await self.relay.send_input(target, job_id, request.content.iter_any(), step_id)
-        except AgentStreamError as exc:
-            raise ApiError(exc.status, str(exc), target if exc.status == 502 else "") from None
-        return _reply({})
-
-    async def _running_job(self, request: web.Request) -> tuple[int, str]:
-        """The job id and its agent's host:port, once the caller may reach the job's input and output."""
-        job_id, uid = _job_id(request), _caller(request).uid
-
-        def work() -> tuple[JobRecord | None, str]:
-            job = self.service.store.get_job(job_id, light=True)
-            node = self.service.store.get_node(job.node) if job is not None and job.node else None
-            return job, node.target if node is not None else ""
-
-        job, target = await self._run(work)
-        if job is None:
-            raise ApiError(404, f"Invalid job id specified: {job_id}")
-        if uid not in self.service.operators and uid != job.spec.uid:
-            raise ApiError(403, f"Access/permission denied: job {job_id} is not yours")
-        if not target:
-            raise ApiError(400, f"Job {job.display_id} is not running on any node")
-        return job_id, target
-
-    async def output(self, request: web.Request) -> web.StreamResponse:
-        """NDJSON: the agent's output chunks (base64), the last with ``done`` and how the job ended."""
-        job_id, target = await self._running_job(request)
-        return await self._relay_output(request, target, job_id, None)
-
-    async def _relay_output(self, request: web.Request, target: str, job_id: int,
-                            step_id: int | None, targets: list[str] | None = None) -> web.StreamResponse:
+        """NDJSON: the step's output from each of its nodes' agents, merged; the last line with
+        ``done``, how the step ended and each task's end. ``/job/{id}/output`` is step 0's."""
+        job_id, step_id, uid, targets = await self._step_targets(request)
         response: web.StreamResponse | None = None
-        if targets is not None and len(targets) > 1 and step_id is not None:  # a step on several nodes
-            stream: Any = self.relay.merged_output(targets, job_id, step_id)
-        else:
-            stream = _from(target, self.relay.output(target, job_id, step_id))
-        async with contextlib.aclosing(stream) as chunks:
+        async with contextlib.aclosing(self.relay.merged_output(targets, job_id, step_id, uid)) as pieces:
             try:
-                async for msg, _source in chunks:
+                async for (out, err, end), _source in pieces:
                     if response is None:
                         response = await self._stream(request)
-                    state = None
-                    if msg.done:
-                        with contextlib.suppress(ValueError):
-                            state = job_state_from_pb(msg.state)
-                    line = restjson.output_chunk_to_json(msg.stdout, msg.stderr, msg.done, state, msg.exit_code,
-                                                         msg.exit_signal)
-                    await response.write(json.dumps(line).encode() + b"\n")
+                    await response.write(json.dumps(restjson.output_chunk_to_json(out, err, end)).encode() + b"\n")
             except AgentStreamError as exc:
-                extra = {"node_target": target} if exc.status == 502 else {}
+                extra = {"node_target": targets[0]} if exc.status == 502 else {}
                 if response is None:
                     raise ApiError(exc.status, str(exc), extra.get("node_target", "")) from None
                 await response.write(json.dumps(error_body(str(exc), exc.status, request.path, **extra)).encode()
@@ -578,23 +525,47 @@ class Api:
         await response.write_eof()
         return response
 
-    async def send_input(self, request: web.Request) -> web.StreamResponse:
-        job_id, target = await self._running_job(request)
+    output = step_output
+
+    async def step_input(self, request: web.Request) -> web.StreamResponse:
+        """The step's stdin (its task 0's, on its first node): the body as it comes; its end is EOF.
+        ``/job/{id}/input`` is step 0's."""
+        job_id, step_id, uid, targets = await self._step_targets(request)
         try:
-            await self.relay.send_input(target, job_id, request.content.iter_any())
+            await self.relay.send_input(targets[0], job_id, step_id, request.content.iter_any(), uid)
         except AgentStreamError as exc:
-            raise ApiError(exc.status, str(exc), target if exc.status == 502 else "") from None
+            raise ApiError(exc.status, str(exc), targets[0] if exc.status == 502 else "") from None
         return _reply({})
+
+    send_input = step_input
+
+    async def _step_targets(self, request: web.Request) -> tuple[int, int, int, list[str]]:
+        """The step a stream names (``step_id`` in the path, else 0: a psrun job's command), once the
+        caller may reach it (its job's owner, or an operator): job id, step id, the caller's uid, and
+        the host:port of each of the step's nodes' agents (its job's first node for step 0 of a psrun
+        job, which has no step record)."""
+        job_id, uid = _job_id(request), _caller(request).uid
+        step_id = _step_id(request) if "step_id" in request.match_info else INTERACTIVE_STEP
+
+        def work() -> tuple[JobRecord | None, list[str]]:
+            store = self.service.store
+            job = store.get_job(job_id, light=True)
+            if job is None or not job.node:
+                return job, []
+            step = store.get_step(job_id, step_id)
+            names = expand(step.nodes) if step is not None and step.nodes else [job.node]
+            return job, [n.target for name in names if (n := store.get_node(name)) is not None]
+
+        job, targets = await self._run(work)
+        if job is None:
+            raise ApiError(404, f"Invalid job id specified: {job_id}")
+        if uid not in self.service.operators and uid != job.spec.uid:
+            raise ApiError(403, f"Access/permission denied: job {job_id} is not yours")
+        if not targets:
+            raise ApiError(400, f"Job {job.display_id} is not running on any node")
+        return job_id, step_id, uid, targets
 
     async def openapi(self, request: web.Request) -> web.StreamResponse:
         from pslurm.controller.rest.openapi import describe
 
         return web.json_response(describe(ROUTES))
-
-
-
-async def _from(target: str, chunks: AsyncGenerator[Any, None]) -> AsyncGenerator[tuple[Any, str], None]:
-    """One agent's chunks, each with the agent it came from (as AgentRelay.merged_output's)."""
-    async with contextlib.aclosing(chunks):
-        async for msg in chunks:
-            yield msg, target

@@ -15,6 +15,7 @@ import logging
 import threading
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 from aiohttp.typedefs import Middleware
@@ -22,6 +23,9 @@ from aiohttp.typedefs import Middleware
 from pslurm.auth.credential import AuthError
 from pslurm.auth.transport import MAX_REQUEST_BYTES, METADATA_KEY, Authenticator
 from pslurm.controller.rest.routes import IDENTITY, Api, error_body
+
+if TYPE_CHECKING:
+    from pslurm.controller.rest.observed import WebObservability
 
 log = logging.getLogger("psctld")
 REST_WORKERS = 8  # threads for the API's blocking work (store reads and writes, conversions)
@@ -38,10 +42,12 @@ def _refusal(request: web.Request, status: int, message: str) -> web.Response:
     return response
 
 
-def guard_middleware(auth: Authenticator) -> Middleware:
+def guard_middleware(auth: Authenticator, checked_elsewhere: Callable[[str], bool] = lambda path: False
+                     ) -> Middleware:
+    """``checked_elsewhere``: paths whose callers another middleware checks (metrics, the dashboard)."""
     @web.middleware
     async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if request.path not in OPEN_PATHS:
+        if request.path not in OPEN_PATHS and not checked_elsewhere(request.path):
             credential = request.headers.get(METADATA_KEY, "")
             try:  # an HMAC and a set lookup: cheap enough for the loop itself
                 request[IDENTITY] = auth.admit(((METADATA_KEY, credential),) if credential else ())
@@ -59,16 +65,24 @@ class RestServer:
     """The API's server: :meth:`start` binds ``host:port`` (raising OSError when it cannot) and
     serves from a thread of its own until :meth:`stop`."""
 
-    def __init__(self, api: Api, auth: Authenticator, host: str, port: int, workers: int = REST_WORKERS) -> None:
+    def __init__(self, api: Api, auth: Authenticator, host: str, port: int, workers: int = REST_WORKERS,
+                 observed: WebObservability | None = None) -> None:
         self.api, self.auth, self.host, self.port = api, auth, host, port
+        self.observed = observed  # metrics and the dashboard (observed.py), with their own callers' checks
         self.executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rest")
         self._loop: asyncio.AbstractEventLoop | None = None
         self._runner: web.AppRunner | None = None
         self._thread: threading.Thread | None = None
 
     def make_app(self) -> web.Application:
-        app = web.Application(middlewares=[guard_middleware(self.auth)], client_max_size=MAX_REQUEST_BYTES)
+        observed = self.observed
+        middlewares = [guard_middleware(self.auth, observed.owns if observed is not None else lambda path: False)]
+        if observed is not None:
+            middlewares.insert(0, observed.middleware())
+        app = web.Application(middlewares=middlewares, client_max_size=MAX_REQUEST_BYTES)
         self.api.add_routes(app, self.executor)
+        if observed is not None:
+            observed.add_routes(app, self.executor)
         return app
 
     def start(self) -> None:

@@ -250,7 +250,7 @@ class Store:
     # a job's end ends its RUNNING steps in the job's own transaction (see _apply).
 
     def create_step(self, job_id: int, restarts: int, new: NewStep, now: float) -> StepRecord:
-        """Create the job's next step RUNNING (ids 0, 1, ... in creation order), in one transaction
+        """Create the job's next step RUNNING (ids ``new.first_id``, then up in creation order), in one transaction
         that reads the job's state and run and its running steps: only in this run of the job, while
         it is RUNNING, and (unless ``new.overlap``) while no non-overlapping step runs in it. Raises
         InvalidTransition (lifecycle.JOB_ENDED) or lifecycle.StepBusy, nothing written."""
@@ -272,7 +272,8 @@ class Store:
                 dict(zip(nodes, new.alloc_gpus, strict=False)), held)
             cpus = new.node_cpus if new.exact else new.alloc_cpus
             last = conn.execute(select(func.max(s.step_id)).where(s.job_id == job_id)).scalar()
-            step = StepRecord(job_id, 0 if last is None else int(last) + 1, new.name, JobState.RUNNING, new.nodes,
+            step_id = new.first_id if last is None else int(last) + 1
+            step = StepRecord(job_id, step_id, new.name, JobState.RUNNING, new.nodes,
                               new.ntasks, new.cpus, new.gres, new.overlap, tuple(new.argv), new.workdir, now,
                               exact=new.exact, node_cpus=cpus, node_gpus=gpus if new.alloc_gpus else ())
             conn.execute(insert(job_steps), dict(

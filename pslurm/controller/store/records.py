@@ -115,6 +115,7 @@ class NewStep:
     gpus_wanted: tuple[int | None, ...] = ()  # GPUs it asks on each node (None, or none given: all of the job's)
     alloc_cpus: tuple[int, ...] = ()  # the job's CPUs on each of the step's nodes
     alloc_gpus: tuple[tuple[int, ...], ...] = ()  # the job's GPU indices on each of the step's nodes
+    first_id: int = 0  # the job's first step's id: 1 in a psrun job, whose command is its step 0
 
 
 @dataclass(frozen=True)

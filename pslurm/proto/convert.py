@@ -1,4 +1,7 @@
-"""Domain <-> protobuf conversion, in one place for the controller and the agents (their gRPC wire)."""
+"""Domain <-> protobuf conversion, in one place for the controller and the agents (their gRPC wire).
+
+The wire's adapter: the domain (:mod:`pslurm.core`) knows nothing of protobuf; the controller's and the
+agent's gRPC faces convert here."""
 
 from __future__ import annotations
 
@@ -9,6 +12,8 @@ from pslurm.core.gres import GresRequest
 from pslurm.core.jobspec import JobRecord, JobSpec
 from pslurm.core.node import GpuInfo
 from pslurm.core.states import JobReason, JobState
+from pslurm.core.steplaunch import StepLaunch
+from pslurm.core.steps import TaskEnd
 from pslurm.proto import pslurm_pb2 as pb
 
 # Enums travel as the proto's enums: JOB_ and REASON_ plus the domain member's name.
@@ -162,3 +167,32 @@ def gpu_from_pb(msg: pb.GpuInfo) -> GpuInfo:
                    minor=None if msg.minor < 0 else msg.minor, uuid=msg.uuid or None,
                    memory_mb=msg.memory_mb or None, cores=tuple(msg.cores), shards=msg.shards, mps=msg.mps)
 
+
+
+def step_launch_to_pb(launch: StepLaunch) -> pb.StepLaunch:
+    return pb.StepLaunch(
+        job_id=launch.job_id, restarts=launch.restarts, step_id=launch.step_id, name=launch.name,
+        argv=list(launch.argv), environment=dict(launch.environment), workdir=launch.workdir, uid=launch.uid,
+        gid=launch.gid, user=launch.user, ntasks=launch.ntasks, task_offset=launch.task_offset,
+        total_tasks=launch.total_tasks, node_index=launch.node_index, step_nodelist=launch.step_nodelist,
+        tasks_per_node=launch.tasks_per_node, cpus_per_task=launch.cpus_per_task,
+        gpu_indices=list(launch.gpu_indices), label=launch.label, pty=launch.pty,
+        task_gpus=[pb.TaskGpus(gpu_indices=list(t)) for t in launch.task_gpus], no_gpus=launch.no_gpus)
+
+
+def step_launch_from_pb(msg: pb.StepLaunch) -> StepLaunch:
+    return StepLaunch(
+        job_id=msg.job_id, restarts=msg.restarts, step_id=msg.step_id, name=msg.name, argv=tuple(msg.argv),
+        environment=dict(msg.environment), workdir=msg.workdir, uid=msg.uid, gid=msg.gid, user=msg.user,
+        ntasks=msg.ntasks, task_offset=msg.task_offset, total_tasks=msg.total_tasks, node_index=msg.node_index,
+        step_nodelist=msg.step_nodelist, tasks_per_node=msg.tasks_per_node, cpus_per_task=msg.cpus_per_task,
+        gpu_indices=tuple(msg.gpu_indices), label=msg.label, pty=msg.pty,
+        task_gpus=tuple(tuple(t.gpu_indices) for t in msg.task_gpus), no_gpus=msg.no_gpus)
+
+
+def task_ends_to_pb(ends: Iterable[TaskEnd]) -> list[pb.TaskEnded]:
+    return [pb.TaskEnded(rank=e.rank, exit_code=e.exit_code, signal=e.signal, node=e.node) for e in ends]
+
+
+def task_ends_from_pb(items: Iterable[pb.TaskEnded]) -> tuple[TaskEnd, ...]:
+    return tuple(TaskEnd(t.rank, t.exit_code, t.signal, t.node) for t in items)
