@@ -25,7 +25,11 @@ SLURM_NAMES = {"psbatch": "sbatch", "psrun": "srun", "psalloc": "salloc", "psque
 def prog_name(own: str) -> str:
     """The name a command reports itself by (``squeue: error: ...``): its Slurm name when it was run
     by that name (``argv[0]``, as Slurm's commands take theirs: the executables of `pslurm compat
-    install`), else its own."""
+    install`), else its own. A command's output into a pipe that closes ends it quietly, as it ends
+    Slurm's (``squeue | head -1``): SIGPIPE's default action."""
+    import signal
+
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     slurm = SLURM_NAMES.get(own)
     if slurm and sys.argv and os.path.basename(sys.argv[0]) == slurm:
         return slurm
@@ -177,6 +181,15 @@ def answer_usage_version(given: dict[str, object], usage: str) -> None:
 
         print(f"pslurm {__version__}")
         raise SystemExit(0)
+
+
+def node_memory(client: Any) -> int:
+    """A node's memory (the largest), as Slurm counts a job that asked none (ReqMem, ReqTRES, a waiting
+    job's TRES); 0 when not known."""
+    try:
+        return max((n.real_memory for n in client.nodes()), default=0)
+    except Exception:  # noqa: BLE001 - a field's value: the listing goes on without it
+        return 0
 
 
 def check_clusters(prog: str, text: object, cluster: str) -> bool:

@@ -119,10 +119,17 @@ def eligible_time(job: Job) -> float | None:
     return job.submit_time if job.start_time is not None else None
 
 
+def exit_pair(job: Job) -> tuple[int, int]:
+    """(exit code, signal) as Slurm shows them (``ExitCode=3:0``): 0:0 for a job that never ran, though
+    it was cancelled (slurmctld keeps no signal for it)."""
+    return (job.exit_code, job.exit_signal) if job.start_time is not None else (0, 0)
+
+
 def wait_status(job: Job) -> int:
     """The job's end as a wait(2) status, as Slurm keeps ``exit_code``: the return code in the high byte,
     a killing signal in the low bits (``768`` is exit 3, ``9`` is SIGKILL)."""
-    return ((job.exit_code & 0xFF) << 8) | (job.exit_signal & 0x7F)
+    code, signal = exit_pair(job)
+    return ((code & 0xFF) << 8) | (signal & 0x7F)
 
 
 def row_id(job: Job) -> str:
@@ -242,11 +249,12 @@ def std_paths(job: Job) -> tuple[str, str, str]:
     return out, err, "/dev/null"
 
 
-def tres_alloc_text(job: Job) -> str:
-    """squeue's tres-alloc and scontrol's TRES=: ``cpu=1,mem=100M,node=1,billing=1,gres/gpu=1``."""
+def tres_alloc_text(job: Job, node_memory: int = 0) -> str:
+    """squeue's tres-alloc and scontrol's TRES=: ``cpu=1,mem=100M,node=1,billing=1,gres/gpu=1``
+    (``node_memory``: as :func:`slurmjson.job_tres`)."""
     from pslurm.cli.slurmjson import job_tres, tres_text
 
-    return tres_text(job_tres(job))
+    return tres_text(job_tres(job, node_memory))
 
 
 def batch_host_cpus(job: Job) -> int:

@@ -10,8 +10,8 @@ know is an error.
 A row is *real* when it has a ``dest``: a field of :class:`pslurm.core.request.JobOptions` (see
 ``JOB_FIELDS``) or a setting of the command itself (``wrap``, ``parsable``, ``input``). Every
 other row is *inert*: accepted, its value kept in :attr:`Parsed.inert`, and one warning line
-says it has no effect here (``psbatch: warning: --mail-type has no effect in pslurm (no
-mailer)``). To make one real: give its row a dest and a help line, add the field to JobOptions,
+says it has no effect here (``psbatch: warning: --licenses has no effect in pslurm (no
+licenses)``). To make one real: give its row a dest and a help line, add the field to JobOptions,
 and use it in ``build_spec``.
 """
 

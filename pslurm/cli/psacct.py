@@ -219,7 +219,7 @@ def _blank_on_steps(get: Callable[[Job], str]) -> Callable[[Job], str]:
 
 
 def _job_fields(now: float, node_memory: int = 0) -> dict[str, Callable[[Job], str]]:  # noqa: C901 - one table
-    from pslurm.cli.jobview import escaped, group_name
+    from pslurm.cli.jobview import escaped, group_name, row_id
     from pslurm.core.states import JobState
     from pslurm.core.timefmt import format_slurm_duration, format_timestamp
 
@@ -269,7 +269,7 @@ def _job_fields(now: float, node_memory: int = 0) -> dict[str, Callable[[Job], s
         return str(total_tasks(job))
 
     return {
-        "jobid": lambda j: j.display_id,  # 3_0 for task 0 of array 3, as sacct
+        "jobid": lambda j: j.display_id if isinstance(j, StepLine) else row_id(j),  # 3_0; 3_[1-4]: not yet split
         "jobidraw": lambda j: str(j.job_id),
         "jobname": lambda j: escaped(j.spec.name),
         "partition": lambda j: j.partition,
@@ -422,6 +422,9 @@ OPTIONS = (
     _O("federation", arg=a.NONE), _O("local", arg=a.NONE),
     a.JSON, _O("yaml", arg=a.NONE), _O("help", "h", a.NONE),
 )
+# the options whose every use adds to one list (sacct's -j 1 -j 2 is -j 1,2)
+LISTS = frozenset(("jobs", "users", "accounts", "states", "names", "partition", "qos", "groups", "constraints",
+                   "wckeys", "associations", "reason", "clusters", "nodelist"))
 BRIEF_FIELDS = "jobid,state,exitcode"
 LONG_FIELDS = ("jobid,jobidraw,jobname,partition,maxvmsize,maxvmsizenode,maxvmsizetask,avevmsize,maxrss,maxrssnode,"
                "maxrsstask,averss,maxpages,maxpagesnode,maxpagestask,avepages,mincpu,mincpunode,mincputask,avecpu,"
@@ -439,11 +442,11 @@ def main(argv: Sequence[str] | None = None) -> None:  # noqa: C901 - sacct's opt
         PROG, argv, OPTIONS, stop_at_positional=False, usage="psacct [OPTIONS]",
         description="Show finished and running jobs from the accounting store (sacct).")
     a.no_positionals(PROG, positional)
-    v = a.values(found_opts)
+    v = a.values(found_opts, joined=LISTS)
     if v.get("usage"):
         print(f"Usage: {PROG} [options]\n\tUse --help for help")
         return
-    from pslurm.cli.common import answer_usage_version, check_clusters, job_selectors
+    from pslurm.cli.common import answer_usage_version, check_clusters, job_selectors, node_memory
 
     answer_usage_version(v, "")
     if v.get("helpformat"):
@@ -463,12 +466,22 @@ def main(argv: Sequence[str] | None = None) -> None:  # noqa: C901 - sacct's opt
     now = time.time()
     client = connect(PROG)
     cluster = client.config.cluster_name
-    check_clusters(PROG, v.get("clusters"), cluster)
+    named = str(v["clusters"]).split(",") if isinstance(v.get("clusters"), str) else None
+    # sacct -M OTHER asks the database for another cluster's jobs: there are none (a header, exit 0)
+    elsewhere = named is not None and not any(n == cluster or n.lower() == "all" for n in named)
+    if not elsewhere:
+        check_clusters(PROG, v.get("clusters"), cluster)
     selectors = job_selectors(PROG, v.get("jobs"), "{prog}: fatal: Bad job/step specified: {id}")
     users = _users(v)
     since, until = _window(v, now, bool(selectors))
     wanted = _states(v.get("states"))
-    fields = account_fields(now, cluster, _node_memory(client))
+    fields = account_fields(now, cluster, node_memory(client))
+    if isinstance(v.get("units"), str):
+        unit = str(v["units"]).upper()[:1]
+        if unit not in UNITS:
+            fail(PROG, f"Invalid unit type: {v['units']}")
+        for key in ("reqmem", "maxrss"):
+            fields[key] = _in_unit(fields[key], unit)
     fmt = str(v.get("fmt") or (BRIEF_FIELDS if v.get("brief") else LONG_FIELDS if v.get("long") else DEFAULT_FIELDS))
     try:
         columns = parse_fields(fmt, list(fields))
@@ -476,12 +489,19 @@ def main(argv: Sequence[str] | None = None) -> None:  # noqa: C901 - sacct's opt
         fail(PROG, str(exc))
     as_json = a.json_format(PROG, v) or ("slurm" if v.get("yaml") else None)
     if v.get("verbose"):
-        print(f"{PROG}: Jobs eligible in the time window from {since} to {until}", file=sys.stderr)
+        from pslurm.core.timefmt import format_timestamp
+
+        print(f"{PROG}: Jobs Eligible in the time window from "
+              f"{format_timestamp(since) if since else 'Epoch 0'} to {format_timestamp(until or now)}", file=sys.stderr)
     with reporting(PROG):
         found = client.jobs(job_ids=sorted({s.job_id for s in selectors}), include_finished=True, since=since,
-                            steps=not v.get("allocations"), collapse_arrays=not selectors,
-                            light=not (v.get("batch_script") or v.get("env_vars")), users=users or ())
-    found = [j for j in found if _selected(j, v, selectors, wanted, until, since is None)]
+                            steps=not v.get("allocations"), collapse_arrays=True,  # as its database: one record
+                            light=not as_json and _light(columns, v), users=users or ())
+    found = [j for j in found if not elsewhere and _selected(j, v, selectors, wanted, until, since is None)]
+    if since is not None:  # a window holds the jobs eligible in it: a held job never was (sacct's query)
+        from pslurm.cli.jobview import eligible_time
+
+        found = [j for j in found if eligible_time(j) is not None]
     if v.get("batch_script") or v.get("env_vars"):
         _scripts(found, bool(v.get("batch_script")))
         return
@@ -508,6 +528,40 @@ def main(argv: Sequence[str] | None = None) -> None:  # noqa: C901 - sacct's opt
                                                     .endswith("." + s.step)) for s in selectors))]
     lines = render(rows, columns, fields, not v.get("noheader"), sep, trailing=parsable and not parsable2)
     sys.stdout.write("".join(line + "\n" for line in lines))
+
+
+# The fields a light listing gives right (the job's own columns, see Client.jobs(light=); not the CPUs, which
+# need the request's tasks per node): any other, and the whole request is read. A status poll (snakemake's
+# sacct -X -o JobIdRaw,State) is light.
+LIGHT_FIELDS = frozenset((
+    "account", "cluster", "comment", "elapsed", "elapsedraw", "eligible", "end", "exitcode", "gpuindices",
+    "gpumempeak", "gpuseconds", "gpuutil", "jobid", "jobidraw", "jobname", "maxrss", "nnodes", "nodelist",
+    "partition", "priority", "qos", "reason", "start", "state", "submit", "suspended", "systemcomment", "timelimit",
+    "timelimitraw", "uid", "user"))
+
+
+def _light(columns: Sequence[tuple[str, str, int]], v: dict[str, object]) -> bool:
+    """Whether a light listing has all that is asked: the jobs alone (-X: a job's J.batch line needs to know
+    whether it was a batch job), no script or environment, only LIGHT_FIELDS."""
+    return bool(v.get("allocations")) and not any(
+        v.get(key) for key in ("batch_script", "env_vars", "groups", "constraints")) and all(
+        key in LIGHT_FIELDS for _, key, _ in columns)
+
+
+UNITS = "KMGTP"
+
+
+def _in_unit(get: Callable[[Job], str], unit: str) -> Callable[[Job], str]:
+    """--units: a size (``4000M``) in the unit asked (``4096000K``), as Slurm's convert_num_unit writes it:
+    whole, or with two decimals."""
+    def converted(row: Job) -> str:
+        text = get(row)
+        if not text or text[-1] not in UNITS or not text[:-1].replace(".", "", 1).isdigit():
+            return text
+        value = float(text[:-1]) * 1024 ** (UNITS.index(text[-1]) - UNITS.index(unit))
+        return f"{int(value)}{unit}" if value == int(value) else f"{value:.2f}{unit}"
+
+    return converted
 
 
 def _users(v: dict[str, object]) -> list[str]:
@@ -603,30 +657,23 @@ def _selected(job: Job, v: dict[str, object], selectors: list[Any], wanted: set[
             return False
     from pslurm.cli.jobview import node_count, total_cpus
 
-    for key, value in (("nnodes", node_count(job)), ("ncpus", total_cpus(job))):
+    ran = job.start_time is not None  # sacct's query reads what was allocated: nothing, for a job that waits
+    for key, value in (("nnodes", node_count(job) if ran else 0), ("ncpus", total_cpus(job) if ran else 0)):
         text = v.get(key)
         if isinstance(text, str) and text:
             low, _, high = text.partition("-")
             if not (int(low or 0) <= value <= int(high or low or value)):
                 return False
-    for key, at_least in (("limit_min", True), ("limit_max", False)):
-        text = v.get(key)
-        if isinstance(text, str) and text:
-            from pslurm.core.timefmt import parse_time_limit
+    low_text, high_text = v.get("limit_min"), v.get("limit_max")
+    if isinstance(low_text, str) and low_text:  # sacct's query: -k alone the limit itself, with -K a range
+        from pslurm.core.timefmt import parse_time_limit
 
-            bound = parse_time_limit(text)
-            limit = job.time_limit
-            if limit is None or bound is None or (limit < bound if at_least else limit > bound):
-                return False
+        shortest = parse_time_limit(low_text) or 0
+        longest = parse_time_limit(high_text) if isinstance(high_text, str) and high_text else shortest
+        limit = job.time_limit
+        if limit is None or not shortest <= limit <= (longest if longest is not None else float("inf")):
+            return False
     return True
-
-
-def _node_memory(client: Any) -> int:
-    """A node's memory, as a job that asked none is counted (ReqMem, ReqTRES); 0 when not known."""
-    try:
-        return max((n.real_memory for n in client.nodes()), default=0)
-    except Exception:  # noqa: BLE001 - a field's value: the listing goes on without it
-        return 0
 
 
 def _scripts(found: Sequence[Job], script: bool) -> None:

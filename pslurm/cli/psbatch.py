@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from pslurm.core.jobinfo import JobDesc
 
 PROG = prog_name("psbatch")
-WRAP_HEADER = "#!/bin/sh\n# This script was created by psbatch --wrap.\n\n"
+WRAP_HEADER = f"#!/bin/sh\n# This script was created by {PROG} --wrap.\n\n"  # sbatch: as Slurm writes it
 USAGE = "psbatch [OPTIONS] [script] [script_args]..."
 DESCRIPTION = "Submit a batch script; prints 'Submitted batch job N'."
 ARGUMENTS = (("script", "batch script (or - for stdin)"), ("script_args...", "arguments to the script"))

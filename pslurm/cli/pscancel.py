@@ -26,8 +26,8 @@ STATES = {"PENDING": "PENDING", "PD": "PENDING", "RUNNING": "RUNNING", "R": "RUN
 USAGE_TEXT = ("Usage: scancel [-A account] [--batch] [--full] [--interactive] [-n job_name]\n"
               "               [-p partition] [-Q] [-q qos] [-R reservation] [-s signal | integer]\n"
               "               [-t PENDING | RUNNING | SUSPENDED] [--usage] [-u user_name]\n"
-              "               [--hurry] [-V] [-v] [-w hosts...] [--wckey=wckey] [--me]\n"
-              "               [--sibling=cluster_name] [job_id[_array_id][.step_id]]")
+              "               [--hurry] [-V] [-v] [-w hosts...] [--wckey=wckey]\n"
+              "               [job_id[_array_id][.step_id]]")
 
 _O = a.Opt
 OPTIONS = (
@@ -72,7 +72,12 @@ def main(argv: Sequence[str] | None = None) -> None:
                                                  "states", "reservation", "wckey"))
     if not words and not filters:
         fail(PROG, "No job identification provided")
-    selectors = [s for word in words for s in job_selectors(PROG, word, "{prog}: error: Invalid job id {id}")]
+    selectors = []
+    for word in words:
+        for selector in job_selectors(PROG, word, "{prog}: error: Invalid job id {id}"):
+            if selector.step is not None and not selector.step.isdigit():  # scancel reads a step's number only
+                fail(PROG, f"Invalid job id {word}")
+            selectors.append(selector)
     client = connect(PROG)
     check_clusters(PROG, v.get("clusters"), client.config.cluster_name)
     if filters:
@@ -184,6 +189,9 @@ def _cancel(client: Client, targets: list[tuple[str, Any]], steps: list[Any], si
                                    [t for t in specs if not t.isdigit()])
         for step in steps:
             errors += _cancel_step(client, step, signum)
+    if signum and (v.get("full") or v.get("batch")):  # slurmctld: the batch shell of an ended job is no job
+        errors = [line.replace("Job/step already completing or completed", "Invalid job id specified")
+                  for line in errors]
     for line in errors:
         harmless = not signum and any(line.endswith(words) for words in QUIET_ERRORS) and " step id " not in line
         if harmless and not v.get("verbose"):
@@ -199,8 +207,6 @@ def _cancel_step(client: Client, step: Any, signum: int) -> list[str]:
     from pslurm.client.errors import ClientError
 
     name = f"{step.job_id}.{step.step}"
-    if not step.step.isdigit():  # J.batch, J.extern: the batch step is the job's run
-        return [] if signum else [f"Kill job error on job step id {name}: Invalid job id specified"]
     try:
         client.cancel_step(step.job_id, int(step.step), signum)
     except ClientError as exc:

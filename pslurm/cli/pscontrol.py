@@ -10,6 +10,7 @@ from pslurm.cli.common import connect, fail, prog_name, reporting
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
+    from typing import NoReturn
 
     from pslurm.client import Client
     from pslurm.core.config import ClusterConfig
@@ -46,7 +47,9 @@ VERBS = {"show": 3, "update": 1, "hold": 2, "uhold": 2, "release": 3, "requeue":
          "reconfigure": 3, "write": 2, "pidinfo": 3}
 ENTITIES = {"jobs": 1, "jobid": 4, "nodes": 1, "partitions": 2, "steps": 2, "reservations": 3, "config": 1,
             "daemons": 1, "licenses": 2, "topology": 1, "aliases": 2, "hostnames": 5, "hostname": 5,
-            "hostlist": 5, "hostlistsorted": 9, "frontend": 1, "federation": 2, "burstbuffer": 2}
+            "hostlist": 5, "hostlistsorted": 9, "frontend": 1, "federation": 2, "burstbuffer": 2,
+            "partitionname": 2, "reservationname": 1}
+ENTITY_ALIASES = {"partitionname": "partitions", "reservationname": "reservations"}  # show PartitionName=gpu
 
 
 def _word(word: str, table: dict[str, int]) -> str | None:
@@ -87,6 +90,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             _quiet_error(opts, "too few arguments for keyword:show")
         entity_word, _, first = words[1].partition("=")
         entity = _word(entity_word, ENTITIES) if not entity_word.lower().startswith("nodename") else None
+        entity = ENTITY_ALIASES.get(entity or "", entity)
         if entity is None:
             _quiet_error(opts, f"invalid entity:{words[1]} for keyword:show")
             return
@@ -117,6 +121,14 @@ class Options:
         self.as_json = a.json_format(PROG, v) or ("slurm" if v.get("yaml") else None)
 
 
+def _refuse(message: str) -> NoReturn:
+    """scontrol's line for words it cannot take: on stderr, without the command's name; exit 1."""
+    import sys
+
+    print(message, file=sys.stderr)
+    raise SystemExit(1)
+
+
 def _quiet_error(opts: Options, message: str) -> None:
     """scontrol's error line (without the command's name, as scontrol writes these), exit 1; -Q: nothing."""
     import sys
@@ -139,7 +151,8 @@ def _show(client: Client, what: str, names: list[str], opts: Options) -> None:  
         with reporting(PROG):
             nodes = [n for n in client.nodes() if not names or n.name in names]
         if names and not nodes:
-            _quiet_error(opts, f"Node {names[0]} not found")
+            print(f"Node {names[0]} not found")  # on stdout, as scontrol
+            raise SystemExit(1)
         if opts.as_json == "slurm":
             print(slurmjson.dumps(slurmjson.nodes_reply(nodes)))
         elif opts.as_json:
@@ -192,7 +205,7 @@ def _show_steps(client: Client, names: list[str], opts: Options) -> None:
         _quiet_error(opts, "slurm_get_job_steps error: Invalid job id specified")
     rows = [r for j in jobs if j.state.holds_resources for r in step_rows(j)
             if selector is None or selector.step is None or r.step_id.endswith("." + selector.step)]
-    rows.sort(key=lambda r: (r.job_id, r.sort_key))
+    rows.sort(key=lambda r: r.job_id)  # each job's steps as slurmctld made them: its batch step first
     if not rows:
         print("No job steps in the system" if selector is None else f"Job step {names[0]} not found")
         return
@@ -268,6 +281,8 @@ def config_pairs(cfg: ClusterConfig) -> list[tuple[str, str]]:
         ("KillWait", f"{cfg.kill_wait} sec"),
         ("MaxArraySize", str(sched.max_array_size)),
         ("MaxJobCount", str(sched.max_job_count)),
+        # pslurm purges no ended job, so each stays at least this long (Slurm's default 300)
+        ("MinJobAge", f"{extra.get('minjobage') or 300} sec"),
         ("PriorityDecayHalfLife", format_duration(sched.decay_half_life)),
         ("PriorityFavorSmall", "Yes" if sched.favor_small else "No"),
         ("PriorityMaxAge", format_duration(sched.max_age)),
@@ -326,7 +341,10 @@ def _show_jobs(client: Client, names: list[str], opts: Options) -> None:
     elif not jobs:
         print("No jobs in the system")
     else:
-        sys.stdout.write("".join(show_job(j, opts.one_liner, opts.details) for j in jobs))
+        from pslurm.cli.common import node_memory
+
+        memory = node_memory(client) if any(j.start_time is None for j in jobs) else 0
+        sys.stdout.write("".join(show_job(j, opts.one_liner, opts.details, node_memory=memory) for j in jobs))
 
 
 # What slurmctld answers REQUEST_BATCH_SCRIPT with (Slurm 22.05, _slurm_rpc_dump_batch_script), as
@@ -343,13 +361,13 @@ def _write(args: list[str]) -> None:
     import sys
 
     if not args:
-        fail(PROG, "too few arguments for keyword:write")
+        _refuse("too few arguments for keyword:write")
     if not "batch_script".startswith(args[0].lower()) or len(args[0]) < 5:
-        fail(PROG, f"invalid write argument:{args[0]}")
+        _refuse(f"invalid write argument:{args[0]}")
     if len(args) > 3:
-        fail(PROG, "too many arguments for keyword:write")
+        _refuse("too many arguments for keyword:write")
     if len(args) < 2:
-        fail(PROG, "too few arguments for keyword:write")  # scontrol says nothing here (and exits 0)
+        _refuse("too few arguments for keyword:write")  # scontrol says nothing here (and exits 0)
     digits = ""
     for ch in args[1]:  # atoll: the leading digits (14_3 is job 14)
         if not ch.isdigit():
@@ -398,7 +416,7 @@ def _update(words: list[str]) -> None:
     """``update NodeName=.. State=.. [Reason=..]`` or ``update JobId=ID KEY=VALUE...`` (scontrol's keys:
     :mod:`pslurm.core.jobupdate`), by the words' keys as scontrol tells them apart."""
     if not words:
-        fail(PROG, "too few arguments for keyword:update")
+        _refuse("too few arguments for update keyword")
     if any(len(key) >= 3 and "nodename".startswith(key.lower()) for key in (w.partition("=")[0] for w in words)):
         _update_nodes(words)
     else:

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 PROG = prog_name("psinfo")
 PARTITION_FORMAT = "%9P %.5a %.10l %.6D %.6t %N"
-NODE_FORMAT = "%10N %.6D %10P %.6t %.5c %.8m %G"
+NODE_FORMAT = "%9N %.6D %.9P %6t"  # sinfo -N
 SUMMARIZE_FORMAT = "%9P %.5a %.10l %.16F %N"  # sinfo -s
 REASONS_FORMAT = "%20E %9u %19H %N"  # sinfo -R
 REASONS_STATES = "down,fail,drain"  # what sinfo -R lists unless -t says otherwise
@@ -29,9 +29,9 @@ _FLAG_STATES = (("planned", "plnd"), ("drain", "drain"), ("drained", "drained"),
                 ("powering_down", "powering_down"), ("powered_down", "powered_down"), ("power_down", "power_down"),
                 ("powering_up", "powering_up"), ("fail", "fail"), ("maint", "maint"),
                 ("reboot_requested", "reboot_requested"), ("reboot_issued", "reboot_issued"), ("cloud", "cloud"))
-VALID_STATES = ",".join([long for long, _ in _BASE_STATES] + [
-    "drain", "drained", "draining", "no_respond", "reserved", "planned", "cloud", "completing", "powering_down",
-    "powered_down", "power_down", "powering_up", "fail", "maint", "reboot_requested", "reboot_issued"])
+# sinfo 22.05's list in its error message, as it writes it (node_state_string of each state, then the flags)
+VALID_STATES = ("unknown,down,idle,allocated,?,mixed,future,drain,drained,draining,no_respond,reserved,perfctrs,"
+                "cloud,completing,powering_down,powered_down,power_down,powering_up,fail,maint,reboot,reboot^,unknown")
 
 
 def state_id(word: str) -> str | None:
@@ -74,6 +74,8 @@ def node_in_state(node: Node, state: str) -> bool:
         return True
     if state == "drain":
         return node.drain
+    if state == "allocated":  # sinfo's ALLOCATED matches a node with any job (mixed too)
+        return base in ("allocated", "mixed")
     if state == "drained":
         return node.drain and shown != "drng"
     if state == "draining":
@@ -103,7 +105,7 @@ def render_rows(fmt: str, rows: list[tuple[Part, Node]], node_oriented: bool, he
     one (``exact``: also alike in CPUs and memory, as -e), in sinfo's order (``sort``: -S's keys, else
     the partitions' order and the state, higher first)."""
     from pslurm.cli.formats import parse_format, render
-    from pslurm.cli.sinfo_fields import GROUP_LETTERS, STATE_ORDER, group_fields, node_fields
+    from pslurm.cli.sinfo_fields import GROUP_LETTERS, group_fields, node_fields, sort_groups
 
     table = {**node_fields(), **(fields or {})}
     columns, _ = parse_format(fmt)
@@ -121,11 +123,7 @@ def render_rows(fmt: str, rows: list[tuple[Part, Node]], node_oriented: bool, he
         groups.setdefault(key, []).append(row)
     order = {p.name: i for i, p in enumerate(dict.fromkeys(r[0] for r in rows))}
     grouped = list(groups.items())
-    if node_oriented:
-        grouped.sort(key=lambda g: g[1][0][1].name)
-    elif not sort:
-        grouped.sort(key=lambda g: -STATE_ORDER.get(g[1][0][1].display_state, 0))
-        grouped.sort(key=lambda g: order.get(g[1][0][0].name, 0))
+    sort_groups(grouped, sort or ("N" if node_oriented else "#P,-t"), table, order)
     def first(get: Any) -> Any:  # a line's value of a field alike in its rows: its first row's
         return lambda g: get(g[1][0])
 
@@ -159,7 +157,7 @@ OPTIONS = (
     a.JSON, _O("yaml", arg=a.NONE), a.HELP,
 )
 LONG_FORMAT = "%9P %.5a %.10l %.10s %.4r %.8h %.10g %.6D %.11T %N"  # sinfo -l
-NODE_LONG_FORMAT = "%N %.6D %.9P %.11T %.4c %.8z %.6m %.8d %.6w %.8f %20E"  # sinfo -N -l
+NODE_LONG_FORMAT = "%9N %.6D %.9P %.11T %4c %.8z %.6m %.8d %.6w %.8f %20E"  # sinfo -N -l
 USAGE_TEXT = ("Usage: sinfo [-abdelNRrsTv] [-i seconds] [-t states] [-p partition] [-n nodes]\n"
               "             [-S fields] [-o format] [-O Format] [--federation] [--local]")
 

@@ -42,8 +42,9 @@ def prio_fields(weights: PriorityWeights, cluster: str = "") -> dict[str, tuple[
         "u": ("USER", of_job(lambda j: j.user)),
         "c": ("CLUSTER", of_job(lambda j: cluster)),
         "o": ("ACCOUNT", of_job(lambda j: j.account or "(null)")),
-        "Y": ("PRIORITY", of_job(lambda j: str(j.priority) + ("*" if j.admin_set else ""))),
-        "y": ("PRIORITY", of_job(lambda j: f"{j.priority / 0xFFFFFFFF:16.14f}")),
+        # a job that waits has a priority of at least 1 (Slurm's 0 is a held job's)
+        "Y": ("PRIORITY", of_job(lambda j: str(max(j.priority, 1)) + ("*" if j.admin_set else ""))),
+        "y": ("PRIORITY", of_job(lambda j: f"{max(j.priority, 1) / 0xFFFFFFFF:16.14f}")),
         "S": ("SITE", lambda j: "1" if j is None else "0"),
         "A": ("AGE", weighted(weights.age, "age")), "a": ("AGE", norm(weights.age, "age")),
         "B": ("ASSOC", lambda j: "0"), "b": ("ASSOC", lambda j: "0" if j is None else "0.0000000"),
@@ -123,8 +124,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         return
     fmt = str(v.get("fmt") or default_format(w, bool(v.get("norm")), bool(v.get("long")), users is not None,
                                              bool(v.get("sibling"))))
-    fields = prio_fields(w, client.config.cluster_name)
-    rows: list[Any] = ([None] if v.get("weights") else []) + _sorted(found, v.get("sort"), fields)
+    # sprio 22.05 names the cluster only when -M asked for it (else "(null)"); -w: the weights alone
+    fields = prio_fields(w, client.config.cluster_name if v.get("clusters") else "(null)")
+    rows: list[Any] = [None] if v.get("weights") else _sorted(found, v.get("sort"), fields)
     if v.get("verbose"):
         print(f"{PROG}: {len(found)} jobs, weights {w}", file=sys.stderr)
     print_listing(PROG, lambda: _render(fmt, rows, fields, not v.get("noheader")))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 
 from pslurm.cli import argv as a
@@ -30,13 +31,16 @@ VALID_STATES = ("PENDING,RUNNING,SUSPENDED,COMPLETED,CANCELLED,FAILED,TIMEOUT,NO
                 "SIGNALING,SPECIAL_EXIT,STAGE_OUT,STOPPED")
 
 
-def job_fields(now: float | None = None, cluster: str = "") -> dict[str, tuple[str, Any]]:
-    """Every field by -o letter and -O name (:mod:`pslurm.cli.squeue_fields`)."""
+def job_fields(now: float | None = None, cluster: str = "", client: Any = None) -> dict[str, tuple[str, Any]]:
+    """Every field by -o letter and -O name (:mod:`pslurm.cli.squeue_fields`); ``client``: where a
+    field that needs a node's memory asks for it."""
     import time
 
+    from pslurm.cli.common import node_memory
     from pslurm.cli.squeue_fields import JobFields
 
-    return JobFields(time.time() if now is None else now, cluster).table()
+    memory = None if client is None else (lambda: node_memory(client))
+    return JobFields(time.time() if now is None else now, cluster, memory).table()
 
 
 def long_format(spec: str, fields: dict[str, tuple[str, Any]], warn: bool = True) -> tuple[str, dict[str, Any]]:
@@ -107,7 +111,15 @@ def render_queue(fmt: str, found: Sequence[Any], header: bool, fields: dict[str,
                  ) -> list[str]:
     from pslurm.cli.formats import render
 
-    return render(fmt, found, fields if fields is not None else job_fields(), header, PROG)
+    return render(fmt, found, fields if fields is not None else job_fields(), header, PROG, _whole)
+
+
+def _whole(letter: str, value: str, header: bool) -> bool:
+    """squeue prints its times and node lists whole, past their width (print.c: cut_output false); of the
+    headers only the node lists'."""
+    if header:
+        return letter in "NR"
+    return letter in "LlMN" or letter == "R" and not value.startswith("(")
 
 
 _S = a.Opt
@@ -200,12 +212,13 @@ def listing(v: dict[str, object]) -> int:  # noqa: C901 - one pass over squeue's
                             light=not _shows_request(v), steps=steps is not False,
                             collapse_arrays=not (v.get("expand") or as_json == "pslurm"
                                                  or any(s.tasks is not None for s in selectors)))
-    if len(selectors) == 1 and not any(selectors[0].selects(j.job_id, j.array_job_id, j.array_task_id) for j in found):
+    if clusters and not v.get("noheader"):
+        print(f"CLUSTER: {cluster}", flush=True)
+    if len(selectors) == 1 and not as_json and not any(
+            selectors[0].selects(j.job_id, j.array_job_id, j.array_task_id) for j in found):
         print("slurm_load_jobs error: Invalid job id specified", file=sys.stderr)
         return 1
     found = [j for j in found if _wanted(j, v, selectors, users, states)]
-    if clusters:
-        print(f"CLUSTER: {cluster}")
     if steps is not False:
         return _steps(found, v, str(steps or ""), now)
     if as_json == "slurm":
@@ -220,14 +233,15 @@ def listing(v: dict[str, object]) -> int:  # noqa: C901 - one pass over squeue's
 
         print(json.dumps({"jobs": [job_json(j) for j in found]}, indent=2))
         return 0
-    fields = job_fields(now, cluster)
+    fields = job_fields(now, cluster, client)
     fmt, header = str(v.get("fmt") or ""), not v.get("noheader")
     if isinstance(v.get("long_fmt"), str):
         fmt, extra = long_format(str(v["long_fmt"]), fields)
         fields = {**fields, **extra}
-        header = header and bool(extra)
     elif not fmt:
         fmt = START_FORMAT if v.get("start") else LONG_FORMAT if v.get("long") else DEFAULT_FORMAT
+    elif re.search(r"%\.?\d*-", fmt):  # squeue has no '-' flag: it says so, and prints "%-5t" as text
+        print(f"{PROG}: error: Invalid job format specification: -", file=sys.stderr)
     if v.get("long") and not v.get("noheader"):
         print(time.strftime("%a %b %d %H:%M:%S %Y"))
     sort = str(v["sort"]) if isinstance(v.get("sort"), str) else START_SORT if v.get("start") else DEFAULT_SORT
@@ -239,13 +253,27 @@ def listing(v: dict[str, object]) -> int:  # noqa: C901 - one pass over squeue's
     return 0
 
 
-def _shows_request(v: dict[str, object]) -> bool:
-    """Whether the listing shows what only a job's whole request holds (its working directory, command,
-    files): a light listing leaves those out."""
-    import re
+# The fields a light listing holds exactly (the store's job columns, Store.get_jobs(light=True)); any other
+# needs each job's whole request
+LIGHT_LETTERS = set("aAbBdDeEFHiIjJkKlLmMNOpPqQrRsStTuUvVwWXyYz")
+LIGHT_NAMES = {"account", "accruetime", "admin_comment", "arrayjobid", "arraytaskid", "batchhost", "cluster", "comment",
+               "dependency", "eligibletime", "endtime", "exit_code", "jobarrayid", "jobid", "minmemory", "name",
+               "nice", "nodelist", "partition", "priority", "prioritylong", "qos", "reason", "reasonlist",
+               "starttime", "state", "statecompact", "submittime", "timeleft", "timelimit", "timeused",
+               "tres-per-node", "userid", "username"}
 
-    fmt, names = str(v.get("fmt") or ""), str(v.get("long_fmt") or "").lower()
-    return bool(re.search(r"%[.\-\d]*[Zo]", fmt)) or any(w in names for w in ("workdir", "command", "std"))
+
+def _shows_request(v: dict[str, object]) -> bool:
+    """Whether the listing shows more of a job than a light listing holds (its working directory, command,
+    files, CPUs per task...)."""
+    from pslurm.cli.formats import parse_format
+
+    if isinstance(v.get("long_fmt"), str):
+        return any(t.partition(":")[0].lower() not in LIGHT_NAMES for t in str(v["long_fmt"]).split(",") if t)
+    fmt = v.get("fmt")
+    if "steps" in v:  # a step listing shows the steps' own fields
+        return False
+    return isinstance(fmt, str) and any(c.letter not in LIGHT_LETTERS for c in parse_format(fmt)[0])
 
 
 def _states(text: object, start: bool) -> set[str] | None:

@@ -34,15 +34,18 @@ def duration(seconds: float | None) -> str:
     return format_slurm_duration(seconds)
 
 
-def _record(lines: list[str], one_liner: bool) -> str:
-    """A record's lines as scontrol joins them (each record ends with an empty line)."""
+def _record(lines: list[str], one_liner: bool, job: bool = False) -> str:
+    """A record's lines as scontrol joins them (each record ends with an empty line; a job's with an
+    indented blank line before it)."""
     if one_liner:
         return " ".join(lines) + " \n"
-    return "\n   ".join(lines) + "\n   \n\n"
+    return "\n   ".join(lines) + ("\n   \n\n" if job else "\n\n")
 
 
-def show_job(job: JobInfo, one_liner: bool = False, details: bool = False, now: float | None = None) -> str:
-    """scontrol show job's record of one job."""
+def show_job(job: JobInfo, one_liner: bool = False, details: bool = False, now: float | None = None,
+             node_memory: int = 0) -> str:
+    """scontrol show job's record of one job (``node_memory``: a node's, what a waiting job that asked
+    no memory counts in its TRES)."""
     from pslurm.cli import jobview as v
     from pslurm.core.timefmt import format_timestamp
 
@@ -65,7 +68,7 @@ def show_job(job: JobInfo, one_liner: bool = False, details: bool = False, now: 
     limit = "UNLIMITED" if job.time_limit is None else duration(job.time_limit)
     end = "Unknown" if job.time_limit is None and job.state.holds_resources else when(v.slurm_end_time(job))
     nodes = v.node_count(job)
-    num_nodes = f"{nodes}-{spec.max_nodes}" if state == "PENDING" and spec.max_nodes > nodes else str(nodes)
+    num_nodes = f"{nodes}-{spec.max_nodes}" if state == "PENDING" and spec.max_nodes else str(nodes)  # -N: MIN-MAX
     lines = [
         first,
         f"UserId={spec.user}({spec.uid}) GroupId={group}({spec.gid}) MCS_label=N/A",
@@ -74,11 +77,11 @@ def show_job(job: JobInfo, one_liner: bool = False, details: bool = False, now: 
         f"JobState={state} Reason={job.reason} Dependency={v.dependency_text(job)}",
         f"Requeue={1 if job.requeue else 0} Restarts={job.restarts} "
         f"BatchFlag={0 if spec.interactive or spec.allocation else 1} Reboot=0 "
-        f"ExitCode={job.exit_code}:{job.exit_signal}",
-        *([f"DerivedExitCode={job.exit_code}:{job.exit_signal}"] if details else []),
+        "ExitCode={}:{}".format(*v.exit_pair(job)),
+        *(["DerivedExitCode={}:{}".format(*v.exit_pair(job))] if details else []),
         f"RunTime={duration(run_time)} TimeLimit={limit} TimeMin=N/A",
-        f"SubmitTime={when(job.submit_time)} EligibleTime={when(job.eligible_time)}",
-        f"AccrueTime={when(job.eligible_time if state != 'PENDING' or not job.hold else None)}",
+        f"SubmitTime={when(job.submit_time)} EligibleTime={when(v.eligible_time(job))}",
+        f"AccrueTime={when(v.eligible_time(job))}",
         f"StartTime={when(v.slurm_start_time(job))} EndTime={end} "
         f"Deadline={format_timestamp(spec.deadline) if spec.deadline else 'N/A'}",
         f"SuspendTime=None SecsPreSuspend=0 LastSchedEval={when(job.start_time or job.submit_time)} Scheduler=Main",
@@ -88,7 +91,7 @@ def show_job(job: JobInfo, one_liner: bool = False, details: bool = False, now: 
         *([f"BatchHost={job.node}"] if job.node and not spec.interactive else []),
         f"NumNodes={num_nodes} NumCPUs={v.total_cpus(job)} NumTasks={v.total_tasks(job)} "
         f"CPUs/Task={spec.cpus_per_task} ReqB:S:C:T=0:0:*:*",
-        f"TRES={v.tres_alloc_text(job)}",
+        f"TRES={v.tres_alloc_text(job, node_memory)}",
         f"Socks/Node=* NtasksPerN:B:S:C={spec.ntasks_per_node}:0:*:* CoreSpec=*",
         *(_allocation_lines(job) if details and job.state.holds_resources else []),
         f"MinCPUsNode={v.min_cpus_per_node(job)} {_min_memory(job)} MinTmpDiskNode=0",
@@ -110,7 +113,7 @@ def show_job(job: JobInfo, one_liner: bool = False, details: bool = False, now: 
         lines.append(f"TresPerNode={tres}")
     if spec.mail_user and spec.mail_type:
         lines.append(f"MailUser={spec.mail_user} MailType={spec.mail_type}")
-    return _record(lines, one_liner)
+    return _record(lines, one_liner, job=True)
 
 
 def _min_memory(job: JobInfo) -> str:
@@ -146,26 +149,27 @@ def _allocation_lines(job: JobInfo) -> list[str]:
     return lines
 
 
-def show_step(row: StepRow, one_liner: bool = False, now: float | None = None) -> str:
+def show_step(row: StepRow, one_liner: bool = False) -> str:
     """scontrol show step's record of one step."""
     from pslurm.cli.jobview import escaped
+    from pslurm.cli.stepview import BATCH
 
-    now = time.time() if now is None else now
     job = row.job
     spec = job.spec
-    run = max(0.0, (row.end_time or now) - (row.start_time or now))
     limit = "UNLIMITED" if job.time_limit is None else duration(job.time_limit)
+    nodes = len(row.nodes.split(",")) if row.nodes else 0
+    batch = row.sort_key == BATCH  # slurmctld's record of the batch step: no CPUs, TRES or srun of its own
+    # srun's default distribution: cyclic while there are no more tasks than nodes, else block
+    dist = "" if batch else " Dist=Cyclic" if row.ntasks <= nodes else " Dist=Block"
     lines = [
         f"StepId={row.step_id} UserId={spec.uid} StartTime={when(row.start_time)} TimeLimit={limit}",
         f"State={row.state} Partition={job.partition} NodeList={row.nodes}",
-        f"Nodes={len(row.nodes.split(',')) if row.nodes else 0} CPUs={row.cpus} Tasks={row.ntasks} "
-        f"Name={escaped(row.name)} Network=(null)",
-        f"TRES=cpu={row.cpus},node=1",
+        f"Nodes={nodes} CPUs={0 if batch else row.cpus} Tasks={row.ntasks} Name={escaped(row.name)} Network=(null)",
+        "TRES=(null)" if batch else f"TRES=cpu={row.cpus},mem=0,node={nodes}",
         "ResvPorts=(null)",
-        "CPUFreqReq=Default Dist=Block",
-        f"SrunHost:Pid={spec.submit_host or 'localhost'}:0",
+        f"CPUFreqReq=Default{dist}",
+        f"SrunHost:Pid={'(null)' if batch else spec.submit_host or 'localhost'}:0",
     ]
-    del run
     return _record(lines, one_liner)
 
 

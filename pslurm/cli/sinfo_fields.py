@@ -184,3 +184,43 @@ def reason_time(n: Node) -> str:
     if isinstance(when, dict):  # slurmrestd's {"set": .., "number": ..}
         when = when.get("number") if when.get("set") else None
     return format_timestamp(when if isinstance(when, (int, float)) else None)
+
+
+def sort_groups(groups: list[Any], spec: str, fields: dict[str, tuple[str, Getter]], part_order: dict[str, int]
+                ) -> None:
+    """Sort sinfo's lines as -S asks (sinfo's sort.c): its letters from the last to the first, each a
+    stable sort; ``-`` before a letter: descending; ``#P``: the partitions' configured order. States sort
+    by Slurm's numbers (drain above the rest), node lists by their first node, numbers as numbers."""
+    def first(g: Any) -> Any:
+        return g[1][0]
+
+    for i in range(len(spec) - 1, -1, -1):
+        letter = spec[i]
+        if letter in ",#+-":
+            continue
+        before = spec[i - 1] if i else ""
+        key: Callable[[Any], Any]
+        if letter in "tT":
+            key = lambda g: STATE_ORDER.get(first(g)[1].display_state, 0)  # noqa: E731
+        elif letter == "P" and before == "#":
+            key = lambda g: part_order.get(first(g)[0].name, 0)  # noqa: E731
+        elif letter == "N":
+            key = lambda g: min(_natural(r[1].name) for r in g[1])  # noqa: E731
+        elif letter in fields:
+            key = _by_value(fields[letter][1])
+        else:
+            continue
+        groups.sort(key=key, reverse=before == "-")
+
+
+def _by_value(get: Getter) -> Callable[[Any], Any]:
+    return lambda g: _natural(get(g[1][0]))
+
+
+def _natural(text: str) -> tuple[Any, ...]:
+    """A value's sort key: a number as a number, a name by its text and then its number (c2 < c10)."""
+    if text.isdigit():
+        return (0, int(text), "")
+    head = text.rstrip("0123456789")
+    tail = text[len(head):]
+    return (1, head, int(tail) if tail else -1)

@@ -79,12 +79,6 @@ def _minutes(seconds: float | None) -> int | None:
     return None if seconds is None else math.ceil(seconds / 60)
 
 
-def wait_status(job: Job) -> int:
-    """The job's end as a wait(2) status, as Slurm keeps ``exit_code``: the return code in the high
-    byte, a killing signal in the low bits (``768`` is exit 3, ``9`` is SIGKILL)."""
-    return ((job.exit_code & 0xFF) << 8) | (job.exit_signal & 0x7F)
-
-
 def group_name(gid: int) -> str | None:
     """The group's name (Slurm's gid_to_string_or_null): None when the gid has none."""
     import grp
@@ -100,17 +94,19 @@ def _throttle(job: Job) -> str:
     return job.spec.array.partition("%")[2]
 
 
-def job_tres(job: Job) -> list[tuple[str, str | None, int]]:
+def job_tres(job: Job, node_memory: int = 0) -> list[tuple[str, str | None, int]]:
     """The job's trackable resources as (type, name, count), in the order slurmctld lists them
     (``cpu``, ``mem`` (MB), ``node``, ``billing``, then the GRES): ``gres/gpu`` for all its GPUs, one
-    per GPU type asked (``gres/gpu:a100``), and a share of one GPU by its own name."""
+    per GPU type asked (``gres/gpu:a100``), and a share of one GPU by its own name. ``node_memory``: what
+    a job that waits and asked no memory is counted, a node's (Slurm's default; CR_Core allocates none)."""
     from pslurm.cli.jobview import node_count, total_cpus
 
     spec = job.spec
     cpus, nodes = total_cpus(job), node_count(job)
     items: list[tuple[str, str | None, int]] = [("cpu", None, cpus)]
-    if spec.mem_mb:
-        items.append(("mem", None, spec.mem_mb * nodes))  # --mem is per node
+    mem = spec.mem_mb or (node_memory if job.start_time is None else 0)
+    if mem:
+        items.append(("mem", None, mem * nodes))  # --mem is per node
     items += [("node", None, nodes), ("billing", None, cpus)]  # billing: Slurm's default weights
     gpus = spec.gpus() * nodes  # the GRES is asked per node
     if gpus:
@@ -164,7 +160,7 @@ def _gres_detail(job: Job) -> list[str]:
 
 def job_json(job: Job, cluster: str) -> Json:
     """One job of ``squeue --json`` (openapi/v0.0.38's ``job_info``, ``dump_job_info``'s order)."""
-    from pslurm.cli.jobview import job_nodes, node_count, nodelist_text, total_cpus, total_tasks
+    from pslurm.cli.jobview import job_nodes, node_count, nodelist_text, total_cpus, total_tasks, wait_status
 
     spec = job.spec
     state = job.state

@@ -42,10 +42,22 @@ def stamp(when: float | None) -> str:
 
 
 class JobFields:
-    """The fields of one listing (``now``: its clock; ``cluster``: ClusterName), by letter and by name."""
+    """The fields of one listing (``now``: its clock; ``cluster``: ClusterName; ``node_memory``: asked
+    for a node's memory, read once when a field needs it), by letter and by name."""
 
-    def __init__(self, now: float, cluster: str) -> None:
+    def __init__(self, now: float, cluster: str, node_memory: Callable[[], int] | None = None) -> None:
         self.now, self.cluster = now, cluster
+        self._node_memory, self._memory = node_memory, -1
+
+    def tres(self, job: Job) -> str:
+        """TRES_ALLOC: a waiting job that asked no memory counts a node's (as slurmctld)."""
+        from pslurm.cli.jobview import tres_alloc_text
+
+        if job.start_time is None and not job.spec.mem_mb and self._node_memory is not None:
+            if self._memory < 0:
+                self._memory = self._node_memory()
+            return tres_alloc_text(job, self._memory)
+        return tres_alloc_text(job)
 
     # -- values that several fields share ------------------------------------------------------------
 
@@ -76,7 +88,8 @@ class JobFields:
         return f"({job.reason})" if shows_reason(job) else nodelist_text(job)
 
     def end_text(self, job: Job) -> str:
-        if job.time_limit is None and job.state.holds_resources:
+        """%e: NONE for a job without a time limit that runs or is expected to start."""
+        if job.time_limit is None and (job.state.holds_resources or self.pending(job) and job.start_estimate):
             return "NONE"
         return stamp(self.end(job))
 
@@ -161,7 +174,7 @@ class JobFields:
         }
         by_name: dict[str, tuple[str, Getter]] = {
             "account": fields["a"],
-            "accruetime": ("ACCRUE_TIME", lambda j: stamp(v.eligible_time(j) if j.start_time else None)),
+            "accruetime": ("ACCRUE_TIME", lambda j: stamp(v.eligible_time(j))),
             "admin_comment": ("ADMIN_COMMENT", lambda j: NOT_SET),
             "allocnodes": ("ALLOC_NODES", lambda j: "localhost"),
             "allocsid": ("ALLOC_SID", lambda j: "0"),
@@ -240,7 +253,7 @@ class JobFields:
             "submittime": fields["V"],
             "system_comment": ("SYSTEM_COMMENT", lambda j: _null(v.escaped(j.system_comment))),
             "threads": fields["J"], "timeleft": fields["L"], "timelimit": fields["l"], "timeused": fields["M"],
-            "tres": ("TRES_ALLOC", v.tres_alloc_text), "tres-alloc": ("TRES_ALLOC", v.tres_alloc_text),
+            "tres": ("TRES_ALLOC", self.tres), "tres-alloc": ("TRES_ALLOC", self.tres),
             "tres-bind": ("TRES_BIND", lambda j: "N/A"), "tres-freq": ("TRES_FREQ", lambda j: "N/A"),
             "tres-per-job": ("TRES_PER_JOB", lambda j: "N/A"),
             "tres-per-node": ("TRES_PER_NODE", v.tres_per_node_text),

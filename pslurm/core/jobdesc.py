@@ -45,8 +45,8 @@ def _count(flag: str, text: str | None, default: int) -> int:
 
 
 def _nodes(text: str | None) -> tuple[int, int]:
-    """``-N MIN[-MAX]``: (MIN, MAX), MAX 0 when not given. pslurm allocates MIN nodes (Slurm may give
-    up to MAX)."""
+    """``-N MIN[-MAX]``: (MIN, MAX); ``-N N`` is ``N-N`` (as sbatch sends it), MAX 0 without -N. pslurm
+    allocates MIN nodes (Slurm may give up to MAX)."""
     if text is None:
         return 1, 0
     low, dash, high = text.strip().partition("-")
@@ -54,7 +54,7 @@ def _nodes(text: str | None) -> tuple[int, int]:
         raise SpecError(f"Invalid node count specification: {text}")
     if int(low) < 1 or (dash and int(high) < int(low)):
         raise SpecError(f"Invalid node count specification: {text}")
-    return int(low), int(high) if dash else 0
+    return int(low), int(high) if dash else int(low)
 
 
 def _task_counts(opts: Mapping[str, Any]) -> tuple[int, int, int, int]:
@@ -305,7 +305,7 @@ def spec_values(opts: Mapping[str, Any], *, user: str, uid: int, gid: int, cwd: 
         name=o("job_name") or default_name or "sbatch", user=user, uid=uid, gid=gid, workdir=workdir,
         script=script, argv=argv, environment=_with_umask(export_environment(o("export"), environ), umask),
         partition=o("partition"), stdout=o("output"), stderr=o("error"), time_limit=time_limit,
-        num_nodes=num_nodes, max_nodes=max_nodes if max_nodes > num_nodes else 0, ntasks=ntasks,
+        num_nodes=num_nodes, max_nodes=max(max_nodes, num_nodes) if max_nodes else 0, ntasks=ntasks,
         ntasks_per_node=per_node,
         cpus_per_task=_count("--cpus-per-task", o("cpus_per_task"), 1),
         mem_mb=mem, mem_per_cpu_mb=mem_per_cpu, mem_per_gpu_mb=mem_per_gpu,

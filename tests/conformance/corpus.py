@@ -272,7 +272,7 @@ for line in (
     case(line, phase=1)
 case("sbatch -H -o /dev/null", id="sbatch script on stdin", stdin="#!/bin/sh\n#SBATCH -J fromstdin\ntrue\n", phase=1)
 case("sbatch -H -n 2 -c 2 -o /dev/null --wrap true > id && squeue -h -j $(cut -d' ' -f4 id) -o '%D %C %c'",
-     id="sbatch -n 2 without -N: its node count while pending", phase=1)
+     id="sbatch -n 2 -c 2, held: its node count while pending", phase=1)
 case("srun --tasks-per-node=1 -N 1 true", phase=1)
 case("srun -n 1 --mem-per-cpu=10 echo ok", phase=1)
 case("srun --cpus-per-gpu=1 --gres=gpu:1 echo ok", phase=1)

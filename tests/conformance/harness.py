@@ -72,11 +72,24 @@ _CTIME = re.compile(r"\b(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?:Jan|Feb|Mar|Apr|May|J
 _DURATION = re.compile(r"(?<![\d:.\-])(?:\d+-)?\d{1,2}(?::\d\d){1,2}(?![\d:])")
 TOLERANCE = 5  # seconds a duration may differ by between the two sides
 TIMEOUT_TOLERANCE = 60  # ... on a timed-out job's line
+_NUMBER = re.compile(r"(?<![\w.:-])\d+(?![\w.:-])")
+
+
+def _first_id(line: str) -> str:
+    """The job id a line begins with (``14``, of ``14.batch|...`` and of a record's ``JobId=14`` or
+    ``StepId=14.0`` too), "" for none."""
+    found = re.match(r"\s*(?:JobId=|StepId=)?(\d+)(?:[._][\w\[\]-]+)?(?=[\s|,]|$)", line)
+    return found.group(1) if found else ""
+
+
+_SRUN_PID = re.compile(r"(SrunHost:Pid=\S*:)\d+")
+_ALLOC_SID = re.compile(r"AllocNode:Sid=\S+")
+_NEW_JOB = re.compile(r"((?:job_id=|JobId=|[Jj]ob |job allocation |job step id ))(\d+)")
 
 
 def normalise(text: str, side: Side, id_map: dict[str, str]) -> str:
-    """``text`` with this side's working directory, host name, absolute times and blanks at the ends of lines
-    replaced, and its job
+    """``text`` with what must differ replaced: this side's working directory, host name, absolute times,
+    process and session ids, the ids of jobs a case submitted, blanks at the ends of lines; and its job
     ids written as Slurm's (``id_map``: this side's id -> Slurm's, where they differ)."""
     text = text.replace(str(side.workdir), "{dir}")
     host = socket.gethostname().split(".")[0]
@@ -84,6 +97,13 @@ def normalise(text: str, side: Side, id_map: dict[str, str]) -> str:
         text = re.sub(rf"(?<![\w-]){re.escape(host)}(?![\w-])", "{host}", text)
     text = _TIMESTAMP.sub("{time}", text)
     text = _CTIME.sub("{date}", text)
+    text = _SRUN_PID.sub(r"\1{pid}", text)  # the process id of the srun that runs a step
+    # the submitting host and its session: Slurm's anchor sees "localhost" and the shell's session id,
+    # pslurm records the host's name and no session
+    text = _ALLOC_SID.sub("AllocNode:Sid={host}:{sid}", text)
+    # a job a case submitted: its id is each side's next (Slurm numbers an array's tasks as they start)
+    last = max((int(i) for i in side.ids.values() if i.isdigit()), default=0)
+    text = _NEW_JOB.sub(lambda m: m.group(1) + ("{new}" if int(m.group(2)) > last else m.group(2)), text)
     for mine, theirs in sorted(id_map.items(), key=lambda kv: -len(kv[0])):
         text = re.sub(rf"(?<!\d){re.escape(mine)}(?!\d)", theirs, text)
     return "".join(line.rstrip() + "\n" for line in text.splitlines())
@@ -104,25 +124,34 @@ def _form(duration: str) -> tuple[int, bool, bool]:
     return duration.count(":"), "-" in duration, len(head) == 2 and head[0] == "0"
 
 
-def same_text(mine: str, theirs: str, any_order: bool = False) -> bool:
+def same_text(mine: str, theirs: str, any_order: bool = False, slow: frozenset[str] = frozenset()) -> bool:
     """Equal, but for durations that differ by at most TOLERANCE seconds and have the same form;
-    ``any_order``: the lines after the first may come in another order."""
+    ``any_order``: the lines may come in another order; ``slow``: the ids of jobs whose
+    times may differ by up to TIMEOUT_TOLERANCE (a job that timed out), plain numbers on their lines too
+    (a line without an id is of the record the last id began: scontrol's records span lines)."""
     if mine == theirs:
         return True
     mine_lines, their_lines = mine.splitlines(), theirs.splitlines()
     if any_order:
-        mine_lines = mine_lines[:1] + sorted(mine_lines[1:], key=lambda s: _DURATION.sub("D", s))
-        their_lines = their_lines[:1] + sorted(their_lines[1:], key=lambda s: _DURATION.sub("D", s))
+        mine_lines = sorted(mine_lines, key=lambda s: _DURATION.sub("D", s))  # the header too: -h has none
+        their_lines = sorted(their_lines, key=lambda s: _DURATION.sub("D", s))
     if len(mine_lines) != len(their_lines):
         return False
+    record = ""
     for a, b in zip(mine_lines, their_lines, strict=True):
+        record = _first_id(b) or ("" if not b.strip() else record)
         if a == b:
             continue
-        if _DURATION.sub("D", a) != _DURATION.sub("D", b):
-            return False
         # Slurm 22.05 checks time limits every 30 s (and then waits KillWait): a timed-out job's run time
         # there is up to a minute past its limit, pslurm's is the limit
-        tolerance = TIMEOUT_TOLERANCE if "TIMEOUT" in a or " TO " in a else TOLERANCE
+        timed_out = "TIMEOUT" in a or " TO " in a or record in slow
+        if timed_out and _NUMBER.sub("N", a) == _NUMBER.sub("N", b):
+            if all(abs(int(x) - int(y)) <= TIMEOUT_TOLERANCE
+                   for x, y in zip(_NUMBER.findall(a), _NUMBER.findall(b), strict=True)):
+                continue
+        if _DURATION.sub("D", a) != _DURATION.sub("D", b):
+            return False
+        tolerance = TIMEOUT_TOLERANCE if timed_out else TOLERANCE
         for x, y in zip(_DURATION.findall(a), _DURATION.findall(b), strict=True):
             if x != y and (_form(x) != _form(y) or abs(_seconds(x) - _seconds(y)) > tolerance):
                 return False
@@ -142,13 +171,13 @@ class Outcome:
     differs: str
 
 
-def compare(slurm: Answer, pslurm: Answer, any_order: bool = False) -> str:
+def compare(slurm: Answer, pslurm: Answer, any_order: bool = False, slow: frozenset[str] = frozenset()) -> str:
     """What differs between two normalised answers: "" when nothing does, else the parts by name.
     ``any_order``: a listing whose rows may come in any order (see :func:`rows_in_any_order`)."""
     parts = []
     if slurm.rc != pslurm.rc:
         parts.append(f"exit {pslurm.rc}, Slurm {slurm.rc}")
-    if not same_text(pslurm.out, slurm.out, any_order):
+    if not same_text(pslurm.out, slurm.out, any_order, slow):
         parts.append("stdout")
     if words(pslurm.err) != words(slurm.err):
         parts.append("stderr")

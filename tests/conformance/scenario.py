@@ -30,6 +30,9 @@ HOST = socket.gethostname().split(".")[0]
 PSLURM_CONF = f"""ClusterName={CLUSTER}
 SlurmctldHost={HOST}(127.0.0.1)
 KillWait=30
+MaxJobCount=20000
+MaxArraySize=10001
+MinJobAge=3600
 AccountName=root Users=root
 NodeName=c000 CPUs=8 RealMemory=4000 Gres=gpu:2
 NodeName=c001 CPUs=8 RealMemory=4000 Gres=gpu:2
@@ -53,8 +56,7 @@ JOBS: list[tuple[str, str, str]] = [
     ("held", "sbatch -J held -H -t 10 -o /dev/null --wrap true", "PENDING"),
     ("dep", "sbatch -J dep -d afterok:{running} -o /dev/null --wrap true", "PENDING"),
     ("stepjob", "sbatch -J stepjob -o /dev/null --wrap 'srun sleep 3000'", "RUNNING"),
-    ("rich", "sbatch -J rich -H -t 1-00:00:00 -N 1 -n 2 -c 2 --mem=100 --comment=note --nice=10 -o out.%j "
-             "--wrap true",
+    ("rich", "sbatch -J rich -H -t 1-00:00:00 -N 1 -n 4 --mem=100 --comment=note --nice=10 -o out.%j --wrap true",
      "PENDING"),
     ("killed", "sbatch -J killed -o /dev/null --wrap 'kill -9 $$'", "FAILED"),
     # c000's second GPU is gpujob's: this one waits for Resources (sprio lists it)

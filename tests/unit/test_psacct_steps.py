@@ -61,8 +61,13 @@ def test_pscancel_prints_scancels_line_for_a_step_it_could_not_cancel(capsys):
 
     assert pscancel._cancel_step(Api(), parse_job_id("14.0"), 0) == [  # type: ignore[arg-type]
         "Kill job error on job step id 14.0: Invalid job id specified"]  # scancel's words for a step
-    assert pscancel._cancel_step(Api(), parse_job_id("14.batch"), 0) == [  # type: ignore[arg-type]
-        "Kill job error on job step id 14.batch: Invalid job id specified"]
+
+
+def test_pscancel_reads_a_steps_number_only(capsys):
+    with pytest.raises(SystemExit) as exited:  # scancel 22.05: 14.batch is no id it takes (nothing is sent)
+        pscancel.main(["14.batch"])
+    assert exited.value.code == 1
+    assert capsys.readouterr().err == f"{pscancel.PROG}: error: Invalid job id 14.batch\n"
 
 
 def test_maxrss_is_the_batch_steps_only_in_kib_as_sacct_prints_it():

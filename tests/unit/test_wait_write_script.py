@@ -88,5 +88,5 @@ def test_write_batch_script_to_a_file_to_stdout_and_its_errors(
     assert run_pscontrol("write", "batch_script", "18") == (0, "", failed + "Invalid user id\n")
     assert run_pscontrol("write", "batch_script", "20") == (0, "", failed + "Job script not specified\n")  # operator
     assert not (tmp_path / "slurm-16.sh").exists()
-    assert run_pscontrol("write", "bogus", "14")[::2] == (1, "pscontrol: error: invalid write argument:bogus\n")
+    assert run_pscontrol("write", "bogus", "14")[::2] == (1, "invalid write argument:bogus\n")  # no name in front
     assert run_pscontrol("write", "batch_script", "14", "a", "b")[0] == 1

@@ -229,6 +229,8 @@ fi
 CPID=$(pidof_file /run/slurmctld.pid)
 if [ "$RESET" = 1 ]; then rm -rf /var/spool/slurmctld/*; fi
 if ! alive "$CPID"; then
+  # a slurmctld just stopped may hold its port a moment longer (a busy machine): wait for it
+  for i in $(seq 1 120); do ss -ltn 2>/dev/null | grep -q ':6817 ' || break; sleep 0.25; done
   # -c: clear saved job state (fresh job ids) only on request
   if [ "$FRESH" = 1 ]; then /usr/sbin/slurmctld -c -i; else /usr/sbin/slurmctld -i; fi
   for i in $(seq 1 40); do scontrol ping 2>/dev/null | grep -q UP && break; sleep 0.25; done
