@@ -100,6 +100,8 @@ DIFFERENT: dict[str, str] = {
 UNSTABLE: dict[str, str] = {
     "sacct -o Start": ("a job cancelled while held: Slurm 22.05 records its start as the cancel time or as none, "
                        "as its scheduling passes fall; pslurm: None"),
+    "sacct -o SystemCPU": ("CPU time measured by Slurm's jobacct_gather, a millisecond or none (pslurm measures "
+                           "none yet: 00:00:00)"),
 }
 DIFFERENT.update(UNSTABLE)
 
