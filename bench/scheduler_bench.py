@@ -252,15 +252,11 @@ def bench_psqueue(url: str, queue: int, separate: bool = False) -> None:
         lines = psqueue.render_queue(psqueue.DEFAULT_FORMAT, found, header=True)
         out.write("\n".join(lines))
         t_render = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        read: dict = {}
-        [restjson.job_from_json(data, read) for data in share_specs(json.loads(wire)["jobs"])]
-        t_client = time.perf_counter() - t0
         total = t_store + t_encode + t_decode + t_render
         print(f"psqueue{' -r' if expand else ''} on {queue} {what}: store read {t_store * 1000:.0f} ms "
               f"({len(jobs)} rows), to JSON ({len(wire) / 1e6:.2f} MB) {t_encode * 1000:.0f} ms, "
               f"back {t_decode * 1000:.0f} ms, render {t_render * 1000:.0f} ms ({len(lines)} lines); "
-              f"{total * 1000:.0f} ms in all (Client.jobs' records instead of the views: {t_client * 1000:.0f} ms)")
+              f"{total * 1000:.0f} ms in all")
     store.close()
     bench_psqueue_live(url, queue, what, expand=not separate)
 

@@ -22,7 +22,7 @@ import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Container, Iterable, Sequence
 
 NONE, REQUIRED, OPTIONAL = "none", "required", "optional"  # what an option takes, as getopt's has_arg
 
@@ -145,9 +145,15 @@ def parse(argv: Sequence[str], options: Sequence[Opt], *,
     return found, positional
 
 
-def values(found: Iterable[tuple[Opt, object]]) -> dict[str, object]:
-    """dest -> value, the last given winning (as getopt's callers do)."""
-    return {opt.dest: value for opt, value in found}
+def values(found: Iterable[tuple[Opt, object]], joined: Container[str] = ()) -> dict[str, object]:
+    """dest -> value, the last given winning (as getopt's callers do); of the dests in ``joined``, every
+    value given, joined by commas (sacct adds each -j, -u ... to its list)."""
+    out: dict[str, object] = {}
+    for opt, value in found:
+        before = out.get(opt.dest)
+        both = opt.dest in joined and isinstance(before, str) and isinstance(value, str)
+        out[opt.dest] = f"{before},{value}" if both else value
+    return out
 
 
 def help_text(usage: str, description: str, options: Iterable[Opt], footer: str = "",

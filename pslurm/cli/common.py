@@ -11,7 +11,7 @@ import sys
 TYPE_CHECKING = False  # typing costs a command ~8 ms; mypy takes this name as typing's own
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from typing import NoReturn
+    from typing import Any, NoReturn
 
     from pslurm.client import Client
     from pslurm.client.api import Api
@@ -27,7 +27,11 @@ SLURM_NAMES = {"psbatch": "sbatch", "psrun": "srun", "psalloc": "salloc", "psque
 def prog_name(own: str) -> str:
     """The name a command reports itself by (``squeue: error: ...``): its Slurm name when it was run
     by that name (``argv[0]``, as Slurm's commands take theirs: the executables of `pslurm compat
-    install`), else its own."""
+    install`), else its own. A command's output into a pipe that closes ends it quietly, as it ends
+    Slurm's (``squeue | head -1``): SIGPIPE's default action."""
+    import signal
+
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     slurm = SLURM_NAMES.get(own)
     if slurm and sys.argv and os.path.basename(sys.argv[0]) == slurm:
         return slurm
@@ -40,29 +44,30 @@ def fail(prog: str, message: str, code: int = 1) -> NoReturn:
     raise SystemExit(code)
 
 
+_clients: dict[str, Client] = {}  # one client a command: its connections are kept alive between requests
+
+
 def connect(prog: str) -> Client:
-    """The cluster's client (:mod:`pslurm.client`) for this command; a missing or unreadable
-    configuration is a one-line error. Nothing is sent, and gRPC not imported, before its first call."""
-    from pslurm.client import Client, ClientError
-
-    try:
-        return Client()
-    except ClientError as exc:
-        fail(prog, str(exc))
-
-
-def connect_api(prog: str) -> Api:
-    """The cluster's API (:class:`pslurm.client.api.Api`: replies as the API's JSON, read with
-    :mod:`pslurm.core.jobinfo`), from only the client's keys of pslurm.conf; a missing or unreadable
-    configuration is a one-line error. What the commands on the hot path use: their start imports
-    no dataclasses."""
-    from pslurm.client.api import Api
+    """The cluster's client (:mod:`pslurm.client`, the one way the commands submit and read) for this
+    command, from only the client's keys of pslurm.conf; a missing or unreadable configuration is a
+    one-line error. Nothing is sent before its first call."""
+    client = _clients.get(prog)
+    if client is not None:
+        return client
+    from pslurm.client.client import Client
     from pslurm.client.errors import ClientError
 
     try:
-        return Api.load()
+        client = _clients[prog] = Client()
     except ClientError as exc:
         fail(prog, str(exc))
+    return client
+
+
+def connect_api(prog: str) -> Api:
+    """The raw layer of :func:`connect`'s client (:class:`pslurm.client.api.Api`): for the streams psrun
+    and psalloc follow (output, input, steps' waits)."""
+    return connect(prog).api
 
 
 class reporting:  # noqa: N801 - used as a function: ``with reporting(PROG):``
@@ -121,3 +126,106 @@ def user_identity() -> tuple[str, int, int]:
     except KeyError:
         name = str(uid)
     return name, uid, os.getgid()
+
+
+def job_selectors(prog: str, text: object, bad: str) -> list[Any]:
+    """The ids of a ``-j`` list as Slurm reads them (:func:`pslurm.core.jobids.parse_job_id`); a malformed one
+    is ``bad`` (a message with ``{id}``) on stderr, exit 1."""
+    from pslurm.core.jobids import parse_job_id, split_ids
+
+    if not isinstance(text, str) or not text:
+        return []
+    out = []
+    for word in split_ids(text):
+        try:
+            out.append(parse_job_id(word))
+        except ValueError:
+            print(bad.format(prog=prog, id=word), file=sys.stderr)
+            raise SystemExit(1) from None
+    return out
+
+
+def selected(job: Any, selectors: list[Any]) -> bool:
+    """Whether a job is one the ids name (any job, when none are named)."""
+    return not selectors or any(s.selects(job.job_id, job.array_job_id, job.array_task_id) for s in selectors)
+
+
+def listed(given: dict[str, object], key: str) -> set[str] | None:
+    """The comma-separated values an option was given (None: not given)."""
+    value = given.get(key)
+    return {x for x in str(value).split(",") if x} if isinstance(value, str) else None
+
+
+def iterate(prog: str, text: object, once: Callable[[], object]) -> None:
+    """``-i SECONDS``: ``once()`` again every so many seconds, each time under the date, until interrupted."""
+    import time
+
+    seconds = str(text)
+    if not seconds.isdigit() or int(seconds) < 1:
+        fail(prog, f"Invalid iterate value: {seconds}")
+    try:
+        while True:
+            print(time.strftime("%a %b %d %H:%M:%S %Y"), flush=True)
+            once()
+            print(flush=True)
+            time.sleep(int(seconds))
+    except KeyboardInterrupt:
+        raise SystemExit(0) from None
+
+
+def answer_usage_version(given: dict[str, object], usage: str) -> None:
+    """``--usage`` and ``-V/--version``, as every read command answers them: print and exit 0."""
+    if given.get("usage"):
+        print(usage)
+        raise SystemExit(0)
+    if given.get("version"):
+        from pslurm import __version__
+
+        print(f"pslurm {__version__}")
+        raise SystemExit(0)
+
+
+def node_memory(client: Any) -> int:
+    """A node's memory (the largest), as Slurm counts a job that asked none (ReqMem, ReqTRES, a waiting
+    job's TRES); 0 when not known."""
+    try:
+        return max((n.real_memory for n in client.nodes()), default=0)
+    except Exception:  # noqa: BLE001 - a field's value: the listing goes on without it
+        return 0
+
+
+def check_clusters(prog: str, text: object, cluster: str) -> bool:
+    """``-M/--clusters NAMES|all``: pslurm answers for its own cluster only. True when it was given (the
+    commands then say ``CLUSTER: name`` as Slurm's do); a list without this cluster's name is Slurm's
+    two error lines and exit 1."""
+    if not isinstance(text, str):
+        return False
+    names = [n for n in text.split(",") if n]
+    if "all" in (n.lower() for n in names) or cluster in names:
+        return True
+    bad = next((n for n in names if n != cluster), text)
+    print(f"{prog}: error: No cluster '{bad}' known by database.", file=sys.stderr)
+    print(f"{prog}: error: '{bad}' can't be reached now, or it is an invalid entry for --cluster.  Use 'sacctmgr "
+          "list clusters' to see available clusters.", file=sys.stderr)
+    raise SystemExit(1)
+
+
+def user_names(prog: str, text: object, me: bool = False) -> list[str] | None:
+    """The users ``-u NAME,UID,...`` (or ``--me``) name, None for no filter. A name or uid that is no
+    user is said on stderr as Slurm says it (``Invalid user: x``) and selects nothing."""
+    import pwd
+
+    if me:
+        try:
+            return [pwd.getpwuid(os.geteuid()).pw_name]
+        except KeyError:
+            return [str(os.geteuid())]
+    if not isinstance(text, str):
+        return None
+    names = []
+    for word in (w for w in text.split(",") if w):
+        try:
+            names.append(pwd.getpwuid(int(word)).pw_name if word.isdigit() else pwd.getpwnam(word).pw_name)
+        except KeyError:
+            print(f"{prog}: error: Invalid user: {word}", file=sys.stderr)
+    return names

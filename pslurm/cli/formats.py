@@ -9,7 +9,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
     from typing import Any
 
-_SPEC = re.compile(r"%(\.)?(-)?(\d+)?([a-zA-Z])")
+_SPEC = re.compile(r"%(\.)?()(\d+)?(\{\w+\}|[a-zA-Z%])")  # Slurm's: no '-' flag (%-5t is printed as text)
 
 
 class Column:
@@ -28,32 +28,39 @@ class Column:
 def parse_format(fmt: str) -> tuple[list[Column], str]:
     """Columns and the trailing literal text. ``%.N`` right-justifies, ``%N`` left-justifies; a
     value longer than N is cut, as squeue does."""
-    columns, pos = [], 0
+    columns, pos, literal = [], 0, ""
     for m in _SPEC.finditer(fmt):
-        columns.append(Column(m.group(4), int(m.group(3)) if m.group(3) else None, bool(m.group(1)),
-                              fmt[pos:m.start()]))
-        pos = m.end()
-    return columns, fmt[pos:]
+        if m.group(4) == "%":  # %%: squeue and sinfo print nothing for it
+            literal += fmt[pos:m.start()]
+            pos = m.end()
+            continue
+        columns.append(Column(m.group(4).strip("{}"), int(m.group(3)) if m.group(3) else None, bool(m.group(1)),
+                              literal + fmt[pos:m.start()]))
+        literal, pos = "", m.end()
+    return columns, literal + fmt[pos:]
 
 
 def render(fmt: str, rows: Sequence[Any], fields: Mapping[str, tuple[str, Callable[[Any], str]]],
-           header: bool, prog: str) -> list[str]:
-    """Lines for ``rows`` under ``fmt``; ``fields`` maps a letter to (header, getter)."""
+           header: bool, prog: str, whole: Callable[[str, str, bool], bool] | None = None) -> list[str]:
+    """Lines for ``rows`` under ``fmt``; ``fields`` maps a letter to (header, getter). A value longer
+    than its width is cut but where ``whole(letter, value, is_header)`` says it is printed whole
+    (squeue's times and node lists)."""
     columns, tail = parse_format(fmt)
     for col in columns:
         if col.letter not in fields:
             raise ValueError(f"Invalid job format specification: %{col.letter}")
 
-    def line(values: list[str]) -> str:
+    def line(values: list[str], is_header: bool = False) -> str:
         out = []
         for col, value in zip(columns, values, strict=True):
             if col.width is not None:
-                value = value[: col.width]
+                if whole is None or not whole(col.letter, value, is_header):
+                    value = value[: col.width]
                 value = value.rjust(col.width) if col.right else value.ljust(col.width)
             out.append(col.prefix + value)
         return ("".join(out) + tail).rstrip()
 
-    lines = [line([fields[c.letter][0] for c in columns])] if header else []
+    lines = [line([fields[c.letter][0] for c in columns], True)] if header else []
     lines.extend(line([fields[c.letter][1](row) for c in columns]) for row in rows)
     return lines
 

@@ -1,19 +1,17 @@
 """What the commands show of a job, in one place for psqueue, pscontrol and psacct.
 
-A job here is a :class:`~pslurm.core.jobinfo.JobInfo` (the API's JSON, as the commands read it)
-or a :class:`~pslurm.core.jobspec.JobRecord` (what :class:`pslurm.client.Client` returns): they have
-the same attributes. Standard library only, and what a job needs only when it has it (a
-dependency, GRES)."""
+A job here is a :class:`~pslurm.core.jobinfo.JobInfo` (what :class:`pslurm.client.Client` returns:
+the API's JSON, read on access), its request a :class:`~pslurm.core.jobinfo.JobDesc`. Standard
+library only, and what a job needs only when it has it (a dependency, GRES)."""
 
 from __future__ import annotations
 
 TYPE_CHECKING = False  # typing costs a command milliseconds; mypy takes this name as typing's own
 if TYPE_CHECKING:
-    from pslurm.core.jobinfo import JobDesc, JobInfo
-    from pslurm.core.jobspec import JobRecord, JobSpec
+    from collections.abc import Iterable
 
-    Job = JobRecord | JobInfo
-    Spec = JobSpec | JobDesc
+    from pslurm.core.jobinfo import JobDesc as Spec
+    from pslurm.core.jobinfo import JobInfo as Job
 
 
 def dependency_text(job: Job) -> str:
@@ -113,3 +111,194 @@ def total_tasks(job: Job) -> int:
     from pslurm.core.layout import tasks_per_node
 
     return sum(tasks_per_node(nodes, spec.ntasks, spec.ntasks_per_node))
+
+
+def eligible_time(job: Job) -> float | None:
+    """When it became eligible to start: pslurm notes it for a pending job; one that started was
+    eligible by then (its submit time, when nothing held it)."""
+    if job.eligible_time:
+        return job.eligible_time
+    return job.submit_time if job.start_time is not None else None
+
+
+def exit_pair(job: Job) -> tuple[int, int]:
+    """(exit code, signal) as Slurm shows them (``ExitCode=3:0``): 0:0 for a job that never ran, though
+    it was cancelled (slurmctld keeps no signal for it)."""
+    return (job.exit_code, job.exit_signal) if job.start_time is not None else (0, 0)
+
+
+def wait_status(job: Job) -> int:
+    """The job's end as a wait(2) status, as Slurm keeps ``exit_code``: the return code in the high byte,
+    a killing signal in the low bits (``768`` is exit 3, ``9`` is SIGKILL)."""
+    code, signal = exit_pair(job)
+    return ((code & 0xFF) << 8) | (signal & 0x7F)
+
+
+def row_id(job: Job) -> str:
+    """squeue's JOBID (%i): the job's id (``14``, ``14_3``), or ``14_[3-9%2]`` for a row that stands for
+    several pending tasks of an array."""
+    if job.collapsed_tasks and job.array_job_id is not None:
+        throttle = job.spec.array.partition("%")[2]
+        return f"{job.array_job_id}_[{job.collapsed_tasks}{'%' + throttle if throttle else ''}]"
+    return job.display_id
+
+
+def array_task_text(job: Job) -> str:
+    """squeue's %K: the task id, a collapsed row's tasks (``0-3``), ``N/A`` for a job of no array."""
+    if job.array_job_id is None:
+        return "N/A"
+    return row_id(job).partition("_")[2].strip("[]")
+
+
+def slurm_start_time(job: Job) -> float | None:
+    """Slurm's start_time: when it started; a pending job's expected start; a job that ended without
+    starting (cancelled while pending) has its end there, as slurmctld sets it."""
+    if job.start_time is not None:
+        return job.start_time
+    if job.state.value == "PENDING":
+        return job.start_estimate
+    return job.end_time
+
+
+def slurm_end_time(job: Job) -> float | None:
+    """Slurm's end_time: when it ended; a running job's start plus its limit (None without one)."""
+    if job.end_time is not None:
+        return job.end_time
+    start = slurm_start_time(job)
+    if start is None or job.time_limit is None or job.state.value == "PENDING":
+        return None
+    return start + job.time_limit
+
+
+def shows_reason(job: Job) -> bool:
+    """squeue's %R shows the reason (not the nodes) for a job pending, or one that ended timed out,
+    out of memory, past its deadline or failed (print.c _print_job_reason_list)."""
+    return job.state.value in ("PENDING", "TIMEOUT", "OUT_OF_MEMORY", "DEADLINE", "FAILED")
+
+
+def min_cpus_per_node(job: Job) -> int:
+    """Slurm's pn_min_cpus (squeue %c, MinCPUsNode=): --cpus-per-task times --ntasks-per-node."""
+    spec = job.spec
+    return max(1, spec.cpus_per_task) * max(1, spec.ntasks_per_node)
+
+
+def min_memory_text(job: Job) -> str:
+    """squeue's %m: the memory asked per node (``100M``), ``0`` for none."""
+    mem = job.spec.mem_mb
+    return f"{mem}M" if mem else "0"
+
+
+def slurm_priority(job: Job) -> int:
+    """The priority as Slurm shows it: 0 for a held job (slurmctld zeroes it), at least 1 otherwise
+    (multifactor's floor: 0 would mean held)."""
+    if job.hold:
+        return 0
+    return max(1, job.priority) if job.state.value == "PENDING" or job.start_time is not None else job.priority
+
+
+def group_name(gid: int) -> str:
+    """A group's name, its number when it has none."""
+    import grp
+
+    try:
+        return grp.getgrgid(gid).gr_name
+    except (KeyError, OverflowError):
+        return str(gid)
+
+
+def command_text(job: Job) -> str:
+    """squeue's %o and scontrol's Command=: the batch script's path as given to sbatch (``(null)``
+    for --wrap and stdin), or what psrun/srun runs."""
+    spec = job.spec
+    if spec.argv:
+        return " ".join(spec.argv)
+    return spec.command or "(null)"
+
+
+# C0 controls and DEL as escapes: a job name or comment cannot move the cursor or clear a terminal.
+_CONTROL = {i: f"\\x{i:02x}" for i in (*range(32), 127)} | {9: "\\t", 10: "\\n", 13: "\\r"}
+
+
+def escaped(text: str) -> str:
+    """``text`` with its control characters escaped (``\\n``, ``\\t``, ``\\x1b``): what every command shows
+    of a user's string (a job name, a comment)."""
+    return text.translate(_CONTROL) if any(ord(c) < 32 or ord(c) == 127 for c in text) else text
+
+
+def std_paths(job: Job) -> tuple[str, str, str]:
+    """StdOut, StdErr and StdIn as scontrol shows them: the pattern expanded (``%j %x %u %A %a``; ``%N``
+    once the job has a node) and made absolute against the working directory. A batch job's stdin is
+    /dev/null; stderr defaults to stdout."""
+    import os
+
+    from pslurm.core.patterns import default_output_pattern, expand_output_pattern
+
+    spec = job.spec
+    node = job.node or ""
+    if node and ("[" in node or "," in node):
+        from pslurm.core.hostlists import expand
+
+        node = expand(node)[0]
+
+    def path(pattern: str) -> str:
+        text = expand_output_pattern(pattern, job_id=job.job_id, job_name=spec.name, user=spec.user,
+                                     node=node or "%N", array_job_id=job.array_job_id,
+                                     array_task_id=job.array_task_id)
+        return os.path.join(spec.workdir, text) if spec.workdir else text
+
+    out = path(spec.stdout if spec.stdout is not None else default_output_pattern(job.array_job_id is not None))
+    err = path(spec.stderr) if spec.stderr is not None else out
+    return out, err, "/dev/null"
+
+
+SHARES = ("shard", "mps", "gpumem")  # a share of one GPU (pslurm's gpumem: MB of its memory)
+
+
+def job_tres(job: Job, node_memory: int = 0) -> list[tuple[str, str | None, int]]:
+    """The job's trackable resources as (type, name, count), in the order slurmctld lists them
+    (``cpu``, ``mem`` (MB), ``node``, ``billing``, then the GRES): ``gres/gpu`` for all its GPUs, one
+    per GPU type asked (``gres/gpu:a100``), and a share of one GPU by its own name. ``node_memory``: what
+    a job that waits and asked no memory is counted, a node's (Slurm's default; CR_Core allocates none)."""
+    spec = job.spec
+    cpus, nodes = total_cpus(job), node_count(job)
+    items: list[tuple[str, str | None, int]] = [("cpu", None, cpus)]
+    mem = spec.mem_mb or (node_memory if job.start_time is None else 0)
+    if mem:
+        items.append(("mem", None, mem * nodes))  # --mem is per node
+    items += [("node", None, nodes), ("billing", None, cpus)]  # billing: Slurm's default weights
+    gpus = spec.gpus() * nodes  # the GRES is asked per node
+    if gpus:
+        items.append(("gres", "gpu", gpus))
+        items += [("gres", f"gpu:{g.type}", g.count * nodes) for g in spec.gres if g.name == "gpu" and g.type]
+    items += [("gres", g.name, g.count) for g in spec.gres if g.name in SHARES]
+    return items
+
+
+def tres_text(items: Iterable[tuple[str, str | None, int]]) -> str:
+    """``cpu=1,mem=4000M,node=1,billing=1,gres/gpu=1``: TRES as slurmctld writes them in job_info
+    (the per-type ``gres/gpu:a100`` left out: Slurm counts those only where AccountingStorageTRES names
+    them)."""
+    parts = []
+    for kind, name, count in items:
+        if name is not None and ":" in name:
+            continue
+        key = kind if name is None else f"{kind}/{name}"
+        parts.append(f"{key}={count}{'M' if kind == 'mem' or name == 'gpumem' else ''}")
+    return ",".join(parts)
+
+
+def tres_alloc_text(job: Job, node_memory: int = 0) -> str:
+    """squeue's tres-alloc and scontrol's TRES=: ``cpu=1,mem=100M,node=1,billing=1,gres/gpu=1``
+    (``node_memory``: as :func:`job_tres`)."""
+    return tres_text(job_tres(job, node_memory))
+
+
+def batch_host_cpus(job: Job) -> int:
+    """The batch step's CPUs: the job's on its first node, where the script runs (sacct's J.batch AllocCPUS)."""
+    spec = job.spec
+    nodes = node_count(job)
+    if nodes <= 1:
+        return spec.cpus
+    from pslurm.core.layout import tasks_per_node
+
+    return tasks_per_node(nodes, spec.ntasks, spec.ntasks_per_node)[0] * max(1, spec.cpus_per_task)

@@ -1,5 +1,5 @@
 """``--json=pslurm`` output of the commands (pslurm's own shape; bare ``--json`` prints Slurm's,
-:mod:`pslurm.cli.slurmjson`), from domain objects or the API's JSON read as they are.
+:mod:`pslurm.cli.slurmjson`), from the client's views of the API's JSON.
 
 The shape is the one the commands have always printed (protobuf's JSON mapping of the wire
 messages, field names as in pslurm.proto): every field, optional ones only when set, states and
@@ -12,11 +12,11 @@ TYPE_CHECKING = False  # typing costs a command milliseconds; mypy takes this na
 if TYPE_CHECKING:
     from typing import Any
 
-    from pslurm.client import ClusterStatus, JobPriority, PriorityWeights
+    from pslurm.client import JobPriority, PriorityWeights
+    from pslurm.core.clusterinfo import ClusterInfo, NodeInfo, PartitionInfo
     from pslurm.core.config import PartitionConfig
     from pslurm.core.gres import GresRequest
     from pslurm.core.jobinfo import JobDesc, JobInfo
-    from pslurm.core.jobspec import JobRecord, JobSpec
     from pslurm.core.node import GpuInfo, NodeStatus
 
 
@@ -33,7 +33,7 @@ def gres_json(gres: tuple[GresRequest, ...]) -> list[dict[str, Any]]:
     return [{"name": g.name, "type": g.type or "", "count": g.count} for g in gres]
 
 
-def spec_json(spec: JobSpec | JobDesc, partition: str, full: bool) -> dict[str, Any]:
+def spec_json(spec: JobDesc, partition: str, full: bool) -> dict[str, Any]:
     """``full``: with the submitter's environment and the script (pscontrol); a listing leaves them out."""
     data: dict[str, Any] = {"name": spec.name, "user": spec.user, "uid": spec.uid, "gid": spec.gid,
                             "workdir": spec.workdir}
@@ -56,7 +56,7 @@ def spec_json(spec: JobSpec | JobDesc, partition: str, full: bool) -> dict[str, 
     return data
 
 
-def job_json(job: JobRecord | JobInfo, full: bool = False) -> dict[str, Any]:
+def job_json(job: JobInfo, full: bool = False) -> dict[str, Any]:
     """A job as psqueue, psacct (``full`` False) and pscontrol (``full``) print it."""
     data: dict[str, Any] = {
         "job_id": job.job_id,
@@ -88,7 +88,7 @@ def gpu_json(gpu: GpuInfo) -> dict[str, Any]:
             "memory_mb": _i64(gpu.memory_mb or 0), "cores": list(gpu.cores)}
 
 
-def node_json(node: NodeStatus) -> dict[str, Any]:
+def node_json(node: NodeInfo | NodeStatus) -> dict[str, Any]:
     return {
         "name": node.name, "addr": node.addr, "port": node.port, "cpus": node.cpus,
         "real_memory": _i64(node.real_memory), "gres": gres_json(node.gres), "state": node.state.value,
@@ -100,7 +100,7 @@ def node_json(node: NodeStatus) -> dict[str, Any]:
     }
 
 
-def partition_json(part: PartitionConfig) -> dict[str, Any]:
+def partition_json(part: PartitionInfo | PartitionConfig) -> dict[str, Any]:
     data: dict[str, Any] = {"name": part.name, "nodes": list(part.nodes), "default": part.default}
     _present(data, max_time=None if part.max_time is None else _i64(part.max_time),
              default_time=None if part.default_time is None else _i64(part.default_time))
@@ -110,7 +110,7 @@ def partition_json(part: PartitionConfig) -> dict[str, Any]:
     return data
 
 
-def cluster_json(info: ClusterStatus) -> dict[str, Any]:
+def cluster_json(info: ClusterInfo) -> dict[str, Any]:
     return {"cluster_name": info.name, "partitions": [partition_json(p) for p in info.partitions],
             "nodes": [node_json(n) for n in info.nodes]}
 

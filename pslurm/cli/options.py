@@ -10,8 +10,8 @@ know is an error.
 A row is *real* when it has a ``dest``: a field of :class:`pslurm.core.request.JobOptions` (see
 ``JOB_FIELDS``) or a setting of the command itself (``wrap``, ``parsable``, ``input``). Every
 other row is *inert*: accepted, its value kept in :attr:`Parsed.inert`, and one warning line
-says it has no effect here (``psbatch: warning: --mail-type has no effect in pslurm (no
-mailer)``). To make one real: give its row a dest and a help line, add the field to JobOptions,
+says it has no effect here (``psbatch: warning: --licenses has no effect in pslurm (no
+licenses)``). To make one real: give its row a dest and a help line, add the field to JobOptions,
 and use it in ``build_spec``.
 """
 
@@ -107,7 +107,7 @@ TABLE: tuple[JobOpt, ...] = (
     _real("pty", "", _N, "r", "run task 0 on a pseudo-terminal (this terminal in raw mode)"),
     _real("gpus-per-task", "", _R, "r", "a step's GPUs per task, each task its own (psrun inside an allocation)"),
     _real("gpu-bind", "", _R, "r", "a step's tasks' GPUs: none, closest, map_gpu:I,..., mask_gpu:M,..., per_task:N"),
-    _real("ntasks-per-node", "", _R, "bra", "tasks per node (with -N: the task count)"),
+    _real(("ntasks-per-node", "tasks-per-node"), "", _R, "bra", "tasks per node (with -N: the task count)"),
     _real("no-shell", "", _N, "a", "grant the allocation and exit without running a command"),
     _real("help", "h", _N, "bra", ""),  # help_text lists --help last
     _real("usage", "", _N, "bra", "print a short usage line and exit"),
@@ -123,17 +123,18 @@ TABLE: tuple[JobOpt, ...] = (
     _inert("bcast-exclude", "", _R, "r"),
     _inert("bell", "", _N, "a"),
     _inert("cluster-constraint", "", _R, "bra", "one cluster"),
-    _inert("clusters", "M", _R, "bra", "one cluster"),
+    _real(("clusters", "cluster"), "M", _R, "bra", "this cluster's name (pslurm answers for one cluster)"),
     _inert("compress", "", _O, "r"),
     _real("constraint", "C", _R, "bra", "run only on nodes with these features (Features=): A, A&B, A|B",
           metavar="LIST"),
     _inert("container", "", _R, "bra", "no OCI containers"),
+    _inert("context", "", _R, "bra", "no SELinux contexts"),
     _inert("contiguous", "", _N, "bra"),
     _inert("core-spec", "S", _R, "bra"),
     _inert("cores-per-socket", "", _R, "bra"),
     _inert(("cpu-bind", "cpu_bind"), "", _R, "r"),
     _inert("cpu-freq", "", _R, "bra"),
-    _inert("cpus-per-gpu", "", _R, "bra"),
+    _real("cpus-per-gpu", "", _R, "bra", "CPUs per GPU (each node's CPUs: this times its GPUs)"),
     _inert("debugger-test", "", _N, "r"),
     _inert("delay-boot", "", _R, "bra"),
     _inert("disable-status", "X", _N, "r"),
@@ -159,12 +160,12 @@ TABLE: tuple[JobOpt, ...] = (
     _inert("kill-command", "K", _O, "a"),
     _inert("kill-on-bad-exit", "K", _O, "r"),
     _inert("licenses", "L", _R, "bra", "no licenses"),
-    _inert("mail-type", "", _R, "bra", "no mailer"),
-    _inert("mail-user", "", _R, "bra", "no mailer"),
+    _real("mail-type", "", _R, "bra", "mail at these events (kept and shown; pslurm sends no mail)"),
+    _real("mail-user", "", _R, "bra", "mail to this user (kept and shown; pslurm sends no mail)"),
     _inert("mcs-label", "", _R, "bra"),
     _inert("mem-bind", "", _R, "bra"),
-    _inert("mem-per-cpu", "", _R, "bra"),
-    _inert("mem-per-gpu", "", _R, "bra"),
+    _real("mem-per-cpu", "", _R, "bra", "memory per CPU (MB, or with K/M/G/T)"),
+    _real("mem-per-gpu", "", _R, "bra", "memory per GPU (MB, or with K/M/G/T)"),
     _inert("mincpus", "", _R, "bra"),
     _inert("mpi", "", _R, "r"),
     _inert("msg-timeout", "", _R, "r"),
@@ -177,6 +178,7 @@ TABLE: tuple[JobOpt, ...] = (
     _inert("ntasks-per-core", "", _R, "bra"),
     _inert("ntasks-per-gpu", "", _R, "bra"),
     _inert("ntasks-per-socket", "", _R, "bra"),
+    _inert("ntasks-per-tres", "", _R, "bra"),
     _inert("overcommit", "O", _N, "bra"),
     _inert("oversubscribe", "s", _N, "bra"),
     _inert("power", "", _R, "bra"),
@@ -220,7 +222,8 @@ JOB_FIELDS = frozenset({
     "job_name", "partition", "time", "output", "error", "nodes", "ntasks", "cpus_per_task", "mem", "gres", "gpus",
     "gpus_per_node", "chdir", "export", "account", "nice", "dependency", "array", "requeue", "hold",
     "kill_on_invalid_dep", "nodelist", "exclude", "open_mode", "gpu_mem", "begin", "deadline", "comment", "signal",
-    "qos", "ntasks_per_node", "constraint", "exclusive",
+    "qos", "ntasks_per_node", "constraint", "exclusive", "mem_per_cpu", "mem_per_gpu", "cpus_per_gpu", "mail_type",
+    "mail_user",
 })
 NICE_DEFAULT = "100"  # --nice without a value, as Slurm
 

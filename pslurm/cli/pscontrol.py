@@ -5,148 +5,57 @@ from __future__ import annotations
 import time
 
 from pslurm.cli import argv as a
-from pslurm.cli import token_cmd
-from pslurm.cli.common import connect, connect_api, fail, prog_name, reporting
+from pslurm.cli.common import connect, fail, prog_name, reporting
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
+    from typing import NoReturn
 
     from pslurm.client import Client
-    from pslurm.core.config import ClusterConfig, PartitionConfig
-    from pslurm.core.jobinfo import JobInfo
-    from pslurm.core.jobspec import JobRecord
-    from pslurm.core.node import NodeStatus
+    from pslurm.core.config import ClusterConfig
 
 PROG = prog_name("pscontrol")
 
 
-def show_job(job: JobRecord | JobInfo) -> str:
-    """scontrol show job's Key=Value block."""
-    from pslurm.cli.jobview import dependency_text, gres_text, node_count, nodelist_text, total_cpus, total_tasks
-    from pslurm.core.timefmt import format_duration, format_timestamp
+from pslurm.cli.jobview import std_paths as std_paths  # noqa: E402 - where the tests have found it
+from pslurm.cli.scontrol_show import show_job as show_job  # noqa: E402, F401 - the same
+from pslurm.cli.scontrol_show import show_node, show_partition, show_step  # noqa: E402
 
-    spec = job.spec
-    start, end = job.start_time, job.end_time
-    expected = start if start is not None else job.start_estimate
-    run_time = 0.0 if start is None else (end or time.time()) - start
-    gres = gres_text(spec)
-    nodes, cpus = node_count(job), total_cpus(job)
-    started = bool(job.node)
-    num_nodes = str(nodes) if started or not spec.max_nodes else f"{nodes}-{spec.max_nodes}"  # Slurm's MIN-MAX
-    tres = f"cpu={cpus},mem={spec.mem_mb * nodes}M,node={nodes}" + (
-        f",gres/gpu={sum(g.count for g in spec.gres) * nodes}" if gres else "")  # the GRES asked per node, in all
-    dependency = dependency_text(job)
-    array = (f" ArrayJobId={job.array_job_id} ArrayTaskId={job.array_task_id}"
-             if job.array_job_id is not None else "")
-    held = {"user": " (held by user)", "admin": " (held by an operator)"}.get(job.hold, "")
-    lines = [
-        f"JobId={job.job_id}{array} JobName={spec.name}",
-        f"UserId={spec.user}({spec.uid}) GroupId={spec.gid}",
-        f"Priority={job.priority}{held} Nice={spec.nice} Account={spec.account or '(null)'} "
-        f"QOS={spec.qos or 'normal'}",
-        f"JobState={job.state.value} Reason={job.reason} Dependency={dependency}",
-        f"Requeue={1 if job.requeue else 0} Restarts={job.restarts}",
-        f"ExitCode={job.exit_code}:{job.exit_signal}",
-        f"RunTime={format_duration(run_time)} TimeLimit={format_duration(job.time_limit)}",
-        f"SubmitTime={format_timestamp(job.submit_time)} EligibleTime={format_timestamp(job.eligible_time)}",
-        f"StartTime={format_timestamp(expected)} EndTime={format_timestamp(end)} "
-        f"Deadline={format_timestamp(spec.deadline) if spec.deadline else 'N/A'}",
-        f"Partition={job.partition} NodeList={nodelist_text(job) or '(null)'}",
-        f"ReqNodeList={spec.nodelist or '(null)'} ExcNodeList={spec.exclude or '(null)'}",
-        f"Features={spec.constraint or '(null)'} OverSubscribe={'NO' if spec.exclusive else 'OK'}",
-        *([f"BatchHost={job.node}"] if started else []),
-        f"NumNodes={num_nodes} NumCPUs={cpus} NumTasks={total_tasks(job)} CPUs/Task={spec.cpus_per_task}",
-        f"TRES={tres}",
-        f"TresPerNode={'gres/' + gres if gres else '(null)'} "
-        f"GpuIndices={','.join(map(str, job.gpu_indices)) or '(null)'}",
-        f"Command={' '.join(spec.argv) if spec.argv else '(batch script)'}",
-        f"WorkDir={spec.workdir}",
-    ]
-    if job.system_comment:
-        lines.append(f"SystemComment={job.system_comment}")
-    if spec.comment:
-        lines.append(f"Comment={spec.comment}")
-    if not spec.interactive:
-        stdout, stderr, stdin = std_paths(job)
-        lines.append(f"StdErr={stderr}")
-        lines.append(f"StdIn={stdin}")
-        lines.append(f"StdOut={stdout}")
-    return lines[0] + "\n" + "".join(f"   {line}\n" for line in lines[1:])
-
-
-def std_paths(job: JobRecord | JobInfo) -> tuple[str, str, str]:
-    """StdOut, StdErr and StdIn as scontrol shows them: the pattern expanded (``%j %x %u %A %a``; ``%N``
-    once the job has a node) and made absolute against the working directory. A batch job's stdin is
-    /dev/null; stderr defaults to stdout."""
-    import os
-
-    from pslurm.core.patterns import default_output_pattern, expand_output_pattern
-
-    spec = job.spec
-    node = job.node or ""
-    if node and ("[" in node or "," in node):
-        from pslurm.core.hostlists import expand
-
-        node = expand(node)[0]
-
-    def path(pattern: str) -> str:
-        text = expand_output_pattern(pattern, job_id=job.job_id, job_name=spec.name, user=spec.user,
-                                     node=node or "%N", array_job_id=job.array_job_id,
-                                     array_task_id=job.array_task_id)
-        return os.path.join(spec.workdir, text) if spec.workdir else text
-
-    out = path(spec.stdout if spec.stdout is not None else default_output_pattern(job.array_job_id is not None))
-    err = path(spec.stderr) if spec.stderr is not None else out
-    return out, err, "/dev/null"
-
-
-def show_node(node: NodeStatus) -> str:
-    from pslurm.cli.gpushow import gpu_mem, gres_used
-    from pslurm.core.gres import format_gres
-    from pslurm.core.timefmt import format_timestamp
-
-    drained = node.drain and node.display_state not in ("drain", "drng")
-    state = node.display_state.upper() + ("+DRAIN" if drained else "")
-    gpus = ", ".join(f"{g.index}:{g.type or g.name}{'@' + g.file if g.file else ''}" for g in node.gpus) or "(null)"
-    lines = [
-        f"NodeName={node.name} NodeAddr={node.addr} Port={node.port}",
-        f"CPUAlloc={node.alloc_cpus} CPUTot={node.cpus}",
-        f"RealMemory={node.real_memory} AllocMem={node.alloc_mem}",
-        f"AvailableFeatures={','.join(node.features) or '(null)'} ActiveFeatures={','.join(node.features) or '(null)'}",
-        f"Gres={format_gres(node.gres) or '(null)'} GresUsed={gres_used(node.alloc_gpus, node.gpu_usage)}",
-        f"Gpus={gpus}",
-        f"GpuMem={gpu_mem(node.gpu_usage)}" if node.gpu_usage else "",
-        f"State={state} Partitions={','.join(node.partitions)}",
-        f"LastHeartbeat={format_timestamp(node.last_heartbeat)}",
-        f"DeviceIsolation={node.isolation or 'unknown'}",
-        f"Reason={node.reason or '(null)'}" if node.reason else "",
-    ]
-    return lines[0] + "\n" + "".join(f"   {line}\n" for line in lines[1:] if line)
-
-
-def show_partition(p: PartitionConfig) -> str:
-    from pslurm.core.timefmt import format_duration
-
-    max_time = format_duration(p.max_time) if p.max_time is not None else "UNLIMITED"
-    default_time = format_duration(p.default_time) if p.default_time is not None else "NONE"
-    return (f"PartitionName={p.name}\n   AllowGroups={','.join(p.allow_groups) or 'ALL'} "
-            f"Default={'YES' if p.default else 'NO'}\n"
-            f"   MaxNodes={p.max_nodes if p.max_nodes is not None else 'UNLIMITED'} MaxTime={max_time} "
-            f"DefaultTime={default_time}\n"
-            f"   PriorityJobFactor={p.priority_job_factor} State={p.state}\n"
-            f"   Nodes={','.join(p.nodes)}\n")
-
-
-OPTIONS = (a.JSON, a.HELP)
+_O = a.Opt
+OPTIONS = (
+    _O("all", "a", a.NONE, help="every partition (pslurm hides none)"),
+    _O("details", "d", a.NONE, dest="details", help="more detail (a job's CPUs and GRES per node)"),
+    _O("future", "F", a.NONE, help="nodes in state FUTURE too (pslurm has none)"),
+    _O("hide", arg=a.NONE), _O("local", arg=a.NONE), _O("federation", arg=a.NONE), _O("sibling", arg=a.NONE),
+    _O(("clusters", "cluster"), "M", dest="clusters", help="this cluster's name, or all"),
+    _O("oneliner", "o", a.NONE, help="one line per record"),
+    _O("quiet", "Q", a.NONE, help="no error messages"),
+    _O("uid", "u", help="act as this uid (root only; pslurm acts as the caller)"),
+    _O("verbose", "v", a.NONE), _O("version", "V", a.NONE), _O("usage", arg=a.NONE, dest="help"),
+    a.JSON, _O("yaml", arg=a.NONE), _O("help", "h", a.NONE),
+)
 USAGE = "pscontrol [OPTIONS] words..."
-DESCRIPTION = ("show job ID | show node [NAME] | show partition | update NodeName=X State=DRAIN|RESUME Reason=.. |\n"
-               "  update JobId=ID TimeLimit=[+|-]T Partition=P JobName=N Account=A Comment=C NumTasks=N\n"
-               "  MinMemoryNode=MB Priority=P Nice=N | hold ID.. | uhold ID.. | release ID.. | requeue ID.. |\n"
-               "  show hostnames [HOSTLIST] (default $SLURM_NODELIST) | show hostlist NAME,NAME.. (neither asks the\n"
-               "  controller) | show config (read from the local pslurm.conf, not from the controller) |\n"
-               "  write batch_script ID [FILE|-] (default slurm-ID.sh; - for stdout; the owner or an operator) |\n"
-               "  ping (each controller: UP or DOWN) | takeover [INDEX] (backup INDEX, default 1, takes control)")
+DESCRIPTION = ("show job|node|partition|step|reservation|config|daemons|licenses|topology|aliases [NAME] |\n"
+               "  show hostnames|hostlist|hostlistsorted LIST | update NodeName=X State=DRAIN|RESUME Reason=.. |\n"
+               "  update JobId=ID KEY=VALUE... | hold|uhold|release|requeue|requeuehold|top ID.. |\n"
+               "  suspend|resume ID | listpids [ID] | notify ID MSG | wait_job ID | ping | version |\n"
+               "  reconfigure | write batch_script ID [FILE|-] | takeover [INDEX] | token [lifespan=S] [username=U]")
+# scontrol's keywords and how short each may be written (scontrol.c: MAX(tag_len, N))
+VERBS = {"show": 3, "update": 1, "hold": 2, "uhold": 2, "release": 3, "requeue": 7, "requeuehold": 8, "suspend": 2,
+         "resume": 3, "top": 3, "listpids": 5, "notify": 2, "wait_job": 2, "ping": 2, "version": 4,
+         "reconfigure": 3, "write": 2, "pidinfo": 3, "takeover": 8, "token": 3}
+ENTITIES = {"jobs": 1, "jobid": 4, "nodes": 1, "partitions": 2, "steps": 2, "reservations": 3, "config": 1,
+            "daemons": 1, "licenses": 2, "topology": 1, "aliases": 2, "hostnames": 5, "hostname": 5,
+            "hostlist": 5, "hostlistsorted": 9, "frontend": 1, "federation": 2, "burstbuffer": 2,
+            "partitionname": 2, "reservationname": 1}
+ENTITY_ALIASES = {"partitionname": "partitions", "reservationname": "reservations"}  # show PartitionName=gpu
+
+
+def _word(word: str, table: dict[str, int]) -> str | None:
+    """The keyword ``word`` names, shortened as scontrol allows (at least its minimum length)."""
+    low = word.lower()
+    return next((k for k, least in table.items() if len(low) >= least and k.startswith(low)), None)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -155,15 +64,43 @@ def main(argv: Sequence[str] | None = None) -> None:
                                    description=DESCRIPTION,
                                    arguments=(("words...", "show job ID | show node [NAME] | update NodeName=.. | "
                                                "update JobId=.. | hold|release|requeue ID"),))
+    v = a.values(found)
+    from pslurm.cli.common import answer_usage_version, check_clusters
+
+    answer_usage_version(v, "")
+    if v.get("help"):
+        import sys
+
+        sys.stdout.write(f"Usage: {USAGE}\n\n  {DESCRIPTION}\n")
+        return
     if not words:
         fail(PROG, "Missing argument 'words'.")
-    as_json = a.json_format(PROG, a.values(found))  # None, "slurm" or "pslurm"
-    verb = words[0].lower()
-    if verb == "show" and len(words) >= 2 and words[1].lower() in ("job", "jobs"):
-        _show_jobs(words[2:], as_json)  # the hot path: the API's JSON as it is, no dataclasses
+    opts = Options(v)
+    verb = _word(words[0], VERBS)
+    if verb is None:
+        _quiet_error(opts, f"invalid keyword: {words[0]}")
         return
-    if verb == "show" and len(words) >= 2 and words[1].lower() in ("hostnames", "hostname", "hostlist", "config"):
-        _show_local(words[1].lower(), words[2:])  # no controller: the argument, the environment, the file
+    if verb == "version":
+        from pslurm import __version__
+
+        print(f"pslurm {__version__}")
+        return
+    if verb == "show":
+        if len(words) < 2:
+            _quiet_error(opts, "too few arguments for keyword:show")
+        entity_word, _, first = words[1].partition("=")
+        entity = _word(entity_word, ENTITIES) if not entity_word.lower().startswith("nodename") else None
+        entity = ENTITY_ALIASES.get(entity or "", entity)
+        if entity is None:
+            _quiet_error(opts, f"invalid entity:{words[1]} for keyword:show")
+            return
+        names = ([first] if first else []) + words[2:]
+        if entity in ("hostnames", "hostname", "hostlist", "hostlistsorted", "config"):
+            _show_local(entity, names)
+            return
+        client = connect(PROG)
+        check_clusters(PROG, v.get("clusters"), client.config.cluster_name)
+        _show(client, entity, names, opts)
         return
     if verb == "write":
         _write(words[1:])
@@ -177,47 +114,112 @@ def main(argv: Sequence[str] | None = None) -> None:
         controllers_cmd.run(PROG, verb, words[1:])
         return
     if verb == "token":  # scontrol token: cli/token_cmd.py
-        return token_cmd.token(PROG, words[1:])
-    client = connect(PROG)
-    if verb == "show" and len(words) >= 2:
-        _show(client, words[1].lower(), words[2:], as_json)
-    elif verb in ("hold", "uhold", "release", "requeue") and len(words) >= 2:
-        _job_action(client, verb, words[1:])
-    else:
-        fail(PROG, f"Invalid command: {' '.join(words)}")
+        from pslurm.cli import token_cmd
+
+        token_cmd.token(PROG, words[1:])
+        return
+    from pslurm.cli import scontrol_verbs
+
+    scontrol_verbs.run(verb, words[1:], opts)
 
 
-def _show(client: Client, what: str, names: list[str], as_json: str | None) -> None:
-    """show node|partition; ``as_json``: None, "slurm" (Slurm's shape, as scontrol's --json from 23.02;
-    22.05's scontrol has none) or "pslurm"."""
+class Options:
+    """The options every keyword reads: -o, -d, -Q, --json."""
+
+    def __init__(self, v: dict[str, object]) -> None:
+        self.one_liner, self.details, self.quiet = bool(v.get("oneliner")), bool(v.get("details")), bool(v.get("quiet"))
+        self.as_json = a.json_format(PROG, v) or ("slurm" if v.get("yaml") else None)
+
+
+def _refuse(message: str) -> NoReturn:
+    """scontrol's line for words it cannot take: on stderr, without the command's name; exit 1."""
+    import sys
+
+    print(message, file=sys.stderr)
+    raise SystemExit(1)
+
+
+def _quiet_error(opts: Options, message: str) -> None:
+    """scontrol's error line (without the command's name, as scontrol writes these), exit 1; -Q: nothing."""
+    import sys
+
+    if not opts.quiet:
+        print(message, file=sys.stderr)
+    raise SystemExit(1)
+
+
+def _show(client: Client, what: str, names: list[str], opts: Options) -> None:  # noqa: C901 - one per entity
+    """show ENTITY [NAME...]."""
     import json
+    import sys
 
     from pslurm.cli import jsonout, slurmjson
 
-    if what in ("node", "nodes"):
+    if what in ("jobs", "jobid"):
+        _show_jobs(client, names, opts)
+    elif what == "nodes":
         with reporting(PROG):
             nodes = [n for n in client.nodes() if not names or n.name in names]
         if names and not nodes:
-            fail(PROG, f"Node {names[0]} not found")
-        if as_json == "slurm":
+            print(f"Node {names[0]} not found")  # on stdout, as scontrol
+            raise SystemExit(1)
+        if opts.as_json == "slurm":
             print(slurmjson.dumps(slurmjson.nodes_reply(nodes)))
-        elif as_json:
+        elif opts.as_json:
             print(json.dumps({"nodes": [jsonout.node_json(n) for n in nodes]}, indent=2))
         else:
-            print("\n".join(show_node(n) for n in nodes))
-    elif what in ("partition", "partitions"):
+            sys.stdout.write("".join(show_node(n, opts.one_liner) for n in nodes))
+    elif what == "partitions":
         with reporting(PROG):
-            parts = [p for p in client.partitions() if not names or p.name in names]
-            all_nodes = client.nodes() if as_json == "slurm" else []  # a partition's CPU and TRES totals
-        if as_json == "slurm":
-            print(slurmjson.dumps(slurmjson.partitions_reply(parts, all_nodes)))
-        elif as_json:
+            cluster = client.cluster()
+        parts = [p for p in cluster.partitions if not names or p.name in names]
+        if names and not parts:
+            print(f"Partition {names[0]} not found")
+            raise SystemExit(1)
+        if opts.as_json == "slurm":
+            print(slurmjson.dumps(slurmjson.partitions_reply(parts, list(cluster.nodes))))
+        elif opts.as_json:
             print(json.dumps({"partitions": [jsonout.partition_json(p) for p in parts]}, indent=2))
         else:
-            for p in parts:
-                print(show_partition(p))
-    else:
-        fail(PROG, f"Invalid entity: {what} (job, node, partition, config, hostnames or hostlist)")
+            sys.stdout.write("".join(show_partition(p, list(cluster.nodes), opts.one_liner) for p in parts))
+    elif what == "steps":
+        _show_steps(client, names, opts)
+    elif what == "aliases":
+        with reporting(PROG):
+            print(" ".join(n.name for n in client.nodes()))
+    else:  # entities pslurm has none of, answered as scontrol answers a cluster without them
+        answers = {"reservations": "No reservations in the system", "licenses": "No licenses configured in Slurm.",
+                   "frontend": "No nodes in the system", "daemons": "psctld psd"}
+        if what == "topology":
+            print(f"{PROG}: error: No topology information available", file=sys.stderr)
+        elif what in answers:
+            print(answers[what])
+
+
+def _show_steps(client: Client, names: list[str], opts: Options) -> None:
+    """show step [J.S]: the running steps (batch steps too), or the one named."""
+    import sys
+
+    from pslurm.cli.stepview import step_rows
+    from pslurm.core.jobids import parse_job_id
+
+    selector = None
+    if names:
+        try:
+            selector = parse_job_id(names[0])
+        except ValueError:
+            _quiet_error(opts, f"Invalid job step id: {names[0]}")
+    with reporting(PROG):
+        jobs = client.jobs(job_ids=[selector.job_id] if selector else (), steps=True)
+    if selector is not None and not jobs:
+        _quiet_error(opts, "slurm_get_job_steps error: Invalid job id specified")
+    rows = [r for j in jobs if j.state.holds_resources for r in step_rows(j)
+            if selector is None or selector.step is None or r.step_id.endswith("." + selector.step)]
+    rows.sort(key=lambda r: r.job_id)  # each job's steps as slurmctld made them: its batch step first
+    if not rows:
+        print("No job steps in the system" if selector is None else f"Job step {names[0]} not found")
+        return
+    sys.stdout.write("".join(show_step(r, opts.one_liner) for r in rows))
 
 
 def _show_local(what: str, args: list[str]) -> None:
@@ -235,11 +237,11 @@ def _show_local(what: str, args: list[str]) -> None:
             fail(PROG, str(exc))
         print(show_config(cfg), end="")
         return
-    if what == "hostlist":
+    if what in ("hostlist", "hostlistsorted"):
         if not args:  # scontrol's words and status
             print("invalid encode argument", file=sys.stderr)
             raise SystemExit(1)
-        print(encode_hostlist(",".join(args)))
+        print(encode_hostlist(",".join(args), sort=what == "hostlistsorted"))
         return
     text = args[0] if args else os.environ.get("SLURM_NODELIST") or os.environ.get("SLURM_JOB_NODELIST")
     if not text:
@@ -258,15 +260,16 @@ def hostnames(text: str) -> list[str]:
     return expand(text)
 
 
-def encode_hostlist(text: str) -> str:
-    """``show hostlist``: names (or hostlists), commas or blanks between, as one hostlist expression."""
+def encode_hostlist(text: str, sort: bool = False) -> str:
+    """``show hostlist``: names (or hostlists), commas or blanks between, as one hostlist expression
+    (``sort``: hostlistsorted, the names in order first)."""
     from pslurm.core.hostlists import collect, expand
 
     names: list[str] = []
     for word in text.replace("\n", ",").replace(" ", ",").split(","):
         if word:
             names.extend(expand(word) if "[" in word else [word])
-    return collect(dict.fromkeys(names))
+    return collect(sorted(dict.fromkeys(names)) if sort else dict.fromkeys(names))
 
 
 def config_pairs(cfg: ClusterConfig) -> list[tuple[str, str]]:
@@ -288,6 +291,8 @@ def config_pairs(cfg: ClusterConfig) -> list[tuple[str, str]]:
         ("KillWait", f"{cfg.kill_wait} sec"),
         ("MaxArraySize", str(sched.max_array_size)),
         ("MaxJobCount", str(sched.max_job_count)),
+        # pslurm purges no ended job, so each stays at least this long (Slurm's default 300)
+        ("MinJobAge", f"{extra.get('minjobage') or 300} sec"),
         ("PriorityDecayHalfLife", format_duration(sched.decay_half_life)),
         ("PriorityFavorSmall", "Yes" if sched.favor_small else "No"),
         ("PriorityMaxAge", format_duration(sched.max_age)),
@@ -314,32 +319,43 @@ def show_config(cfg: ClusterConfig, now: float | None = None) -> str:
     return head + "".join(f"{key:<23} = {value}\n" for key, value in config_pairs(cfg))
 
 
-def _show_jobs(names: list[str], as_json: str | None) -> None:
-    """show job [ID...]: every job, or the named ones (finished ones too)."""
-    from pslurm.core.jobinfo import JobInfo
+def _show_jobs(client: Client, names: list[str], opts: Options) -> None:
+    """show job [ID...]: every job, or the named ones (finished ones too, ids as Slurm reads them)."""
+    import sys
 
-    try:
-        job_ids = [int(n) for n in names]
-    except ValueError:
-        fail(PROG, f"Invalid job id specified: {' '.join(names)}")
-    api = connect_api(PROG)
+    from pslurm.core.jobids import parse_job_id, split_ids
+
+    selectors = []
+    for word in (w for name in names for w in split_ids(name)):
+        try:
+            selectors.append(parse_job_id(word))
+        except ValueError:
+            _quiet_error(opts, "scontrol_print_job error: Invalid job id specified")
     with reporting(PROG):
-        jobs = [JobInfo(data) for data in api.jobs(job_ids=job_ids, include_finished=bool(names))]
+        jobs = client.jobs(job_ids=sorted({s.job_id for s in selectors}), include_finished=True,
+                           collapse_arrays=not any(s.tasks for s in selectors))
+    if selectors:
+        jobs = [j for j in jobs if any(s.selects(j.job_id, j.array_job_id, j.array_task_id) for s in selectors)]
     if names and not jobs:
-        fail(PROG, "Invalid job id specified")
-    if as_json == "slurm":  # as squeue --json (scontrol show job --json of Slurm 23.02 on)
+        _quiet_error(opts, "slurm_load_jobs error: Invalid job id specified")
+    if opts.as_json == "slurm":  # as squeue --json (scontrol show job --json of Slurm 23.02 on)
         from pslurm.cli import slurmjson
 
-        print(slurmjson.dumps(slurmjson.jobs_reply(jobs, api.config.cluster_name)))
-    elif as_json:
+        print(slurmjson.dumps(slurmjson.jobs_reply(jobs, client.config.cluster_name)))
+    elif opts.as_json:
         import json
 
         from pslurm.cli import jsonout
 
         print(json.dumps({"jobs": [{**jsonout.job_json(j, full=True), "job_id": str(j.job_id)} for j in jobs]},
                          indent=2))
+    elif not jobs:
+        print("No jobs in the system")
     else:
-        print("\n".join(show_job(j) for j in jobs) if jobs else "No jobs in the system")
+        from pslurm.cli.common import node_memory
+
+        memory = node_memory(client) if any(j.start_time is None for j in jobs) else 0
+        sys.stdout.write("".join(show_job(j, opts.one_liner, opts.details, node_memory=memory) for j in jobs))
 
 
 # What slurmctld answers REQUEST_BATCH_SCRIPT with (Slurm 22.05, _slurm_rpc_dump_batch_script), as
@@ -356,13 +372,13 @@ def _write(args: list[str]) -> None:
     import sys
 
     if not args:
-        fail(PROG, "too few arguments for keyword:write")
+        _refuse("too few arguments for keyword:write")
     if not "batch_script".startswith(args[0].lower()) or len(args[0]) < 5:
-        fail(PROG, f"invalid write argument:{args[0]}")
+        _refuse(f"invalid write argument:{args[0]}")
     if len(args) > 3:
-        fail(PROG, "too many arguments for keyword:write")
+        _refuse("too many arguments for keyword:write")
     if len(args) < 2:
-        fail(PROG, "too few arguments for keyword:write")  # scontrol says nothing here (and exits 0)
+        _refuse("too few arguments for keyword:write")  # scontrol says nothing here (and exits 0)
     digits = ""
     for ch in args[1]:  # atoll: the leading digits (14_3 is job 14)
         if not ch.isdigit():
@@ -390,14 +406,10 @@ def batch_script(job_id: int) -> tuple[str | None, str]:
     """The job's batch script as the caller may have it, or None and slurmctld's reason."""
     import os
 
-    from pslurm.core.jobinfo import JobInfo
-
     if job_id <= 0:
         return None, NO_SUCH_JOB
-    api = connect_api(PROG)
     with reporting(PROG):
-        found = [JobInfo(d) for d in api.jobs(job_ids=[job_id], include_finished=True)]
-    job = next((j for j in found if j.job_id == job_id), None)
+        job = connect(PROG).job(job_id)
     if job is None:
         return None, NO_SUCH_JOB
     spec = job.spec
@@ -415,7 +427,7 @@ def _update(words: list[str]) -> None:
     """``update NodeName=.. State=.. [Reason=..]`` or ``update JobId=ID KEY=VALUE...`` (scontrol's keys:
     :mod:`pslurm.core.jobupdate`), by the words' keys as scontrol tells them apart."""
     if not words:
-        fail(PROG, "too few arguments for keyword:update")
+        _refuse("too few arguments for update keyword")
     if any(len(key) >= 3 and "nodename".startswith(key.lower()) for key in (w.partition("=")[0] for w in words)):
         _update_nodes(words)
     else:
@@ -427,7 +439,7 @@ def _update_jobs(words: list[str]) -> None:
     each job of the id list changed, all its changes or none; scontrol's lines for the refused, exit 1."""
     import sys
 
-    from pslurm.core.arrays import split_job_list
+    from pslurm.core.jobids import split_ids as split_job_list
     from pslurm.core.jobupdate import UpdateError, parse_job_update
 
     try:
@@ -437,11 +449,11 @@ def _update_jobs(words: list[str]) -> None:
             fail(PROG, exc.lines[0])
         print("\n".join(exc.lines), file=sys.stderr)
         raise SystemExit(1) from None
-    api = connect_api(PROG)
+    client = connect(PROG)
     errors: list[str] = []
     for text in split_job_list(job) or [job]:
         with reporting(PROG):
-            errors.extend(api.update_job(text, changes=changes))
+            errors.extend(client.update_job(text, changes=changes))
     for line in errors:
         print(line, file=sys.stderr)  # as scontrol: "Job is no longer pending execution for job 14"
     if errors:
@@ -464,25 +476,3 @@ def _update_nodes(pairs: list[str]) -> None:
     for node in expand(name):
         with reporting(PROG):
             client.update_node(node, values.get("state", ""), values.get("reason", ""))
-
-
-def _job_action(client: Client, verb: str, ids: list[str]) -> None:
-    """hold / uhold / release / requeue, for each id (14, 14_3, 14_[5-9]; commas allowed)."""
-    from pslurm.core.arrays import split_job_list
-
-    errors = []
-    for item in ids:
-        for text in split_job_list(item):
-            with reporting(PROG):
-                errors.extend(client.update_job(text, action=verb))
-    _report(errors)
-
-
-def _report(errors: list[str]) -> None:
-    import sys
-
-    for line in errors:
-        print(f"{PROG}: error: {line}", file=sys.stderr)
-    if errors:
-        raise SystemExit(1)
-

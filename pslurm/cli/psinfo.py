@@ -3,28 +3,22 @@
 from __future__ import annotations
 
 from pslurm.cli import argv as a
-from pslurm.cli.common import connect_api, fail, print_listing, prog_name, reporting
+from pslurm.cli.common import connect, fail, print_listing, prog_name, reporting
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any
 
-    from pslurm.core.clusterinfo import NodeInfo, PartitionInfo
-    from pslurm.core.config import PartitionConfig
-    from pslurm.core.node import NodeStatus
-
-    Part = PartitionConfig | PartitionInfo  # a client's object, or the API's JSON as it is
-    Node = NodeStatus | NodeInfo
+    from pslurm.core.clusterinfo import NodeInfo as Node
+    from pslurm.core.clusterinfo import PartitionInfo as Part
 
 PROG = prog_name("psinfo")
 PARTITION_FORMAT = "%9P %.5a %.10l %.6D %.6t %N"
-NODE_FORMAT = "%10N %.6D %10P %.6t %.5c %.8m %G"
+NODE_FORMAT = "%9N %.6D %.9P %6t"  # sinfo -N
 SUMMARIZE_FORMAT = "%9P %.5a %.10l %.16F %N"  # sinfo -s
 REASONS_FORMAT = "%20E %9u %19H %N"  # sinfo -R
 REASONS_STATES = "down,fail,drain"  # what sinfo -R lists unless -t says otherwise
-LONG_STATE = {"idle": "idle", "mix": "mixed", "alloc": "allocated", "drain": "drained", "drng": "draining",
-              "down": "down", "unk": "unknown"}
 
 
 # sinfo's state names (22.05): the base states first, matched by prefix of the long or the short name
@@ -35,9 +29,9 @@ _FLAG_STATES = (("planned", "plnd"), ("drain", "drain"), ("drained", "drained"),
                 ("powering_down", "powering_down"), ("powered_down", "powered_down"), ("power_down", "power_down"),
                 ("powering_up", "powering_up"), ("fail", "fail"), ("maint", "maint"),
                 ("reboot_requested", "reboot_requested"), ("reboot_issued", "reboot_issued"), ("cloud", "cloud"))
-VALID_STATES = ",".join([long for long, _ in _BASE_STATES] + [
-    "drain", "drained", "draining", "no_respond", "reserved", "planned", "cloud", "completing", "powering_down",
-    "powered_down", "power_down", "powering_up", "fail", "maint", "reboot_requested", "reboot_issued"])
+# sinfo 22.05's list in its error message, as it writes it (node_state_string of each state, then the flags)
+VALID_STATES = ("unknown,down,idle,allocated,?,mixed,future,drain,drained,draining,no_respond,reserved,perfctrs,"
+                "cloud,completing,powering_down,powered_down,power_down,powering_up,fail,maint,reboot,reboot^,unknown")
 
 
 def state_id(word: str) -> str | None:
@@ -80,6 +74,8 @@ def node_in_state(node: Node, state: str) -> bool:
         return True
     if state == "drain":
         return node.drain
+    if state == "allocated":  # sinfo's ALLOCATED matches a node with any job (mixed too)
+        return base in ("allocated", "mixed")
     if state == "drained":
         return node.drain and shown != "drng"
     if state == "draining":
@@ -100,137 +96,70 @@ def node_rows(parts: Sequence[Part], all_nodes: Sequence[Node], partitions: list
             for name in p.nodes if name in nodes]
 
 
-def node_counts(nodes: Sequence[Node]) -> tuple[int, int, int]:
-    """(allocated, idle, other) as sinfo counts them: a node with jobs is allocated (draining too), a
-    drained or down one other, an idle one idle."""
-    alloc = idle = other = 0
-    for n in nodes:
-        if n.display_state in ("alloc", "mix", "drng"):
-            alloc += 1
-        elif n.display_state == "idle" and not n.drain:
-            idle += 1
-        else:
-            other += 1
-    return alloc, idle, other
+from pslurm.cli.sinfo_fields import LONG_STATE, node_counts, reason_time, reason_user  # noqa: E402, F401
 
 
-def reason_user(n: Node) -> str:
-    """%u: who set the reason, when the record says (slurmrestd's ``reason_set_by_user``); else sinfo's
-    ``Unknown``."""
-    data = getattr(n, "data", None)
-    return (data.get("reason_set_by_user") if isinstance(data, dict) else None) or "Unknown"
-
-
-def reason_time(n: Node) -> str:
-    """%H: when the reason was set, when the record says (``reason_changed_at``); else ``Unknown``."""
-    from pslurm.core.timefmt import format_timestamp
-
-    data = getattr(n, "data", None)
-    when = data.get("reason_changed_at") if isinstance(data, dict) else None
-    if isinstance(when, dict):  # slurmrestd's {"set": .., "number": ..}
-        when = when.get("number") if when.get("set") else None
-    return format_timestamp(when if isinstance(when, (int, float)) else None)
-
-
-# sinfo -O/--Format names (case-insensitive, as Slurm 22.05's src/sinfo/opts.c) -> the -o letter whose
-# field they print; GresUsed has no -o letter in sinfo (k here), GpuMem is pslurm's own (j).
-LONG_FIELDS = {
-    "available": "a", "cpus": "c", "cpusstate": "C", "gres": "G", "gresused": "k", "gpumem": "j", "memory": "m",
-    "nodeai": "A", "nodeaiot": "F", "nodelist": "N", "nodes": "D", "partition": "P", "partitionname": "R",
-    "features": "f", "featuresact": "b",
-    "reason": "E", "statecompact": "t", "statelong": "T", "time": "l", "timestamp": "H", "user": "u",
-}
-
-
-def _fields() -> dict[str, tuple[str, Any]]:
-    from pslurm.cli.gpushow import gpu_mem, gres_used
-    from pslurm.core.timefmt import format_duration
-
-    def gres(n: Node) -> str:
-        from pslurm.core.gres import format_gres  # here: only %G needs it (and dataclasses)
-
-        return format_gres(n.gres) or "(null)"
-
-    def limit(p: Part) -> str:
-        return "infinite" if p.max_time is None else format_duration(p.max_time)
-
-    def cpus_aiot(n: Node) -> str:
-        other = n.cpus if n.display_state in ("down", "drain", "unk") else 0
-        idle = n.cpus - n.alloc_cpus - other
-        return f"{n.alloc_cpus}/{max(idle, 0)}/{other}/{n.cpus}"
-
-    return {
-        "P": ("PARTITION", lambda r: r[0].name + ("*" if r[0].default else "")),
-        "R": ("PARTITION", lambda r: r[0].name),
-        "a": ("AVAIL", lambda r: r[0].state.lower()),
-        "l": ("TIMELIMIT", lambda r: limit(r[0])),
-        "t": ("STATE", lambda r: r[1].display_state),
-        "T": ("STATE", lambda r: LONG_STATE.get(r[1].display_state, r[1].display_state)),
-        "c": ("CPUS", lambda r: str(r[1].cpus)),
-        "C": ("CPUS(A/I/O/T)", lambda r: cpus_aiot(r[1])),
-        "m": ("MEMORY", lambda r: str(r[1].real_memory)),
-        "G": ("GRES", lambda r: gres(r[1])),
-        "k": ("GRES_USED", lambda r: gres_used(r[1].alloc_gpus, r[1].gpu_usage)),  # sinfo -O GresUsed
-        "j": ("GPU_MEM", lambda r: gpu_mem(r[1].gpu_usage)),  # -O GpuMem, pslurm's own
-        "E": ("REASON", lambda r: r[1].reason or "none"),
-        "f": ("AVAIL_FEATURES", lambda r: ",".join(r[1].features) or "(null)"),
-        "b": ("ACTIVE_FEATURES", lambda r: ",".join(r[1].features) or "(null)"),
-        "u": ("USER", lambda r: reason_user(r[1])),
-        "H": ("TIMESTAMP", lambda r: reason_time(r[1])),
-        "N": ("NODELIST", None),
-        "D": ("NODES", None),
-    }
-
-
-def render_rows(fmt: str, rows: list[tuple[Part, Node]], node_oriented: bool,
-                header: bool) -> list[str]:
-    """sinfo's grouping: rows equal in every field but NODELIST/NODES become one line."""
+def render_rows(fmt: str, rows: list[tuple[Part, Node]], node_oriented: bool, header: bool,
+                fields: dict[str, tuple[str, Any]] | None = None, exact: bool = False, sort: str = "") -> list[str]:
+    """sinfo's lines: rows alike in every field shown (but those that count or list nodes) grouped into
+    one (``exact``: also alike in CPUs and memory, as -e), in sinfo's order (``sort``: -S's keys, else
+    the partitions' order and the state, higher first)."""
     from pslurm.cli.formats import parse_format, render
-    from pslurm.core.hostlists import collect
+    from pslurm.cli.sinfo_fields import GROUP_LETTERS, group_fields, node_fields, sort_groups
 
-    fields = _fields()
+    table = {**node_fields(), **(fields or {})}
     columns, _ = parse_format(fmt)
-    group_level = ("N", "D", "A", "F")
-    keys = [c.letter for c in columns if c.letter not in group_level]
+    keys = [c.letter for c in columns if c.letter not in GROUP_LETTERS]
     for letter in keys:
-        if letter not in fields:
+        if letter not in table:
             raise ValueError(f"Invalid node format specification: %{letter}")
+    if exact:
+        keys += [k for k in ("c", "m") if k not in keys]
     groups: dict[tuple[str, ...], list[Any]] = {}
     for row in rows:
-        key = tuple(fields[k][1](row) for k in keys)
+        key = tuple(table[k][1](row) for k in keys)
         if node_oriented:
             key = (row[1].name, *key)
         groups.setdefault(key, []).append(row)
-    grouped = [(key, members) for key, members in groups.items()]
-    table = {letter: (head, get) for letter, (head, get) in fields.items() if get is not None}
+    order = {p.name: i for i, p in enumerate(dict.fromkeys(r[0] for r in rows))}
+    grouped = list(groups.items())
+    sort_groups(grouped, sort or ("N" if node_oriented else "#P,-t"), table, order)
+    def first(get: Any) -> Any:  # a line's value of a field alike in its rows: its first row's
+        return lambda g: get(g[1][0])
 
-    def members(g: Any) -> list[Any]:  # each node once (a node of two partitions, when no field tells them apart)
-        return list({r[1].name: r[1] for r in g[1]}.values())
-
-    def counts(g: Any) -> tuple[int, int, int]:
-        return node_counts(members(g))
-
-    table["N"] = ("NODELIST", lambda g: collect(n.name for n in members(g)))
-    table["D"] = ("NODES", lambda g: str(len(members(g))))
-    table["A"] = ("NODES(A/I)", lambda g: "{}/{}".format(*counts(g)[:2]))
-    table["F"] = ("NODES(A/I/O/T)", lambda g: "{}/{}/{}/{}".format(*counts(g), len(members(g))))
-    for letter in keys:
-        getter = fields[letter][1]
-        table[letter] = (fields[letter][0], lambda g, getter=getter: getter(g[1][0]))
-    return render(fmt, grouped, table, header, PROG)
+    lines_of = {**{k: (h, first(get)) for k, (h, get) in table.items()}, **group_fields()}
+    return render(fmt, grouped, lines_of, header, PROG)
 
 
+_O = a.Opt
 OPTIONS = (
-    a.Opt("Node", "N", a.NONE, dest="node_oriented", help="one line per node"),
+    _O("Node", "N", a.NONE, dest="node_oriented", help="one line per node"),
     a.NOHEADER,
-    a.Opt("format", "o", dest="fmt", help="output format (%P %N %G %t ...)"),
-    a.Opt("Format", "O", dest="long_fmt", help="output fields by name (NodeList,Gres,GresUsed,GpuMem:40 ...)"),
-    a.Opt("partition", "p", help="partitions"),
-    a.Opt("list-reasons", "R", a.NONE, dest="list_reasons", help="why nodes are down or drained"),
-    a.Opt("summarize", "s", a.NONE, help="one line per partition, node counts as allocated/idle/other/total"),
-    a.Opt("states", "t", help="only nodes in these states (idle, alloc, mix, drain, drng, down, ...)"),
-    a.JSON, a.HELP,
+    _O("format", "o", dest="fmt", help="output format (%P %N %G %t ...)"),
+    _O("Format", "O", dest="long_fmt", help="output fields by name (NodeList,Gres,GresUsed,GpuMem:40 ...)"),
+    _O("partition", "p", help="partitions"),
+    _O("nodes", "n", help="only these nodes (a hostlist)"),
+    _O("list-reasons", "R", a.NONE, dest="list_reasons", help="why nodes are down or drained"),
+    _O("summarize", "s", a.NONE, help="one line per partition, node counts as allocated/idle/other/total"),
+    _O("states", "t", help="only nodes in these states (idle, alloc, mix, drain, drng, down, ...)"),
+    _O("long", "l", a.NONE, help="more fields"),
+    _O("exact", "e", a.NONE, help="group only nodes alike in CPUs and memory too"),
+    _O("responding", "r", a.NONE, help="only responding nodes"),
+    _O("dead", "d", a.NONE, help="only non-responding nodes"),
+    _O("all", "a", a.NONE, help="every partition (pslurm hides none)"),
+    _O("hide", arg=a.NONE), _O("local", arg=a.NONE), _O("federation", arg=a.NONE),
+    _O("noconvert", arg=a.NONE, help="memory in MB, unconverted (pslurm's is)"),
+    _O("sort", "S", help="sort keys: -o letters, '-' descending"),
+    _O("reservation", "T", a.NONE, help="the reservations (pslurm has none)"),
+    _O("iterate", "i", help="print again every N seconds"),
+    _O(("clusters", "cluster"), "M", dest="clusters", help="this cluster's name, or all"),
+    _O("verbose", "v", a.NONE), _O("version", "V", a.NONE), _O("usage", arg=a.NONE),
+    a.JSON, _O("yaml", arg=a.NONE), a.HELP,
 )
+LONG_FORMAT = "%9P %.5a %.10l %.10s %.4r %.8h %.10g %.6D %.11T %N"  # sinfo -l
+NODE_LONG_FORMAT = "%9N %.6D %.9P %.11T %4c %.8z %.6m %.8d %.6w %.8f %20E"  # sinfo -N -l
+USAGE_TEXT = ("Usage: sinfo [-abdelNRrsTv] [-i seconds] [-t states] [-p partition] [-n nodes]\n"
+              "             [-S fields] [-o format] [-O Format] [--federation] [--local]")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -240,7 +169,26 @@ def main(argv: Sequence[str] | None = None) -> None:
                                         description=main.__doc__ or "")
     a.no_positionals(PROG, positional)
     v = a.values(found)
-    as_json = a.json_format(PROG, v)  # None, "slurm" or "pslurm"
+    from pslurm.cli.common import answer_usage_version
+
+    answer_usage_version(v, USAGE_TEXT.replace("sinfo", PROG, 1))
+    if v.get("reservation"):
+        print("No reservations in the system")
+        return
+    if v.get("iterate") is not None:
+        from pslurm.cli.common import iterate
+
+        iterate(PROG, v["iterate"], lambda: listing(v))
+    listing(v)
+
+
+def listing(v: dict[str, object]) -> None:  # noqa: C901 - sinfo's options, in its order
+    import sys
+    import time
+
+    from pslurm.cli.common import check_clusters
+
+    as_json = a.json_format(PROG, v) or ("slurm" if v.get("yaml") else None)
     fmt, partition, node_oriented = v.get("fmt"), v.get("partition"), bool(v.get("node_oriented"))
     reasons, state_text = bool(v.get("list_reasons")), v.get("states")
     states = None
@@ -248,45 +196,90 @@ def main(argv: Sequence[str] | None = None) -> None:
         try:
             states = parse_states(state_text if isinstance(state_text, str) else REASONS_STATES)
         except ValueError as exc:
-            import sys
-
             print(f'{PROG}: error: Bad state string: "{exc}"', file=sys.stderr)
             print(f"{PROG}: error: valid states: {VALID_STATES}", file=sys.stderr)
             raise SystemExit(1) from None
+    extra: dict[str, tuple[str, Any]] = {}
     long_fmt = v.get("long_fmt")
     if isinstance(long_fmt, str):
-        from pslurm.cli.formats import long_format
-
         if fmt:
             fail(PROG, "-O (--Format) is incompatible with -o (--format)")
-        try:
-            fmt = long_format(long_fmt, LONG_FIELDS, "node")
-        except ValueError as exc:
-            fail(PROG, str(exc))
+        fmt, extra = long_format(long_fmt)
     if not fmt:
-        fmt = (SUMMARIZE_FORMAT if v.get("summarize") else NODE_FORMAT if node_oriented
-               else REASONS_FORMAT if reasons else PARTITION_FORMAT)
+        fmt = (SUMMARIZE_FORMAT if v.get("summarize") else (NODE_LONG_FORMAT if v.get("long") else NODE_FORMAT)
+               if node_oriented else REASONS_FORMAT if reasons else LONG_FORMAT if v.get("long") else PARTITION_FORMAT)
         node_oriented = node_oriented and not v.get("summarize")
-    api = connect_api(PROG)
     with reporting(PROG):
-        reply = api.cluster()
+        cluster = connect(PROG).cluster()
+    if check_clusters(PROG, v.get("clusters"), cluster.name):
+        print(f"CLUSTER: {cluster.name}")
     if as_json == "pslurm":
         import json
 
         from pslurm.cli.jsonout import cluster_json
-        from pslurm.client.http_transport import cluster_from_json
 
-        print(json.dumps(cluster_json(cluster_from_json(reply)), indent=2))
+        print(json.dumps(cluster_json(cluster), indent=2))
         return
-    from pslurm.core.clusterinfo import NodeInfo, PartitionInfo
+    nodes = list(cluster.nodes)
+    if isinstance(v.get("nodes"), str):
+        from pslurm.core.hostlists import expand
 
-    rows = node_rows([PartitionInfo(p) for p in reply["partitions"]], [NodeInfo(n) for n in reply["nodes"]],
-                     partition.split(",") if isinstance(partition, str) else None, states)
+        try:
+            wanted = set(expand(str(v["nodes"])))
+        except ValueError:
+            fail(PROG, f"Invalid node name specified: {v['nodes']}")
+        nodes = [n for n in nodes if n.name in wanted]
+    if v.get("dead"):
+        nodes = [n for n in nodes if n.display_state in ("down", "unk")]
+    if v.get("responding"):
+        nodes = [n for n in nodes if n.display_state not in ("down", "unk")]
+    parts = partition.split(",") if isinstance(partition, str) else None
+    rows = node_rows(cluster.partitions, nodes, parts, states)
     if as_json:  # Slurm 22.05's sinfo --json: every node, or those -p and -t select (as 23.02's sinfo --json)
         from pslurm.cli import slurmjson
 
         selected = (list({node.name: node for _, node in rows}.values()) if partition or states is not None
-                    else [NodeInfo(n) for n in reply["nodes"]])
+                    else list(cluster.nodes))
         print(slurmjson.dumps(slurmjson.nodes_reply(selected)))
         return
-    print_listing(PROG, lambda: render_rows(str(fmt), rows, node_oriented, not v.get("noheader")))
+    header = not v.get("noheader")
+    if v.get("long") and header:
+        print(time.strftime("%a %b %d %H:%M:%S %Y"))
+    if not rows and not node_oriented and not reasons:
+        print_listing(PROG, lambda: _empty(str(fmt), cluster.partitions, parts, header))
+        return
+    sort = str(v.get("sort") or "")
+    lines = lambda: render_rows(str(fmt), rows, node_oriented, header, extra, bool(v.get("exact")),  # noqa: E731
+                                sort)
+    print_listing(PROG, lines)
+
+
+def long_format(spec: str) -> tuple[str, dict[str, tuple[str, Any]]]:
+    """An -O list as an -o format and the fields it names (NAMES: -O name -> -o letter; ``All``: every
+    field, '|' between them); a name sinfo does not know is Slurm's error."""
+    from pslurm.cli.formats import long_format as by_names
+    from pslurm.cli.sinfo_fields import ALL, NAMES
+
+    if spec.lower() == "all":
+        return "|".join(f"%{letter}" for letter in ALL), {}
+    try:
+        return by_names(spec, NAMES, "node"), {}
+    except ValueError as exc:
+        fail(PROG, str(exc))
+
+
+def _empty(fmt: str, parts: Sequence[Part], wanted: list[str] | None, header: bool) -> list[str]:
+    """sinfo's line of a partition none of whose nodes is listed: its own fields, 0 nodes, state n/a."""
+    from pslurm.cli.formats import render
+    from pslurm.cli.sinfo_fields import node_fields
+
+    def of_partition(letter: str, get: Any) -> Any:  # a partition's own field; a node's is blank
+        return (lambda p: get((p, None))) if letter in "PRalgsIhLSpV" else (lambda p: "")
+
+    fields: dict[str, tuple[str, Any]] = {k: (h, of_partition(k, get)) for k, (h, get) in node_fields().items()}
+    for letter, head, value in (("D", "NODES", "0"), ("t", "STATE", "n/a"), ("T", "STATE", "n/a"),
+                                ("N", "NODELIST", ""), ("A", "NODES(A/I)", "0/0"), ("F", "NODES(A/I/O/T)", "0/0/0/0"),
+                                ("C", "CPUS(A/I/O/T)", "0/0/0/0")):
+        fields[letter] = (head, lambda p, value=value: value)
+    shown = [p for p in parts if not wanted or p.name in wanted]
+    return render(fmt, shown, fields, header, PROG)

@@ -40,14 +40,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     input_ = str(cli.values.get("input") or "all")
     if input_.lower() not in ("all", "0", "none"):
         fail(PROG, f"Invalid --input specification: {input_} (all or none)")
-    warn_inert(PROG, cli)
     forward = input_.lower() != "none"
     command = tuple(cli.positional)
     values = cli.values
+    job = values.get("jobid") or os.environ.get("SLURM_JOB_ID")
+    if job:  # -O/--overcommit means something to a step only: more tasks than the job's CPUs
+        values["overcommit"] = cli.inert.pop("overcommit", None) is not None
+    warn_inert(PROG, cli)
     if values.get("pty") and not os.isatty(0):
         print(f"{PROG}: error: Not using a pseudo-terminal, disregarding --pty option", file=sys.stderr)
         values["pty"] = False
-    job = values.get("jobid") or os.environ.get("SLURM_JOB_ID")
     if job:
         raise SystemExit(run_step(_job_id(str(job)), values, command, forward))
     opts = cli.job_values()  # --ntasks-per-node without -n: -N nodes x that many tasks (spec_values)
@@ -324,6 +326,7 @@ def step_body(values: Mapping[str, object], argv: tuple[str, ...], environ: Mapp
         "gpus_per_task": count("gpus_per_task", "--gpus-per-task"),
         "overlap": overlap is not False, "label": bool(values.get("label")),
         "exact": bool(values.get("exact")) or values.get("exclusive") is not None,  # a step's --exclusive: --exact
+        "overcommit": bool(values.get("overcommit")),
         "gpu_bind": gpu_bind,
         "pty": bool(values.get("pty")),
         "name": str(values.get("job_name") or os.path.basename(argv[0])),

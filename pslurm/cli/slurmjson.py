@@ -6,10 +6,9 @@ answers ``GET /slurmdb/v0.0.38/jobs`` (``openapi/dbv0.0.38``): ``{"meta": {...},
 [...]}``, every field of Slurm's there, numbers as plain numbers (times in epoch seconds, 0 when unset;
 ``time_limit`` in minutes), ``null`` where Slurm's value is unset or infinite. This module writes those
 shapes, field by field in Slurm's order, from what the commands hold: the API's JSON read through
-:mod:`pslurm.core.jobinfo` / :mod:`pslurm.core.clusterinfo`, or the domain's records (the same
-attributes). The API's own replies are slurmrestd v0.0.40's (``no_val`` structs, ``job_state`` a list), a
-later shape than the commands': field names are shared, the values' forms are not, so they are read
-here rather than printed as they are.
+:mod:`pslurm.core.jobinfo` / :mod:`pslurm.core.clusterinfo` (the client's views). The API's own replies
+are slurmrestd v0.0.40's (``no_val`` structs, ``job_state`` a list), a later shape than the commands':
+field names are shared, the values' forms are not, so they are read here rather than printed as they are.
 
 Where pslurm has no value for a field (burst buffers, federation, core layout), it holds what Slurm
 holds for a job or node without one. Deliberate differences, each where 22.05's writer drops a value
@@ -27,20 +26,16 @@ from __future__ import annotations
 
 import math
 
+from pslurm.cli.jobview import job_tres, tres_text
+
 TYPE_CHECKING = False  # typing costs a command milliseconds; mypy takes this name as typing's own
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
     from typing import Any
 
-    from pslurm.core.clusterinfo import NodeInfo, PartitionInfo
-    from pslurm.core.config import PartitionConfig
-    from pslurm.core.jobinfo import JobInfo
-    from pslurm.core.jobspec import JobRecord
-    from pslurm.core.node import NodeStatus
-
-    Job = JobRecord | JobInfo
-    Node = NodeStatus | NodeInfo
-    Part = PartitionConfig | PartitionInfo
+    from pslurm.core.clusterinfo import NodeInfo as Node
+    from pslurm.core.clusterinfo import PartitionInfo as Part
+    from pslurm.core.jobinfo import JobInfo as Job
     Json = dict[str, Any]
 
 SLURM_VERSION = {"major": 22, "micro": 8, "minor": 5}  # the Slurm whose --json shape this is (key order: Slurm's)
@@ -53,7 +48,6 @@ SHOW_FLAGS = ["SHOW_ALL", "SHOW_DETAIL", "SHOW_LOCAL"]  # what squeue's load of 
 # database (from 1001), here a fixed one per name pslurm knows
 TRES_IDS = {"cpu": 1, "mem": 2, "energy": 3, "node": 4, "billing": 5, "gres/gpu": 1001, "gres/shard": 1002,
             "gres/mps": 1003, "gres/gpumem": 1004}
-SHARES = ("shard", "mps", "gpumem")  # a share of one GPU (pslurm's gpumem: MB of its memory)
 
 
 def reply(key: str, items: list[Json], plugin: tuple[str, str] = OPENAPI) -> Json:
@@ -86,12 +80,6 @@ def _minutes(seconds: float | None) -> int | None:
     return None if seconds is None else math.ceil(seconds / 60)
 
 
-def wait_status(job: Job) -> int:
-    """The job's end as a wait(2) status, as Slurm keeps ``exit_code``: the return code in the high
-    byte, a killing signal in the low bits (``768`` is exit 3, ``9`` is SIGKILL)."""
-    return ((job.exit_code & 0xFF) << 8) | (job.exit_signal & 0x7F)
-
-
 def group_name(gid: int) -> str | None:
     """The group's name (Slurm's gid_to_string_or_null): None when the gid has none."""
     import grp
@@ -105,39 +93,6 @@ def group_name(gid: int) -> str | None:
 def _throttle(job: Job) -> str:
     """An array's ``%N`` (at most N tasks at once), "" for none."""
     return job.spec.array.partition("%")[2]
-
-
-def job_tres(job: Job) -> list[tuple[str, str | None, int]]:
-    """The job's trackable resources as (type, name, count), in the order slurmctld lists them
-    (``cpu``, ``mem`` (MB), ``node``, ``billing``, then the GRES): ``gres/gpu`` for all its GPUs, one
-    per GPU type asked (``gres/gpu:a100``), and a share of one GPU by its own name."""
-    from pslurm.cli.jobview import node_count, total_cpus
-
-    spec = job.spec
-    cpus, nodes = total_cpus(job), node_count(job)
-    items: list[tuple[str, str | None, int]] = [("cpu", None, cpus)]
-    if spec.mem_mb:
-        items.append(("mem", None, spec.mem_mb * nodes))  # --mem is per node
-    items += [("node", None, nodes), ("billing", None, cpus)]  # billing: Slurm's default weights
-    gpus = spec.gpus() * nodes  # the GRES is asked per node
-    if gpus:
-        items.append(("gres", "gpu", gpus))
-        items += [("gres", f"gpu:{g.type}", g.count * nodes) for g in spec.gres if g.name == "gpu" and g.type]
-    items += [("gres", g.name, g.count) for g in spec.gres if g.name in SHARES]
-    return items
-
-
-def tres_text(items: Iterable[tuple[str, str | None, int]]) -> str:
-    """``cpu=1,mem=4000M,node=1,billing=1,gres/gpu=1``: TRES as slurmctld writes them in job_info
-    (the per-type ``gres/gpu:a100`` left out: Slurm counts those only where AccountingStorageTRES names
-    them)."""
-    parts = []
-    for kind, name, count in items:
-        if name is not None and ":" in name:
-            continue
-        key = kind if name is None else f"{kind}/{name}"
-        parts.append(f"{key}={count}{'M' if kind == 'mem' or name == 'gpumem' else ''}")
-    return ",".join(parts)
 
 
 def _tres_list(items: Iterable[tuple[str, str | None, int]]) -> list[Json]:
@@ -171,7 +126,7 @@ def _gres_detail(job: Job) -> list[str]:
 
 def job_json(job: Job, cluster: str) -> Json:
     """One job of ``squeue --json`` (openapi/v0.0.38's ``job_info``, ``dump_job_info``'s order)."""
-    from pslurm.cli.jobview import job_nodes, node_count, nodelist_text, total_cpus, total_tasks
+    from pslurm.cli.jobview import job_nodes, node_count, nodelist_text, total_cpus, total_tasks, wait_status
 
     spec = job.spec
     state = job.state

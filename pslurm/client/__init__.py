@@ -6,15 +6,14 @@
         for job in client.jobs(users=["ana"]):
             print(job.display_id, job.state, job.reason)
 
-Requests return domain objects (:class:`~pslurm.core.jobspec.JobRecord`,
-:class:`~pslurm.core.node.NodeStatus`, ...) and fail with a :class:`ClientError` whose message is
-one line for the user. The wire is the controller's HTTP/JSON API (docs/api.md), spoken with the
-standard library alone (:mod:`pslurm.client.api`, which returns the JSON itself); the wire is loaded
-on the first request. See docs/client.md.
+Requests return typed views of the replies (:class:`~pslurm.core.jobinfo.JobInfo` for a job, with
+the attributes of the controller's JobRecord, read on access; :class:`~pslurm.core.clusterinfo.NodeInfo`,
+...) and fail with a :class:`ClientError` whose message is one line for the user. The wire is the
+controller's HTTP/JSON API (docs/api.md), spoken with the standard library alone
+(:mod:`pslurm.client.api`, which returns the JSON itself). See docs/client.md.
 
 Importing this package is cheap: the errors are loaded with it, every other name on first use
-(:class:`Client` and the domain types import dataclasses and ``typing``, which a command that reads
-the API's JSON with :mod:`pslurm.client.api` does without).
+(:class:`Client` and the views import neither dataclasses nor ``typing``: every command uses them).
 """
 
 from __future__ import annotations
@@ -35,19 +34,20 @@ from pslurm.client.errors import (
 TYPE_CHECKING = False  # mypy takes this name as typing's own
 if TYPE_CHECKING:
     from pslurm.client.client import Client
-    from pslurm.client.models import ClusterStatus, InputStream, JobPriority, OutputChunk, PriorityWeights, WillRun
-    from pslurm.core.config import PartitionConfig
-    from pslurm.core.jobspec import JobRecord, JobSpec
-    from pslurm.core.node import NodeStatus
+    from pslurm.client.models import InputStream, JobPriority, OutputChunk, PriorityWeights, WillRun
+    from pslurm.core.clusterinfo import ClusterInfo, NodeInfo, PartitionInfo
+    from pslurm.core.jobinfo import JobDesc, JobInfo
+    from pslurm.core.jobspec import JobSpec
     from pslurm.core.states import JobReason, JobState, NodeState
 
 # The names loaded on first use, and their modules.
 _LAZY = {
-    "Client": "pslurm.client.client", "ClusterStatus": "pslurm.client.models", "InputStream": "pslurm.client.models",
+    "Client": "pslurm.client.client", "InputStream": "pslurm.client.models",
     "JobPriority": "pslurm.client.models", "OutputChunk": "pslurm.client.models",
     "PriorityWeights": "pslurm.client.models", "WillRun": "pslurm.client.models",
-    "PartitionConfig": "pslurm.core.config",
-    "JobRecord": "pslurm.core.jobspec", "JobSpec": "pslurm.core.jobspec", "NodeStatus": "pslurm.core.node",
+    "ClusterInfo": "pslurm.core.clusterinfo", "NodeInfo": "pslurm.core.clusterinfo",
+    "PartitionInfo": "pslurm.core.clusterinfo", "JobDesc": "pslurm.core.jobinfo", "JobInfo": "pslurm.core.jobinfo",
+    "JobSpec": "pslurm.core.jobspec",
     "JobReason": "pslurm.core.states", "JobState": "pslurm.core.states", "NodeState": "pslurm.core.states",
 }
 
@@ -64,8 +64,8 @@ def __getattr__(name: str) -> object:
 
 
 __all__ = [
-    "AuthenticationFailed", "Client", "ClientError", "ClusterStatus", "ConfigurationError", "ControllerUnreachable",
-    "InputStream", "InvalidRequest", "JobPriority", "JobReason", "JobRecord", "JobSpec", "JobState", "NodeState",
-    "NodeStatus", "NodeUnreachable", "NotFound", "OutputChunk", "PartitionConfig", "PermissionDenied",
+    "AuthenticationFailed", "Client", "ClientError", "ClusterInfo", "ConfigurationError", "ControllerUnreachable",
+    "InputStream", "InvalidRequest", "JobDesc", "JobInfo", "JobPriority", "JobReason", "JobSpec", "JobState",
+    "NodeInfo", "NodeState", "NodeUnreachable", "NotFound", "OutputChunk", "PartitionInfo", "PermissionDenied",
     "PriorityWeights", "StepBusy", "Unreachable", "WillRun",
 ]

@@ -1,31 +1,13 @@
-"""The values the client returns that are not core domain objects: what ``GetCluster``,
-``GetPriorities`` and a job's output stream answer. Plain frozen dataclasses, no wire types."""
+"""The values the client returns that are not views of the API's JSON: sprio's rows, sbatch
+--test-only's answer and a job's output stream. Plain frozen dataclasses, no wire types."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Protocol
 
-from pslurm.core.config import PartitionConfig
-from pslurm.core.node import NodeStatus
 from pslurm.core.states import JobState
 from pslurm.core.steps import TaskEnd
-
-
-@dataclass(frozen=True)
-class ClusterStatus:
-    """The cluster as the controller reports it: its partitions (configuration order; ``default``
-    marks the cluster's default one) and every node with its state and allocation."""
-
-    name: str
-    partitions: tuple[PartitionConfig, ...] = ()
-    nodes: tuple[NodeStatus, ...] = ()
-
-    def node(self, name: str) -> NodeStatus | None:
-        return next((n for n in self.nodes if n.name == name), None)
-
-    def partition(self, name: str) -> PartitionConfig | None:
-        return next((p for p in self.partitions if p.name == name), None)
 
 
 @dataclass(frozen=True)

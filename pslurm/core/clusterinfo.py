@@ -73,6 +73,7 @@ class NodeInfo:
     gpus = property(lambda self: tuple(_gpu(g) for g in self.own.get("gpus") or ()))
     isolation = property(lambda self: self.own.get("isolation") or "")
     gpu_usage = property(lambda self: tuple(_gpu_usage(u) for u in self.own.get("gpu_usage") or ()))
+    target = property(lambda self: f"{self.addr}:{self.port}")  # host:port of its agent, as NodeStatus's
 
 
 class PartitionInfo:
@@ -94,3 +95,22 @@ class PartitionInfo:
     priority_job_factor = property(lambda self: int(self.data.get("priority", {}).get("job_factor", 1)))
     allow_groups = property(
         lambda self: tuple(g for g in (self.data.get("groups", {}).get("allowed") or "").split(",") if g))
+
+
+class ClusterInfo:
+    """A ``/pslurm/v1/cluster`` reply: the cluster's name, its partitions (configuration order;
+    ``default`` marks the cluster's default one) and every node with its state and allocation."""
+
+    __slots__ = ("data", "name", "partitions", "nodes")
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self.data = data
+        self.name: str = str(data["cluster_name"])
+        self.partitions = tuple(PartitionInfo(p) for p in data["partitions"])
+        self.nodes = tuple(NodeInfo(n) for n in data["nodes"])
+
+    def node(self, name: str) -> NodeInfo | None:
+        return next((n for n in self.nodes if n.name == name), None)
+
+    def partition(self, name: str) -> PartitionInfo | None:
+        return next((p for p in self.partitions if p.name == name), None)

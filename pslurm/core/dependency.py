@@ -12,7 +12,7 @@ import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from pslurm.core.jobspec import SpecError
+from pslurm.core.errors import SpecError
 from pslurm.core.states import JobState
 
 KINDS = ("after", "afterany", "afterok", "afternotok", "aftercorr", "singleton")

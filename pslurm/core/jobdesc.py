@@ -14,6 +14,8 @@ import os
 import re  # json, on every command's path, imports it anyway
 
 from pslurm.core.errors import SpecError
+from pslurm.core.signals import signal_name as signal_name  # --signal's names, beside the parser
+from pslurm.core.signals import signal_number
 
 TYPE_CHECKING = False  # typing costs a command milliseconds; mypy takes this name as typing's own
 if TYPE_CHECKING:
@@ -43,8 +45,8 @@ def _count(flag: str, text: str | None, default: int) -> int:
 
 
 def _nodes(text: str | None) -> tuple[int, int]:
-    """``-N MIN[-MAX]``: (MIN, MAX), MAX 0 when not given. pslurm allocates MIN nodes (Slurm may give
-    up to MAX)."""
+    """``-N MIN[-MAX]``: (MIN, MAX); ``-N N`` is ``N-N`` (as sbatch sends it), MAX 0 without -N. pslurm
+    allocates MIN nodes (Slurm may give up to MAX)."""
     if text is None:
         return 1, 0
     low, dash, high = text.strip().partition("-")
@@ -52,7 +54,7 @@ def _nodes(text: str | None) -> tuple[int, int]:
         raise SpecError(f"Invalid node count specification: {text}")
     if int(low) < 1 or (dash and int(high) < int(low)):
         raise SpecError(f"Invalid node count specification: {text}")
-    return int(low), int(high) if dash else 0
+    return int(low), int(high) if dash else int(low)
 
 
 def _task_counts(opts: Mapping[str, Any]) -> tuple[int, int, int, int]:
@@ -146,34 +148,7 @@ def gpu_mem_option(text: str | None) -> str:
     return str(parse_mem(text))
 
 
-# Slurm's signal names (src/common/proc_args.c, signals_mapping): the names --signal takes, with or
-# without SIG, in any case; any other signal by its number.
-SIGNAL_NAMES = ("HUP", "INT", "QUIT", "ABRT", "KILL", "ALRM", "TERM", "USR1", "USR2", "URG", "CONT", "STOP", "TSTP",
-                "TTIN", "TTOU", "XCPU")
 WARN_TIME_DEFAULT = 60  # --signal without @TIME: a minute before the time limit, as Slurm
-
-
-def signal_number(text: str) -> int:
-    """A signal by name (``USR1``, ``SIGUSR1``, ``usr1``: Slurm's names) or number (``10``); 0 when it
-    is neither (Slurm's sig_name2num). A number must be a signal this system has."""
-    import signal
-
-    word = text.strip()
-    if word.isdigit():
-        number = int(word)
-        return number if 0 < number < signal.NSIG else 0
-    name = word.upper().removeprefix("SIG")
-    return int(getattr(signal, f"SIG{name}")) if name in SIGNAL_NAMES else 0
-
-
-def signal_name(number: int) -> str:
-    """Slurm's name of a signal (sig_num2name): ``USR1`` for the names --signal knows, else the number."""
-    import signal
-
-    for name in SIGNAL_NAMES:
-        if int(getattr(signal, f"SIG{name}")) == number:
-            return name
-    return str(number)
 
 
 def signal_option(text: str, batch: bool = True) -> tuple[int, int, bool, bool]:
@@ -249,14 +224,38 @@ def _time_limit(text: str | None) -> int | None:
         raise SpecError(str(exc)) from exc
 
 
+def _memory_options(opts: Mapping[str, Any]) -> tuple[int, int, int]:
+    """(--mem, --mem-per-cpu, --mem-per-gpu) in MB, at most one of them given, as Slurm allows."""
+    given = [opts.get(k) for k in ("mem", "mem_per_cpu", "mem_per_gpu")]
+    if sum(v is not None for v in given) > 1:
+        raise SpecError("--mem, --mem-per-cpu, and --mem-per-gpu are mutually exclusive.")
+    mem, per_cpu, per_gpu = (parse_mem(v) if v else 0 for v in given)
+    return mem, per_cpu, per_gpu
+
+
+def _mail_type(text: str | None) -> str:
+    """--mail-type's list as Slurm prints it (BEGIN,END; ALL; NONE is none)."""
+    if not text:
+        return ""
+    known = ("NONE", "BEGIN", "END", "FAIL", "REQUEUE", "ALL", "INVALID_DEPEND", "STAGE_OUT", "TIME_LIMIT",
+             "TIME_LIMIT_90", "TIME_LIMIT_80", "TIME_LIMIT_50", "ARRAY_TASKS")
+    words = [w.strip().upper() for w in text.split(",") if w.strip()]
+    for word in words:
+        if word not in known:
+            raise SpecError(f"--mail-type={text} invalid")
+    return ",".join(w for w in words if w != "NONE")
+
+
 def spec_values(opts: Mapping[str, Any], *, user: str, uid: int, gid: int, cwd: str, environ: Mapping[str, str],
                 script: str | None = None, argv: tuple[str, ...] = (), default_name: str = "",
-                interactive: bool = False, umask: int | None = None, now: float | None = None) -> dict[str, Any]:
+                interactive: bool = False, umask: int | None = None, now: float | None = None,
+                command: str = "", submit_line: str = "") -> dict[str, Any]:
     """Check the options (JobOptions' fields by name; a missing one is not given) and return the
     fields of the JobSpec the controller will be sent. Raises SpecError. ``umask``: the submitting
     process's, passed on as SLURM_UMASK (as sbatch and srun do): the job's output files and
     processes get it. ``now``: the clock ``--begin`` and ``--deadline`` are read against (None: the
-    time now)."""
+    time now). ``command``: the batch script's path as given (Command=); ``submit_line``: the command line
+    that submits it (SubmitLine)."""
 
     def o(key: str) -> Any:  # an option's value as given (a string, a flag's bool), None when not
         return opts.get(key)
@@ -301,14 +300,19 @@ def spec_values(opts: Mapping[str, Any], *, user: str, uid: int, gid: int, cwd: 
         if begin is not None and deadline is not None and deadline < begin:
             raise SpecError("Incompatible begin and deadline time specification")  # sbatch's words
     warn = signal_option(o("signal"), batch=not interactive) if o("signal") is not None else (0, 0, False, False)
+    mem, mem_per_cpu, mem_per_gpu = _memory_options(opts)
     return dict(
         name=o("job_name") or default_name or "sbatch", user=user, uid=uid, gid=gid, workdir=workdir,
         script=script, argv=argv, environment=_with_umask(export_environment(o("export"), environ), umask),
         partition=o("partition"), stdout=o("output"), stderr=o("error"), time_limit=time_limit,
-        num_nodes=num_nodes, max_nodes=max_nodes if max_nodes > num_nodes else 0, ntasks=ntasks,
+        num_nodes=num_nodes, max_nodes=max(max_nodes, num_nodes) if max_nodes else 0, ntasks=ntasks,
         ntasks_per_node=per_node,
         cpus_per_task=_count("--cpus-per-task", o("cpus_per_task"), 1),
-        mem_mb=parse_mem(o("mem")) if o("mem") else 0, gres=gres, interactive=interactive,
+        mem_mb=mem, mem_per_cpu_mb=mem_per_cpu, mem_per_gpu_mb=mem_per_gpu,
+        cpus_per_gpu=_count("--cpus-per-gpu", o("cpus_per_gpu"), 0) if o("cpus_per_gpu") else 0,
+        mail_type=_mail_type(o("mail_type")), mail_user=o("mail_user") or "", command=command,
+        submit_line=submit_line,
+        submit_host=os.uname().nodename.split(".")[0], gres=gres, interactive=interactive,
         account=o("account") or "", nice=nice, dependency=o("dependency") or "", requeue=o("requeue"),
         hold=bool(o("hold")), array=o("array") or "", kill_on_invalid_dep=kill == "yes",
         nodelist=o("nodelist") or "", exclude=o("exclude") or "", constraint=o("constraint") or "",

@@ -1,15 +1,19 @@
-"""The API's job JSON read as it is: a ``job_desc_msg`` and a ``job_info`` with the attributes of a
-:class:`~pslurm.core.jobspec.JobSpec` and a :class:`~pslurm.core.jobspec.JobRecord`, by the same names.
+"""The commands' one model of a job: a lazy, typed view over the API's JSON (Flux's
+``flux.job.JobInfo`` is the model).
 
-The one place these shapes are read (:mod:`pslurm.core.restjson` builds the dataclasses from these
-views; docs/api.md has the shapes). The commands format from the views themselves: a listing reads
-only the fields its columns show, and a command's start imports neither the dataclasses nor
-``typing``. Standard library only (the GRES of a job that has some are read into GresRequests).
+:class:`JobInfo` reads a ``job_info`` and :class:`JobDesc` a ``job_desc_msg`` (docs/api.md has the
+shapes) on access, by the names of the controller's :class:`~pslurm.core.jobspec.JobRecord` and
+:class:`~pslurm.core.jobspec.JobSpec`: what :class:`pslurm.client.Client` returns, what every
+command formats, and how the controller reads a submitted request (``restjson.spec_from_json``), so
+the shapes are read in this one place. A listing reads only the fields its columns show, and a
+command's start imports neither dataclasses nor ``typing``. Standard library only (the GRES of a job
+that has some are read into GresRequests).
 """
 
 from __future__ import annotations
 
 from pslurm.core.errors import SpecError
+from pslurm.core.jobids import display_id as display_id  # where the commands have found it
 from pslurm.core.states import JobReason, JobState
 
 TYPE_CHECKING = False  # typing costs a command milliseconds; mypy takes this name as typing's own
@@ -17,22 +21,6 @@ if TYPE_CHECKING:
     from typing import Any
 
     from pslurm.core.gres import GresRequest
-
-# The JobSpec fields a JobDesc reads, and the JobRecord fields a JobInfo reads (besides ``spec``);
-# tests/unit/test_restjson.py checks them against the dataclasses.
-SPEC_FIELDS = (
-    "name", "user", "uid", "gid", "workdir", "script", "argv", "environment", "partition", "stdout", "stderr",
-    "time_limit", "num_nodes", "ntasks", "cpus_per_task", "mem_mb", "gres", "interactive", "account", "nice",
-    "dependency", "requeue", "hold", "array", "kill_on_invalid_dep", "nodelist", "exclude", "open_mode",
-    "gpu_mem", "allocation", "begin_time", "deadline", "comment", "qos", "warn_signal", "warn_time", "warn_batch",
-    "warn_reservation", "max_nodes", "ntasks_per_node", "constraint", "exclusive",
-)
-RECORD_FIELDS = (
-    "job_id", "state", "reason", "submit_time", "start_time", "end_time", "node", "gpu_indices", "exit_code",
-    "exit_signal", "partition", "time_limit", "gpu_seconds", "peak_gpu_memory_mb", "mean_gpu_util", "array_job_id",
-    "array_task_id", "priority", "hold", "restarts", "start_estimate", "eligible_time", "requeue",
-    "collapsed_tasks", "system_comment", "nodes", "node_gpus", "max_rss_kb",
-)
 
 
 def from_no_val(data: Any) -> Any:
@@ -64,6 +52,14 @@ def tres_from(text: str) -> tuple[GresRequest, ...]:
     return parse_gres(text)
 
 
+def _float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def _int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
 class JobDesc:
     """A ``job_desc_msg`` (a job request) with JobSpec's attributes. What pslurm keeps under the
     ``pslurm`` key wins over Slurm's fields (it is exact: seconds, the GRES as a list)."""
@@ -74,19 +70,52 @@ class JobDesc:
         self.data = data
         self.own: dict[str, Any] = data.get("pslurm") or {}
 
-    name = property(lambda self: str(self.data.get("name") or ""))
-    user = property(lambda self: str(self.own.get("user_name") or ""))
-    uid = property(lambda self: int(self.data.get("user_id", 0)))
-    gid = property(lambda self: int(self.data.get("group_id", 0)))
-    workdir = property(lambda self: str(self.data.get("current_working_directory") or ""))
-    script = property(lambda self: opt_str(self.data.get("script")))
-    argv = property(lambda self: tuple(str(a) for a in self.data.get("argv") or ()))
-    partition = property(lambda self: opt_str(self.data.get("partition")) or None)
-    stdout = property(lambda self: opt_str(self.data.get("standard_output")))
-    stderr = property(lambda self: opt_str(self.data.get("standard_error")))
-    num_nodes = property(lambda self: int(self.data.get("minimum_nodes") or 1))
-    ntasks = property(lambda self: int(self.data.get("tasks") or 1))
-    ntasks_per_node = property(lambda self: int(from_no_val(self.data.get("tasks_per_node")) or 0))
+    def __repr__(self) -> str:
+        return f"JobDesc(name={self.name!r}, user={self.user!r})"
+
+    @property
+    def name(self) -> str:
+        return str(self.data.get("name") or "")
+
+    @property
+    def user(self) -> str:
+        return str(self.own.get("user_name") or "")
+
+    @property
+    def uid(self) -> int:
+        return int(self.data.get("user_id", 0))
+
+    @property
+    def gid(self) -> int:
+        return int(self.data.get("group_id", 0))
+
+    @property
+    def workdir(self) -> str:
+        return str(self.data.get("current_working_directory") or "")
+
+    @property
+    def script(self) -> str | None:
+        return opt_str(self.data.get("script"))
+
+    @property
+    def argv(self) -> tuple[str, ...]:
+        return tuple(str(a) for a in self.data.get("argv") or ())
+
+    @property
+    def partition(self) -> str | None:
+        return opt_str(self.data.get("partition")) or None
+
+    @property
+    def stdout(self) -> str | None:
+        return opt_str(self.data.get("standard_output"))
+
+    @property
+    def stderr(self) -> str | None:
+        return opt_str(self.data.get("standard_error"))
+
+    @property
+    def num_nodes(self) -> int:
+        return int(self.data.get("minimum_nodes") or 1)
 
     @property
     def max_nodes(self) -> int:
@@ -95,20 +124,70 @@ class JobDesc:
             return int(self.own["max_nodes"] or 0)
         high = int(from_no_val(self.data.get("maximum_nodes")) or 0)
         return high if high > self.num_nodes else 0
-    cpus_per_task = property(lambda self: int(self.data.get("cpus_per_task") or 1))
-    mem_mb = property(lambda self: int(from_no_val(self.data.get("memory_per_node")) or 0))
-    interactive = property(lambda self: bool(self.own.get("interactive", False)))
-    account = property(lambda self: str(self.data.get("account") or ""))
-    nice = property(lambda self: int(self.data.get("nice") or 0))
-    dependency = property(lambda self: str(self.data.get("dependency") or ""))
-    requeue = property(lambda self: None if self.data.get("requeue") is None else bool(self.data["requeue"]))
-    hold = property(lambda self: bool(self.data.get("hold")))
-    array = property(lambda self: str(self.data.get("array") or ""))
-    kill_on_invalid_dep = property(lambda self: bool(self.data.get("kill_on_invalid_dependency")))
-    nodelist = property(lambda self: ",".join(map(str, self.data.get("required_nodes") or ())))
-    exclude = property(lambda self: ",".join(map(str, self.data.get("excluded_nodes") or ())))
-    constraint = property(lambda self: str(self.data.get("constraints") or ""))  # slurmrestd's name
-    exclusive = property(lambda self: bool(self.own.get("exclusive", False)))
+
+    @property
+    def ntasks(self) -> int:
+        return int(self.data.get("tasks") or 1)
+
+    @property
+    def ntasks_per_node(self) -> int:
+        return int(from_no_val(self.data.get("tasks_per_node")) or 0)
+
+    @property
+    def cpus_per_task(self) -> int:
+        return int(self.data.get("cpus_per_task") or 1)
+
+    @property
+    def mem_mb(self) -> int:
+        return int(from_no_val(self.data.get("memory_per_node")) or 0)
+
+    @property
+    def interactive(self) -> bool:
+        return bool(self.own.get("interactive", False))
+
+    @property
+    def account(self) -> str:
+        return str(self.data.get("account") or "")
+
+    @property
+    def nice(self) -> int:
+        return int(self.data.get("nice") or 0)
+
+    @property
+    def dependency(self) -> str:
+        return str(self.data.get("dependency") or "")
+
+    @property
+    def requeue(self) -> bool | None:
+        return None if self.data.get("requeue") is None else bool(self.data["requeue"])
+
+    @property
+    def hold(self) -> bool:
+        return bool(self.data.get("hold"))
+
+    @property
+    def array(self) -> str:
+        return str(self.data.get("array") or "")
+
+    @property
+    def kill_on_invalid_dep(self) -> bool:
+        return bool(self.data.get("kill_on_invalid_dependency"))
+
+    @property
+    def nodelist(self) -> str:
+        return ",".join(map(str, self.data.get("required_nodes") or ()))
+
+    @property
+    def exclude(self) -> str:
+        return ",".join(map(str, self.data.get("excluded_nodes") or ()))
+
+    @property
+    def constraint(self) -> str:
+        return str(self.data.get("constraints") or "")  # slurmrestd's name
+
+    @property
+    def exclusive(self) -> bool:
+        return bool(self.own.get("exclusive", False))
 
     @property
     def open_mode(self) -> str:
@@ -118,13 +197,67 @@ class JobDesc:
             raise SpecError(f"Invalid job request: open_mode {mode!r}")
         return str(mode)
 
-    gpu_mem = property(lambda self: str(self.own.get("gpu_mem") or ""))  # --gpu-mem as given; pslurm's own key
-    allocation = property(lambda self: bool(self.own.get("allocation")))  # psalloc's job; pslurm's own key
-    comment = property(lambda self: str(self.data.get("comment") or ""))
-    qos = property(lambda self: str(self.data.get("qos") or ""))
-    warn_time = property(lambda self: int(from_no_val(self.data.get("kill_warning_delay")) or 0))
-    warn_batch = property(lambda self: "BATCH_JOB" in (self.data.get("kill_warning_flags") or ()))
-    warn_reservation = property(lambda self: "RESERVATION_JOB" in (self.data.get("kill_warning_flags") or ()))
+    @property
+    def gpu_mem(self) -> str:
+        return str(self.own.get("gpu_mem") or "")  # --gpu-mem as given; pslurm's own key
+
+    @property
+    def allocation(self) -> bool:
+        return bool(self.own.get("allocation"))  # psalloc's job; pslurm's own key
+
+    @property
+    def comment(self) -> str:
+        return str(self.data.get("comment") or "")
+
+    @property
+    def submit_host(self) -> str:
+        return str(self.own.get("submit_host") or "")
+
+    @property
+    def submit_line(self) -> str:
+        return str(self.own.get("submit_line") or "")
+
+    @property
+    def mem_per_cpu_mb(self) -> int:
+        """--mem-per-cpu in MB (slurmrestd's ``memory_per_cpu``); 0: not asked."""
+        return int(from_no_val(self.data.get("memory_per_cpu")) or 0)
+
+    @property
+    def mem_per_gpu_mb(self) -> int:
+        return int(self.own.get("mem_per_gpu_mb") or 0)
+
+    @property
+    def cpus_per_gpu(self) -> int:
+        return int(self.own.get("cpus_per_gpu") or 0)
+
+    @property
+    def mail_type(self) -> str:
+        return str(self.data.get("mail_type") or "")
+
+    @property
+    def mail_user(self) -> str:
+        return str(self.data.get("mail_user") or "")
+
+    @property
+    def command(self) -> str:
+        """The batch script's path as given to sbatch, absolute ("" for --wrap and stdin); pslurm's own key."""
+        return str(self.own.get("command") or "")
+
+    @property
+    def qos(self) -> str:
+        return str(self.data.get("qos") or "")
+
+    @property
+    def warn_time(self) -> int:
+        return int(from_no_val(self.data.get("kill_warning_delay")) or 0)
+
+    @property
+    def warn_batch(self) -> bool:
+        return "BATCH_JOB" in (self.data.get("kill_warning_flags") or ())
+
+    @property
+    def warn_reservation(self) -> bool:
+        return "RESERVATION_JOB" in (self.data.get("kill_warning_flags") or ())
 
     @property
     def begin_time(self) -> float | None:
@@ -146,7 +279,7 @@ class JobDesc:
             return 0
         if isinstance(value, int) and not isinstance(value, bool):
             return value
-        from pslurm.core.jobdesc import signal_number
+        from pslurm.core.signals import signal_number
 
         number = signal_number(str(value))
         if not number:
@@ -177,7 +310,7 @@ class JobDesc:
     @property
     def cpus(self) -> int:
         """CPUs needed on the node (as JobSpec.cpus)."""
-        return self.ntasks * self.cpus_per_task
+        return max(self.ntasks * self.cpus_per_task, self.cpus_per_gpu * self.gpus())
 
     def gpus(self, type_: str | None = None) -> int:
         """GPUs asked per node, of one type when ``type_`` is given (as JobSpec.gpus)."""
@@ -195,35 +328,8 @@ class JobInfo:
         self.own: dict[str, Any] = data["pslurm"]
         self._spec: JobDesc | None = None
 
-    job_id = property(lambda self: int(self.data["job_id"]))
-    state = property(lambda self: JobState(self.data["job_state"][0]))
-    reason = property(lambda self: JobReason(self.data.get("state_reason") or "None"))
-    submit_time = property(lambda self: from_no_val(self.data["submit_time"]) or 0.0)
-    start_time = property(lambda self: from_no_val(self.data.get("start_time")))
-    end_time = property(lambda self: from_no_val(self.data.get("end_time")))
-    eligible_time = property(lambda self: from_no_val(self.data.get("eligible_time")))
-    node = property(lambda self: self.data.get("batch_host", self.data.get("nodes")) or None)
-    nodes = property(lambda self: tuple(self.own.get("nodes") or ()))
-    node_gpus = property(lambda self: tuple(tuple(g) for g in self.own.get("node_gpus") or ()))
-    gpu_indices = property(lambda self: tuple(self.own.get("gpu_indices") or ()))
-    exit_code = property(lambda self: from_no_val((self.data.get("exit_code") or {}).get("return_code")) or 0)
-    exit_signal = property(
-        lambda self: from_no_val(((self.data.get("exit_code") or {}).get("signal") or {}).get("id")) or 0)
-    partition = property(lambda self: self.data.get("partition") or "")
-    time_limit = property(lambda self: self.own.get("time_limit"))
-    array_job_id = property(lambda self: from_no_val(self.data.get("array_job_id")))
-    array_task_id = property(lambda self: from_no_val(self.data.get("array_task_id")))
-    priority = property(lambda self: from_no_val(self.data.get("priority")) or 0)
-    hold = property(lambda self: self.own.get("hold") or "")
-    restarts = property(lambda self: int(self.data.get("restart_cnt") or 0))
-    start_estimate = property(lambda self: self.own.get("start_estimate"))
-    gpu_seconds = property(lambda self: self.own.get("gpu_seconds"))
-    peak_gpu_memory_mb = property(lambda self: self.own.get("peak_gpu_memory_mb"))
-    mean_gpu_util = property(lambda self: self.own.get("mean_gpu_util"))
-    max_rss_kb = property(lambda self: self.own.get("max_rss_kb"))
-    system_comment = property(lambda self: self.data.get("system_comment") or "")
-    requeue = property(lambda self: bool(self.data.get("requeue")))
-    collapsed_tasks = property(lambda self: self.own.get("collapsed_tasks") or "")
+    def __repr__(self) -> str:
+        return f"JobInfo({self.display_id}, {self.state.value})"
 
     @property
     def spec(self) -> JobDesc:
@@ -232,9 +338,135 @@ class JobInfo:
         return self._spec
 
     @property
+    def job_id(self) -> int:
+        return int(self.data["job_id"])
+
+    @property
     def display_id(self) -> str:
         """``A_i`` for an array task, the job id otherwise (as JobRecord.display_id)."""
         return display_id(self.job_id, self.array_job_id, self.array_task_id)
+
+    @property
+    def state(self) -> JobState:
+        return JobState(self.data["job_state"][0])
+
+    @property
+    def reason(self) -> JobReason:
+        return JobReason(self.data.get("state_reason") or "None")
+
+    @property
+    def submit_time(self) -> float:
+        return float(from_no_val(self.data["submit_time"]) or 0.0)
+
+    @property
+    def start_time(self) -> float | None:
+        return _float(from_no_val(self.data.get("start_time")))
+
+    @property
+    def end_time(self) -> float | None:
+        return _float(from_no_val(self.data.get("end_time")))
+
+    @property
+    def eligible_time(self) -> float | None:
+        return _float(from_no_val(self.data.get("eligible_time")))
+
+    @property
+    def node(self) -> str | None:
+        """The first node of its allocation (the batch host); None before it started."""
+        return self.data.get("batch_host", self.data.get("nodes")) or None
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        return tuple(self.own.get("nodes") or ())
+
+    @property
+    def all_nodes(self) -> tuple[str, ...]:
+        """The allocation's nodes: ``nodes``, or ``(node,)`` for a record that has only that."""
+        return self.nodes or ((self.node,) if self.node else ())
+
+    @property
+    def node_gpus(self) -> tuple[tuple[int, ...], ...]:
+        return tuple(tuple(g) for g in self.own.get("node_gpus") or ())
+
+    @property
+    def gpu_indices(self) -> tuple[int, ...]:
+        return tuple(self.own.get("gpu_indices") or ())
+
+    @property
+    def exit_code(self) -> int:
+        return int(from_no_val((self.data.get("exit_code") or {}).get("return_code")) or 0)
+
+    @property
+    def exit_signal(self) -> int:
+        return int(from_no_val(((self.data.get("exit_code") or {}).get("signal") or {}).get("id")) or 0)
+
+    @property
+    def partition(self) -> str:
+        return str(self.data.get("partition") or "")
+
+    @property
+    def time_limit(self) -> int | None:
+        """Seconds in force; None is unlimited."""
+        return _int(self.own.get("time_limit"))
+
+    @property
+    def array_job_id(self) -> int | None:
+        return _int(from_no_val(self.data.get("array_job_id")))
+
+    @property
+    def array_task_id(self) -> int | None:
+        return _int(from_no_val(self.data.get("array_task_id")))
+
+    @property
+    def priority(self) -> int:
+        return int(from_no_val(self.data.get("priority")) or 0)
+
+    @property
+    def hold(self) -> str:
+        """"", ``user`` or ``admin``."""
+        return str(self.own.get("hold") or "")
+
+    @property
+    def restarts(self) -> int:
+        return int(self.data.get("restart_cnt") or 0)
+
+    @property
+    def start_estimate(self) -> float | None:
+        return _float(self.own.get("start_estimate"))
+
+    @property
+    def gpu_seconds(self) -> float | None:
+        return _float(self.own.get("gpu_seconds"))
+
+    @property
+    def peak_gpu_memory_mb(self) -> int | None:
+        return _int(self.own.get("peak_gpu_memory_mb"))
+
+    @property
+    def mean_gpu_util(self) -> float | None:
+        return _float(self.own.get("mean_gpu_util"))
+
+    @property
+    def max_rss_kb(self) -> int | None:
+        return _int(self.own.get("max_rss_kb"))
+
+    @property
+    def system_comment(self) -> str:
+        return str(self.data.get("system_comment") or "")
+
+    @property
+    def requeue(self) -> bool:
+        return bool(self.data.get("requeue"))
+
+    @property
+    def collapsed_tasks(self) -> str:
+        """In a collapsed listing: the pending tasks this record stands for (``0-999``)."""
+        return str(self.own.get("collapsed_tasks") or "")
+
+    @property
+    def steps(self) -> tuple[dict[str, Any], ...]:
+        """The job's steps (``GET .../jobs?steps=1``: docs/api.md's step objects), () when not asked."""
+        return tuple(self.own.get("steps") or ())
 
 
 def share_specs(jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -255,9 +487,3 @@ def share_specs(jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         else:
             shared[ref] = spec
     return jobs
-
-
-def display_id(job_id: int, array_job_id: int | None = None, array_task_id: int | None = None) -> str:
-    """How Slurm names a job: ``A_i`` for task i of array A, the job id otherwise. The one place
-    this is computed (records, listings, priorities)."""
-    return str(job_id) if array_job_id is None else f"{array_job_id}_{array_task_id}"

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from pslurm.core.errors import SpecError as SpecError  # its home is light: the commands' paths need no dataclasses
 from pslurm.core.gres import GresRequest
-from pslurm.core.jobinfo import display_id as display_id  # light: the commands name jobs without dataclasses
+from pslurm.core.jobids import display_id as display_id  # light: the commands name jobs without dataclasses
 from pslurm.core.states import JobReason, JobState
 
 
@@ -56,11 +56,19 @@ class JobSpec:
     warn_reservation: bool = False  # --signal=R:...: also at its reservation's end: accepted, pslurm has none
     max_nodes: int = 0  # -N MIN-MAX's MAX; 0: MIN (pslurm allocates MIN nodes)
     ntasks_per_node: int = 0  # --ntasks-per-node; 0: not given (ntasks spread in block order, core/layout.py)
+    command: str = ""  # the batch script's path as sbatch was given it, absolute (Command=); "": --wrap, stdin
+    submit_host: str = ""  # the host it was submitted from (AllocNode=)
+    submit_line: str = ""  # the command line that submitted it (sacct's SubmitLine)
+    mem_per_cpu_mb: int = 0  # --mem-per-cpu; each node's memory is this times its CPUs (core/layout.py)
+    mem_per_gpu_mb: int = 0  # --mem-per-gpu; each node's memory is this times its GPUs
+    cpus_per_gpu: int = 0  # --cpus-per-gpu; each node's CPUs are this times its GPUs
+    mail_type: str = ""  # --mail-type, as Slurm prints it (END, BEGIN,END, ...): shown, pslurm sends no mail
+    mail_user: str = ""  # --mail-user
 
     @property
     def cpus(self) -> int:
-        """CPUs needed on the node."""
-        return self.ntasks * self.cpus_per_task
+        """CPUs needed on the node (with --cpus-per-gpu: at least that times its GPUs, core/layout.py)."""
+        return max(self.ntasks * self.cpus_per_task, self.cpus_per_gpu * self.gpus())
 
     def gpus(self, type_: str | None = None) -> int:
         """GPUs asked per node (of one type when ``type_`` is given)."""

@@ -3,8 +3,10 @@
 Slurm's default (block) distribution: ``--ntasks-per-node`` when given, else the ``-n`` tasks spread as
 evenly as possible over the ``-N`` nodes, the first nodes taking one more (``-N 3 -n 4``: 2, 1, 1); every
 node runs at least one task (``-N 2`` without ``-n``: one per node, as Slurm). CPUs on a node are its tasks
-times ``--cpus-per-task``; ``--mem`` is per node. pslurm allocates ``-N``'s minimum (``max_nodes`` is kept,
-not used: Slurm may give up to the maximum). The GPU request (``--gres``) is per node as given.
+times ``--cpus-per-task``, or ``--cpus-per-gpu`` times its GPUs when that is more; ``--mem`` is per node,
+``--mem-per-cpu`` is that times the node's CPUs, ``--mem-per-gpu`` that times its GPUs (:func:`node_memory`).
+pslurm allocates ``-N``'s minimum (``max_nodes`` is kept, not used: Slurm may give up to the maximum). The GPU
+request (``--gres``) is per node as given.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ if TYPE_CHECKING:
         ntasks: int
         cpus_per_task: int
         mem_mb: int
+
+        def gpus(self, type_: str | None = None) -> int: ...
 else:
     from collections import namedtuple
 
@@ -41,12 +45,32 @@ def tasks_per_node(num_nodes: int, ntasks: int, ntasks_per_node: int = 0) -> tup
     return tuple(max(1, base + (1 if i < extra else 0)) for i in range(nodes))
 
 
+def node_cpus(spec: _Layout, tasks: int) -> int:
+    """A node's CPUs for ``tasks`` of the job's tasks: tasks times --cpus-per-task, or --cpus-per-gpu
+    times the node's GPUs when that is more (as Slurm gives them)."""
+    per_gpu = getattr(spec, "cpus_per_gpu", 0) or 0
+    return max(tasks * max(1, spec.cpus_per_task), per_gpu * spec.gpus())
+
+
+def node_memory(spec: _Layout, cpus: int) -> int:
+    """A node's memory (MB) for a node of ``cpus`` of the job's CPUs: --mem, else --mem-per-cpu times
+    those CPUs, else --mem-per-gpu times the node's GPUs; 0 for none asked."""
+    if spec.mem_mb:
+        return spec.mem_mb
+    per_cpu = getattr(spec, "mem_per_cpu_mb", 0) or 0
+    if per_cpu:
+        return per_cpu * cpus
+    return (getattr(spec, "mem_per_gpu_mb", 0) or 0) * spec.gpus()
+
+
 def node_layout(spec: _Layout) -> tuple[NodeNeed, ...]:
     """Each node's (cpus, mem_mb, tasks), in the allocation's order."""
-    cpt = max(1, spec.cpus_per_task)
     per_node = getattr(spec, "ntasks_per_node", 0) or 0
-    return tuple(NodeNeed(tasks * cpt, spec.mem_mb, tasks)
-                 for tasks in tasks_per_node(spec.num_nodes, spec.ntasks, per_node))
+    needs = []
+    for tasks in tasks_per_node(spec.num_nodes, spec.ntasks, per_node):
+        cpus = node_cpus(spec, tasks)
+        needs.append(NodeNeed(cpus, node_memory(spec, cpus), tasks))
+    return tuple(needs)
 
 
 def compress_counts(counts: tuple[int, ...] | list[int]) -> str:

@@ -53,6 +53,11 @@ class JobOptions:
     signal: str | None = None
     qos: str | None = None
     ntasks_per_node: str | None = None
+    mem_per_cpu: str | None = None
+    mem_per_gpu: str | None = None
+    cpus_per_gpu: str | None = None
+    mail_type: str | None = None
+    mail_user: str | None = None
 
     def over(self, base: JobOptions) -> JobOptions:
         """These options where given, ``base`` (e.g. the script's directives) elsewhere."""

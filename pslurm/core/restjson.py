@@ -19,7 +19,7 @@ import math
 
 from pslurm.core.clusterinfo import NODE_FIELDS, PARTITION_FIELDS, NodeInfo, PartitionInfo
 from pslurm.core.errors import SpecError
-from pslurm.core.jobinfo import RECORD_FIELDS, SPEC_FIELDS, JobDesc, JobInfo
+from pslurm.core.jobinfo import JobDesc
 from pslurm.core.jobinfo import share_specs as share_specs  # the client's, beside the views
 from pslurm.core.states import JobState
 
@@ -88,9 +88,11 @@ def desc_to_json(spec: Mapping[str, Any]) -> Json:
         "pslurm": {"user_name": spec["user"], "interactive": spec["interactive"], "gres": _gres_json(gres),
                    "time_limit": spec["time_limit"]},
     }
-    for own_key in ("open_mode", "gpu_mem", "allocation", "max_nodes", "exclusive"):
+    for own_key in ("open_mode", "gpu_mem", "allocation", "max_nodes", "exclusive", "command", "submit_host",
+                    "submit_line", "mem_per_gpu_mb", "cpus_per_gpu"):
         if spec.get(own_key):
             data["pslurm"][own_key] = spec[own_key]
+    _slurm_keys(data, spec)
     if spec.get("ntasks_per_node"):
         data["tasks_per_node"] = spec["ntasks_per_node"]
     _job_options_json(data, spec)
@@ -99,6 +101,15 @@ def desc_to_json(spec: Mapping[str, Any]) -> Json:
         if spec[name] is not None:
             data[key] = spec[name]
     return data
+
+
+def _slurm_keys(data: Json, spec: Mapping[str, Any]) -> None:
+    """--mem-per-cpu, --mail-type and --mail-user in slurmrestd's names, those given only."""
+    if spec.get("mem_per_cpu_mb"):
+        data["memory_per_cpu"] = no_val(spec["mem_per_cpu_mb"])
+    for key in ("mail_type", "mail_user"):
+        if spec.get(key):
+            data[key] = spec[key]
 
 
 def _job_options_json(data: Json, spec: Mapping[str, Any]) -> None:
@@ -112,7 +123,7 @@ def _job_options_json(data: Json, spec: Mapping[str, Any]) -> None:
         if spec.get(key):
             data[key] = spec[key]
     if spec.get("warn_signal"):
-        from pslurm.core.jobdesc import signal_name
+        from pslurm.core.signals import signal_name
 
         data["kill_warning_signal"] = signal_name(spec["warn_signal"])
         data["kill_warning_delay"] = no_val(spec.get("warn_time") or 0)
@@ -120,20 +131,41 @@ def _job_options_json(data: Json, spec: Mapping[str, Any]) -> None:
                                        *(["RESERVATION_JOB"] if spec.get("warn_reservation") else [])])
 
 
+def job_desc(values: Mapping[str, Any]) -> JobDesc:
+    """The request a command submits (:meth:`pslurm.client.Client.submit`) from a JobSpec's field
+    values (:func:`pslurm.core.jobdesc.spec_values`), without making the JobSpec."""
+    return JobDesc(desc_to_json(values))
+
+
 def spec_from_json(data: Any) -> JobSpec:
-    """The JobSpec of a ``job_desc_msg``; SpecError (one line) for one that is not one."""
+    """The JobSpec of a ``job_desc_msg``, read through :class:`JobDesc` field by field; SpecError (one
+    line) for one that is not one."""
+    from dataclasses import fields
+
     from pslurm.core.jobspec import JobSpec
 
     if not isinstance(data, dict):
         raise SpecError("Invalid job request: 'job' must be an object")
     desc = JobDesc(data)
     try:
-        spec = JobSpec(**{name: getattr(desc, name) for name in SPEC_FIELDS})
+        spec = JobSpec(**{f.name: getattr(desc, f.name) for f in fields(JobSpec)})
     except SpecError:
         raise
     except (TypeError, ValueError, AttributeError) as exc:
         raise SpecError(f"Invalid job request: {exc}") from None
-    return spec
+    return with_node_memory(spec)
+
+
+def with_node_memory(spec: JobSpec) -> JobSpec:
+    """A request that asks memory per CPU or per GPU with its memory per node (``mem_mb``) set from them
+    (core/layout.py), which is what the store, the scheduler and the agent read."""
+    if spec.mem_mb or not (spec.mem_per_cpu_mb or spec.mem_per_gpu_mb):
+        return spec
+    from dataclasses import replace
+
+    from pslurm.core.layout import node_layout
+
+    return replace(spec, mem_mb=max(n.mem_mb for n in node_layout(spec)))
 
 
 # -- a job -----------------------------------------------------------------------------------
@@ -237,6 +269,10 @@ def brief_spec_json(spec: JobSpec, partition: str) -> Json:
         own["exclusive"] = True
     if spec.max_nodes:
         own["max_nodes"] = spec.max_nodes
+    for own_key in ("command", "submit_host", "submit_line", "mem_per_gpu_mb", "cpus_per_gpu"):
+        if getattr(spec, own_key):
+            own[own_key] = getattr(spec, own_key)
+    _slurm_keys(data, vars(spec))
     _job_options_json(data, vars(spec))
     return data
 
@@ -298,24 +334,6 @@ def job_to_brief_json(job: JobRecord, specs: dict[int, int]) -> Json:
     if job.collapsed_tasks:
         own["collapsed_tasks"] = job.collapsed_tasks
     return data
-
-
-def job_from_json(data: Json, specs: dict[int, JobSpec] | None = None) -> JobRecord:
-    """``specs``: specs already read in this listing, by their ``spec_ref``, so that records that
-    shared a spec on the controller (an array's tasks) share one JobSpec here, read once."""
-    from pslurm.core.jobspec import JobRecord
-
-    info = JobInfo(data)
-    raw = info.own["job"]
-    ref = info.own.get("spec_ref", raw.get("pslurm", {}).get("spec_ref"))
-    if specs is not None and ref is not None:
-        key = int(ref)
-        spec = specs.get(key)
-        if spec is None:
-            spec = specs[key] = spec_from_json(raw)
-    else:
-        spec = spec_from_json(raw)
-    return JobRecord(spec=spec, **{name: getattr(info, name) for name in RECORD_FIELDS})
 
 
 def node_target_of(data: Json) -> str:

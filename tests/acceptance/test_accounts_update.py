@@ -180,8 +180,12 @@ def test_a_user_lowers_their_own_limit_only(acct: Cluster, tmp_path: Path) -> No
 def test_fair_share_favours_the_account_that_used_less(acct: Cluster, tmp_path: Path) -> None:
     used = submit(acct, "-A", "heavy", "-c", "4", "--gres=gpu:2", "-o", "/dev/null", "--wrap", "sleep 4", cwd=tmp_path)
     wait_for(lambda: acct_field(acct, used, "State") == "COMPLETED")
-    heavy = submit(acct, "-H", "-A", "heavy", "--wrap", "true", cwd=tmp_path)
-    light = submit(acct, "-H", "-A", "light", "--wrap", "true", cwd=tmp_path)
+    # sprio lists the jobs that wait on their priority (a held one it leaves out): these wait for GPUs
+    blocker = submit(acct, "-A", "heavy", "-N", "2", "--gres=gpu:2", "-o", "/dev/null", "--wrap", "sleep 300",
+                     cwd=tmp_path)
+    heavy = submit(acct, "-A", "heavy", "--gres=gpu:1", "-o", "/dev/null", "--wrap", "true", cwd=tmp_path)
+    light = submit(acct, "-A", "light", "--gres=gpu:1", "-o", "/dev/null", "--wrap", "true", cwd=tmp_path)
+    wait_for(lambda: all(queue(acct, j, "%r") in ("Resources", "Priority") for j in (heavy, light)))
     rows = dict(line.split() for line in acct.run("psprio", "-h", "-n", "-o", "%i %f", check=True).stdout.splitlines())
     assert float(rows[light]) > float(rows[heavy])
     weighted = dict(line.split() for line in acct.run("psprio", "-h", "-o", "%i %Y", check=True).stdout.splitlines())
@@ -193,4 +197,4 @@ def test_fair_share_favours_the_account_that_used_less(acct: Cluster, tmp_path: 
     table = cli("pslurm", "accounts", env=acct.env, check=True).stdout
     assert table.splitlines()[0].split() == ["Account", "User", "RawShares", "NormShares", "RawUsage", "EffectvUsage",
                                              "FairShare"]
-    acct.run("pscancel", heavy, light, check=True)
+    acct.run("pscancel", heavy, light, blocker, check=True)

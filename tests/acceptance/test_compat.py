@@ -58,7 +58,7 @@ def test_a_slurm_workflow_runs_through_the_installed_names(cluster: Cluster, tmp
     assert bad.returncode == 1 and bad.stderr.startswith("squeue: error: unrecognized option '--bogus'")
     bad = slurm(cluster, bin_dir, "sbatch", "--bogus", "--wrap", "true")
     assert bad.returncode == 1 and bad.stderr.startswith("sbatch: error: ")
-    assert slurm(cluster, bin_dir, "scontrol", "show", "job", "x").stderr.startswith("scontrol: error: ")
+    assert slurm(cluster, bin_dir, "squeue", "-j", "x").stderr.startswith("squeue: error: ")
     assert cluster.run("psqueue", "--bogus").stderr.startswith("psqueue: error: ")  # its own name as ever
 
     proc = cli("pslurm", "compat", "uninstall", "--bin-dir", str(bin_dir), check=True)

@@ -109,7 +109,7 @@ def test_shards_and_bad_requests(shared: Cluster, tmp_path: Path) -> None:
     release.touch()
     ended(shared, job)
     assert (tmp_path / f"{job}.out").read_text().split()[1] == "shards=3"
-    assert account(shared, job, "AllocTRES|State") == ["cpu=1,gres/shard=3,node=1", "COMPLETED"]
+    assert account(shared, job, "AllocTRES|State") == ["billing=1,cpu=1,gres/shard=3,node=1", "COMPLETED"]
     for args, message in ((("--gres=shard:5",), "Requested node configuration is not available"),
                           (("--gres=gpu:1", "--gpu-mem=1G"), "cannot be combined with whole GPUs"),
                           (("--gpu-mem=20G",), "--gpu-mem asks 20480 MB of one GPU, and the largest GPU"),

@@ -64,10 +64,10 @@ def test_comment_and_qos_are_recorded_and_shown(cluster, tmp_path):
     job = submit(cluster, "--comment=for the paper", "-q", "normal", "-H", "--wrap", "true", cwd=tmp_path)
     assert row(cluster, job, "%k|%q") == ["for the paper", "normal"]
     text = cluster.run("pscontrol", "show", "job", job, check=True).stdout
-    assert "   Comment=for the paper\n" in text and " QOS=normal\n" in text
+    assert "   Comment=for the paper \n" in text and " QOS=normal\n" in text  # scontrol's blank after Comment
     cluster.run("pscancel", job, check=True)
     acct = cluster.run("psacct", "-j", job, "-n", "-P", "-o", "JobID,Comment,QOS,State", check=True).stdout.split("\n")
-    assert acct[0] == f"{job}|for the paper|normal|CANCELLED"
+    assert acct[0] == f"{job}|for the paper|normal|CANCELLED by 0"  # sacct -P: who cancelled it
     plain = submit(cluster, "-H", "--wrap", "true", cwd=tmp_path)
     assert row(cluster, plain, "%k|%q") == ["(null)", "normal"]  # Slurm's default QOS
     cluster.run("pscancel", plain, check=True)

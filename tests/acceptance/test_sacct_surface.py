@@ -32,8 +32,8 @@ def test_array_ids_times_and_fields_as_sacct_prints_them(cluster: Cluster, tmp_p
     assert row[:4] == [single, "one", "COMPLETED", "0:0"]
     assert re.fullmatch(r"00:00:0\d", row[4]) and row[5] == row[4] and row[6] == "1-02:03:04"
     assert all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d", t) for t in row[7:10])
-    assert re.fullmatch(r"c00\d", row[10]) and row[11] == "cpu=1,mem=4000M,node=1"
-    assert row[12:] == ["4000M", "", "1", "1"]
+    assert re.fullmatch(r"c00\d", row[10]) and row[11] == "billing=1,cpu=1,mem=4000M,node=1"
+    assert row[12:] == ["4000M", "", "", "1"]  # NTasks: sacct fills it on steps' lines only
     # --name, -X (the job without its steps), -p's trailing '|', and sacct's header names; the batch
     # script is the J.batch step, its Timelimit blank as sacct prints a step's
     assert acct(cluster, "--name", "one", "-X", "-o", "JobID") == [[single]]

@@ -93,7 +93,9 @@ def test_show_job_expands_stdout_stderr(cluster: Cluster, tmp_path: Path) -> Non
         assert fields["StdOut"] == f"{tmp_path}/slurm-{job_id}.out"
         assert fields["StdErr"] == f"{tmp_path}/err_named_{job_id}.txt"
         assert fields["StdIn"] == "/dev/null"
-        text = cluster.run("pscontrol", "show", "job", array, check=True).stdout
-        assert f"StdOut={tmp_path}/slurm-{array}_2.out\n" in text and f"StdOut={tmp_path}/slurm-{array}_3.out\n" in text
+        text = cluster.run("pscontrol", "show", "job", array, check=True).stdout  # pending tasks: one record
+        assert f"ArrayJobId={array} ArrayTaskId=2-3 " in text
+        task = cluster.run("pscontrol", "show", "job", f"{array}_3", check=True).stdout
+        assert f"StdOut={tmp_path}/slurm-{array}_3.out\n" in task
     finally:
         cluster.run("pscancel", job_id, array, check=True)

@@ -68,7 +68,7 @@ def test_psinfo_shows_every_partition_and_partition_limits_apply(sched, tmp_path
     refused = sched.run("psbatch", "-p", "closed", "--wrap", "true", cwd=tmp_path)
     assert refused.returncode == 1 and "DRAIN" in refused.stderr
     shown = sched.run("pscontrol", "show", "partition", "short", check=True).stdout
-    assert "PriorityJobFactor=10" in shown and "MaxTime=5:00" in shown
+    assert "PriorityJobFactor=10" in shown and "MaxTime=00:05:00" in shown  # secs2time_str
 
 
 def test_array_tasks_throttle_env_output_names_and_collapsed_display(sched, tmp_path):
@@ -142,8 +142,10 @@ def test_hold_release_operator_priority_and_psprio(sched, tmp_path):
     sched.run("pscontrol", "update", f"JobId={b}", "Priority=5000", check=True)
     wait_for(lambda: state(sched, held) == ("PENDING", "JobHeldAdmin"))
     prio = {line.split()[0]: line.split() for line in sched.run("psprio", "-h", check=True).stdout.splitlines()}
-    assert prio[a][2] == "100" and prio[b][2] == "5000*" and prio[niced][2] == "50" and prio[niced][-1] == "50"
-    assert prio[a][6] == "100"  # the partition factor, weighted
+    assert prio[a][2] == "100" and prio[b][2] == "5000*" and prio[niced][2] == "50"
+    long = {line.split()[0]: line.split() for line in sched.run("psprio", "-h", "-l", check=True).stdout.splitlines()}
+    assert long[niced][-1] == "50"  # NICE: -l's (sprio's default leaves it out); TRES, empty, after it
+    assert prio[a][-1] == "100"  # the partition factor, weighted (the one weight not 0: its column only, as sprio)
     # GPUs free up: the operator's favourite goes first, then by priority; the held job never
     blockers[0][1].touch()
     blockers[1][1].touch()
@@ -210,7 +212,7 @@ def test_a_finished_batch_job_is_requeued_and_an_interactive_one_is_not(sched, t
     interactive = next(line.split()[0] for line in listing if line.endswith(" interactive-once"))
     refused = sched.run("pscontrol", "requeue", interactive)
     assert refused.returncode == 1
-    assert refused.stderr.strip() == f"pscontrol: error: Job {interactive}: Only batch jobs are accepted or processed"
+    assert refused.stderr.strip() == f"Job {interactive}: Only batch jobs are accepted or processed"  # scontrol's
 
 
 def test_nodelist_and_exclude_steer_jobs_as_in_slurm(sched, tmp_path):

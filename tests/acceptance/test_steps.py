@@ -147,3 +147,14 @@ def test_psrun_pty_gives_the_command_a_terminal(cluster: Cluster, tmp_path: Path
     text = out.decode(errors="replace")
     assert os.waitstatus_to_exitcode(status) == 0, text
     assert re.search(r"/dev/pts/\d+", text) and "stdin-is-a-tty" in text, text
+
+
+def test_psrun_overcommit_runs_more_tasks_than_the_job_has_cpus(cluster: Cluster, tmp_path: Path) -> None:
+    """-O/--overcommit on a step (srun's): 3 tasks in a 1-CPU job; without it the step is refused."""
+    job = submit(cluster, tmp_path, f"{PSRUN} -n 3 true; echo plain=$?; {PSRUN} -O -n 3 -l echo hi; echo over=$?",
+                 "-n", "1")
+    assert ended(cluster, job) == "COMPLETED"
+    text = (tmp_path / f"out-{job}.txt").read_text()
+    assert "More processors requested than permitted" in text and "plain=1" in text, text
+    assert sorted(line for line in text.splitlines() if line.endswith(": hi")) == ["0: hi", "1: hi", "2: hi"], text
+    assert "over=0" in text and "no effect" not in text, text

@@ -23,6 +23,7 @@ from pslurm.auth.transport import MAX_REQUEST_BYTES
 from pslurm.cluster.local import free_ports
 from pslurm.controller.rest.routes import ROUTES
 from pslurm.core import restjson
+from pslurm.core.jobinfo import JobInfo
 from pslurm.core.jobspec import JobSpec
 from tests.conftest import first_error, wait_until_one_node_idle
 
@@ -117,7 +118,7 @@ def test_submit_list_get_and_cancel_in_slurmrestds_shapes(api: Api) -> None:
     [job] = reply["jobs"]
     assert job["job_id"] == job_id and job["name"] == "shape" and job["job_state"] == ["PENDING"]
     assert job["partition"] == "debug" and job["user_id"] == os.getuid() and job["submit_time"]["set"]
-    assert restjson.job_from_json(job).spec.environment["SECRET"] == "s3cret"
+    assert JobInfo(job).spec.environment["SECRET"] == "s3cret"
     status, listing = api.call("GET", "/slurm/v0.0.40/jobs")
     assert status == 200 and job_id in [j["job_id"] for j in listing["jobs"]]
     status, mine = api.call("GET", f"/pslurm/v1/jobs?job_id={job_id}&state=PD&light=1")
@@ -204,7 +205,7 @@ def test_another_user_sees_no_environment_and_no_script(api: Api) -> None:
     mine = api.submit(api.spec(name="private"))
     status, reply = api.call("GET", f"/pslurm/v1/jobs?job_id={mine}", uid=NOBODY)
     [theirs] = reply["jobs"]
-    spec = restjson.job_from_json(theirs).spec
+    spec = JobInfo(theirs).spec
     assert status == 200 and spec.environment == {} and spec.script is None and spec.name == "private"
     assert "s3cret" not in json.dumps(reply)
     assert "s3cret" in json.dumps(api.call("GET", f"/pslurm/v1/jobs?job_id={mine}")[1])  # the owner sees it

@@ -33,7 +33,8 @@ from pslurm.client import Client, ClientError
 from pslurm.cluster.local import free_ports
 from pslurm.core import restjson
 from pslurm.core.config import load_cluster_config
-from pslurm.core.jobspec import JobRecord, JobSpec
+from pslurm.core.jobinfo import JobInfo
+from pslurm.core.jobspec import JobSpec
 from pslurm.core.request import JobOptions, build_spec
 from pslurm.core.states import JobState
 from pslurm.proto import pslurm_pb2 as pb
@@ -151,13 +152,13 @@ class Cluster:
         assert status == 200 and reply["errors"] == [], reply
         return int(reply["job_id"])
 
-    def jobs(self, job_ids: list[int], credential: str | None = None) -> dict[int, JobRecord]:
+    def jobs(self, job_ids: list[int], credential: str | None = None) -> dict[int, JobInfo]:
         status, reply = self.call("GET", f"/pslurm/v1/jobs?job_id={','.join(map(str, job_ids))}&include_finished=1",
                                   credential=credential)
         assert status == 200, reply
-        return {j.job_id: j for j in (restjson.job_from_json(data) for data in reply["jobs"])}
+        return {j.job_id: j for j in (JobInfo(data) for data in reply["jobs"])}
 
-    def job(self, job_id: int) -> JobRecord:
+    def job(self, job_id: int) -> JobInfo:
         return self.jobs([job_id])[job_id]
 
     def cancel(self, *job_ids: int) -> None:

@@ -96,7 +96,7 @@ def test_psacct_rendering() -> None:
                     spec=JobSpec(name="train", user="ana", uid=0, gid=0, workdir="/", partition="gpu", ntasks=1,
                                  cpus_per_task=4, mem_mb=1000, gres=(GresRequest("gpu", "a100", 2),)),
                     gpu_seconds=7400.0, peak_gpu_memory_mb=30000, mean_gpu_util=87.25)
-    assert alloc_tres(job) == "cpu=4,gres/gpu=2,gres/gpu:a100=2,mem=1000M,node=1"
+    assert alloc_tres(job) == "billing=4,cpu=4,gres/gpu=2,gres/gpu:a100=2,mem=1000M,node=1"  # by name, as sacct
     assert format_elapsed(3700) == "01:01:40" and format_elapsed(90061) == "1-01:01:01"
     fields = account_fields(now=4000.0)
     cols = parse_fields("JobID,JobName%4,State,GPUSeconds,GPUMemPeak,GPUUtil,Elapsed", list(fields))
@@ -111,7 +111,7 @@ def test_psacct_rendering() -> None:
         parse_fields("JobID,Bogus", list(fields))
     pending = JobRecord(job_id=13, state=JobState.PENDING,
                         spec=JobSpec(name="p", user="ana", uid=0, gid=0, workdir="/"))
-    assert fields["alloctres"](pending) == "" and fields["alloccpus"](pending) == "0"
+    assert fields["alloctres"](pending) == "" and fields["alloccpus"](pending) == "1"  # the CPUs it asks
     assert fields["gpuseconds"](pending) == "" and fields["nodelist"](pending) == "None assigned"
 
 

@@ -292,13 +292,14 @@ def test_the_relay_merges_whole_lines_from_every_node():
 
 def test_the_json_carries_the_nodes_and_the_layout_fields():
     from pslurm.core import restjson
+    from pslurm.core.jobinfo import JobInfo
 
     s = spec(num_nodes=2, max_nodes=4, ntasks=4, ntasks_per_node=2)
     job = JobRecord(job_id=5, spec=s, state=JobState.RUNNING, node="c001", gpu_indices=(1,),
                     nodes=("c001", "c000"), node_gpus=((1,), (0,)), partition="p")
     data = restjson.job_to_json(job)
     assert (data["nodes"], data["batch_host"]) == ("c[000-001]", "c001")
-    back = restjson.job_from_json(data)
+    back = JobInfo(data)
     assert (back.node, back.nodes, back.node_gpus) == ("c001", ("c001", "c000"), ((1,), (0,)))
     assert (back.spec.num_nodes, back.spec.max_nodes, back.spec.ntasks_per_node) == (2, 4, 2)
     brief = restjson.job_to_brief_json(job, {})

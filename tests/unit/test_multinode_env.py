@@ -69,7 +69,7 @@ def values(**opts: str) -> dict[str, object]:
 
 def test_node_counts_min_and_max() -> None:
     assert (values(nodes="2-4")["num_nodes"], values(nodes="2-4")["max_nodes"]) == (2, 4)
-    assert (values(nodes="3")["num_nodes"], values(nodes="3")["max_nodes"]) == (3, 0)
+    assert (values(nodes="3")["num_nodes"], values(nodes="3")["max_nodes"]) == (3, 3)  # sbatch sends -N 3 as 3-3
     assert (values()["num_nodes"], values()["max_nodes"]) == (1, 0)
     for bad in ("0", "3-2", "x", "2-", "-3"):
         with pytest.raises(SpecError, match="Invalid node count specification"):

@@ -108,15 +108,14 @@ def test_permuting_commands_collect_words_between_options() -> None:
 
 
 def test_known_but_inert_options_are_kept_and_warned_about_once(capsys: pytest.CaptureFixture[str]) -> None:
-    cli = parse_command_line(["--mail-type=END", "--mail-u", "me@x", "--get-user-env", "-J", "n", "job.sh"],
-                             "sbatch")
-    assert cli.inert == {"mail-type": "END", "mail-user": "me@x", "get-user-env": None}
+    cli = parse_command_line(["--bb=x", "--acctg-f", "10", "--get-user-env", "-J", "n", "job.sh"], "sbatch")
+    assert cli.inert == {"bb": "x", "acctg-freq": "10", "get-user-env": None}
     assert cli.values == {"job_name": "n"}
-    directives = parse_directive_lines([(2, ["--mail-type=FAIL"])])
+    directives = parse_directive_lines([(2, ["--bb=y"])])
     warn_inert("psbatch", directives, cli)
     assert capsys.readouterr().err.splitlines() == [
-        "psbatch: warning: --mail-type has no effect in pslurm (no mailer)",
-        "psbatch: warning: --mail-user has no effect in pslurm (no mailer)",
+        "psbatch: warning: --bb has no effect in pslurm (no burst buffers)",
+        "psbatch: warning: --acctg-freq has no effect in pslurm (no accounting gather plugin)",
         "psbatch: warning: --get-user-env has no effect in pslurm",
     ]
     warn_inert("psbatch", parse_command_line(["-Q", "--licenses=matlab", "x"], "sbatch"))
@@ -124,11 +123,11 @@ def test_known_but_inert_options_are_kept_and_warned_about_once(capsys: pytest.C
 
 
 def test_directive_lines_go_through_the_same_table() -> None:
-    script = ("#!/bin/sh\n#SBATCH --part=gpu -J train  # the name\n#PSBATCH --gres gpu:2 --mail-type=END\n"
+    script = ("#!/bin/sh\n#SBATCH --part=gpu -J train  # the name\n#PSBATCH --gres gpu:2 --bb=END\n"
               "#SBATCH --no-requeue\nhostname\n#SBATCH -J ignored\n")
     parsed = parse_directive_lines(directive_lines(script))
     assert parsed.values == {"partition": "gpu", "job_name": "train", "gres": "gpu:2", "requeue": False}
-    assert parsed.inert == {"mail-type": "END"}
+    assert parsed.inert == {"bb": "END"}
     opts = parse_command_line(["-J", "cli", "x"], "sbatch").job_options().over(parsed.job_options())
     assert opts == JobOptions(job_name="cli", partition="gpu", gres="gpu:2", requeue=False)
 

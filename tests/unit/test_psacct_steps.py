@@ -36,7 +36,7 @@ def table(rows: list[object], fmt: str) -> list[str]:
 def test_a_batch_jobs_lines_are_its_own_then_batch_then_its_steps():
     lines = table(psacct.with_steps([job()]),
                   "JobID,JobName,Partition,Account,AllocCPUS,State,ExitCode,Elapsed,NTasks,NodeList,User")
-    assert lines == ["12|train|gpu|lab|2|COMPLETED|0:0|00:01:00|2|c000|ana",
+    assert lines == ["12|train|gpu|lab|2|COMPLETED|0:0|00:01:00||c000|ana",  # NTasks: a step's only
                      "12.batch|batch||lab|2|COMPLETED|0:0|00:01:00|1|c000|",
                      "12.0|hostname||lab|2|COMPLETED|0:0|00:00:05|2|c000|",
                      "12.1|python||lab|1|FAILED|3:0|00:00:30|1|c000|"]
@@ -50,14 +50,6 @@ def test_an_allocation_has_no_batch_line_and_a_timed_out_jobs_batch_step_is_canc
     assert table(psacct.with_steps([job(JobState.PENDING)])[:1], "JobID") == ["12"]
 
 
-def test_step_ids_parse_and_anything_else_is_left_to_the_job_path(capsys):
-    assert pscancel.parse_step_id("14.2") == (14, 2)
-    assert pscancel.parse_step_id("14") is None and pscancel.parse_step_id("14_[1-3]") is None
-    with pytest.raises(SystemExit):
-        pscancel.parse_step_id("14.batch")
-    assert "Invalid job id 14.batch" in capsys.readouterr().err
-
-
 def test_pscancel_prints_scancels_line_for_a_step_it_could_not_cancel(capsys):
     from pslurm.client.errors import NotFound
 
@@ -65,8 +57,17 @@ def test_pscancel_prints_scancels_line_for_a_step_it_could_not_cancel(capsys):
         def cancel_step(self, job_id: int, step_id: int, signal: int) -> None:
             raise NotFound("Invalid job id specified", remote=True)
 
-    assert pscancel._cancel_step(Api(), 14, 0, 0) == [  # type: ignore[arg-type]
-        "Kill job error on job id 14.0: Invalid job id specified"]
+    from pslurm.core.jobids import parse_job_id
+
+    assert pscancel._cancel_step(Api(), parse_job_id("14.0"), 0) == [  # type: ignore[arg-type]
+        "Kill job error on job step id 14.0: Invalid job id specified"]  # scancel's words for a step
+
+
+def test_pscancel_reads_a_steps_number_only(capsys):
+    with pytest.raises(SystemExit) as exited:  # scancel 22.05: 14.batch is no id it takes (nothing is sent)
+        pscancel.main(["14.batch"])
+    assert exited.value.code == 1
+    assert capsys.readouterr().err == f"{pscancel.PROG}: error: Invalid job id 14.batch\n"
 
 
 def test_maxrss_is_the_batch_steps_only_in_kib_as_sacct_prints_it():

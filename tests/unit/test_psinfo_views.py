@@ -56,7 +56,7 @@ def test_reason_user_and_time_come_from_the_record_when_it_has_them() -> None:
     ("IDLE", ["c001", "c002"]),
     ("i", ["c001", "c002"]),
     ("mix", ["c000"]),
-    ("alloc", []),
+    ("alloc", ["c000"]),  # Slurm 22.05: ALLOCATED matches a mixed node too
     ("drain", ["c002"]),
     ("drained", ["c002"]),
     ("drng", []),
@@ -84,3 +84,15 @@ def test_a_node_in_two_partitions_is_listed_once_when_no_field_shows_the_partiti
     other = PartitionInfo({"name": "all", "pslurm": {"nodes": ["c003"]}})
     rows = psinfo.node_rows([PART, other], NODES, None, psinfo.parse_states("down"))
     assert psinfo.render_rows("%N %D", rows, False, False) == ["c003 1"]
+
+
+@pytest.mark.parametrize(("spec", "order"), [
+    ("", ["drain", "mix", "idle", "down"]),  # sinfo's default, #P,-t: higher state numbers first
+    ("t", ["down", "idle", "mix", "drain"]),  # Slurm's numbers: DOWN 1, IDLE 2, MIXED 5, the DRAIN flag above
+    ("-N", ["down", "drain", "idle", "mix"]),  # by node list, descending: c003, c002, c001, c000
+    ("N", ["mix", "idle", "drain", "down"]),
+])
+def test_sort_as_sinfo_S(spec: str, order: list[str]) -> None:
+    rows = psinfo.node_rows([PART], NODES, None)
+    lines = psinfo.render_rows("%t", rows, False, False, sort=spec)
+    assert [line.strip() for line in lines] == order

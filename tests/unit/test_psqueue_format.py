@@ -7,7 +7,7 @@ import json
 import pytest
 
 from pslurm.cli.jobview import time_left_text
-from pslurm.cli.psqueue import long_format, render_queue, sort_jobs
+from pslurm.cli.psqueue import job_fields, long_format, render_queue, sort_jobs
 from pslurm.core import restjson
 from pslurm.core.gres import GresRequest
 from pslurm.core.jobinfo import JobInfo
@@ -40,19 +40,23 @@ def test_tres_per_node_in_22_05_form() -> None:
                      "9 N/A 1:00:00"]
 
 
-def test_long_format_names_widths_and_suffixes() -> None:
-    assert long_format("JobID,Name:.10,StateCompact:4|,TimeLeft:") == "%20A%.10j%4t|%L"
-    assert long_format("jobid,TRES-PER-NODE,reasonlist,UserName") == "%20A%20b%20R%20u"
-    with pytest.raises(ValueError, match="Invalid job format specification: Frobnicate"):
-        long_format("JobID,Frobnicate")
-    lines = render_queue(long_format("JobID:6,Partition:.5,State,TimeLimit:8"), [view(12)], header=True)
+def test_long_format_names_widths_and_suffixes(capsys: pytest.CaptureFixture[str]) -> None:
+    fields = job_fields()
+    fmt, extra = long_format("JobID,Name:.10,StateCompact:4|,TimeLeft:", fields)
+    assert fmt == "%20{_0}%.10{_1}%4{_2}|%{_3}"
+    assert [extra[f"_{i}"][0] for i in range(4)] == ["JOBID", "NAME", "ST", "TIME_LEFT"]
+    fmt, extra = long_format("JobID,Frobnicate", fields)  # squeue: an error line, the rest printed
+    assert fmt == "%20{_0}" and "Invalid job format specification: Frobnicate" in capsys.readouterr().err
+    fmt, extra = long_format("JobID:6,Partition:.5,State,TimeLimit:8", fields)
+    lines = render_queue(fmt, [view(12)], True, {**fields, **extra})
     assert lines == ["JOBID PARTISTATE               TIME_LIM", "12      gpuPENDING             1:00:00"]
 
 
-def test_every_long_name_has_a_field() -> None:
-    from pslurm.cli.psqueue import LONG_FIELDS, job_fields
+def test_every_long_name_of_squeue_22_05_has_a_field() -> None:
+    from tests.conformance.corpus import SQUEUE_FIELDS
 
-    assert set(LONG_FIELDS.values()) <= set(job_fields())
+    not_job_fields = {"nodes", "resvport", "stepid", "stepname", "stepstate"}  # squeue -s's, or none
+    assert {f.lower() for f in SQUEUE_FIELDS} - not_job_fields <= set(job_fields())
 
 
 def test_sort_keys() -> None:
@@ -61,10 +65,15 @@ def test_sort_keys() -> None:
     c = view(3, priority=7, partition="alpha")
     d = view(4, priority=1)
     ids = lambda jobs: [j.job_id for j in jobs]  # noqa: E731
-    assert ids(sort_jobs([d, c, b, a], "i")) == [1, 2, 3, 4]
-    assert ids(sort_jobs([a, b, c, d], "-i")) == [4, 3, 2, 1]
-    assert ids(sort_jobs([a, b, c, d], "-t,i")) == [1, 2, 3, 4]  # R after PD descending: R first
-    assert ids(sort_jobs([a, b, c, d], "P,-p")) == [3, 2, 1, 4]
-    assert ids(sort_jobs([a, b, c, d], "P,t,-p")) == [3, 2, 4, 1]  # squeue's default: PD before R
-    with pytest.raises(ValueError, match="Invalid sort specification: W"):
-        sort_jobs([a], "W")
+    fields = job_fields()
+
+    def sort(rows: list[object], spec: str) -> list[int]:
+        return ids(sort_jobs(rows, spec, fields, 100.0))  # type: ignore[arg-type]
+
+    assert sort([d, c, b, a], "i") == [1, 2, 3, 4]
+    assert sort([a, b, c, d], "-i") == [4, 3, 2, 1]
+    assert sort([a, b, c, d], "-t,i") == [1, 2, 3, 4]  # R after PD descending: R first
+    assert sort([a, b, c, d], "P,-p") == [3, 2, 1, 4]
+    assert sort([a, b, c, d], "P,t,-p") == [3, 2, 4, 1]  # squeue's default: PD before R
+    with pytest.raises(ValueError, match="Invalid sort specification: #"):
+        sort([a], "#")

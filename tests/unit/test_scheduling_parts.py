@@ -5,7 +5,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pslurm.controller import priority as prio
-from pslurm.core.arrays import format_ranges, parse_array, parse_task_selector
+from pslurm.core.arrays import format_ranges, parse_array, parse_job_selector
 from pslurm.core.config import ConfigError, SchedulerConfig, parse_slurm_conf, scheduler_config
 from pslurm.core.dependency import DepStatus, Ref, RefJob, describe, evaluate, parse_dependency
 from pslurm.core.jobspec import SpecError
@@ -32,11 +32,11 @@ def test_format_ranges_round_trips(ids):
 
 
 def test_task_selectors():
-    assert parse_task_selector("14") == (14, None)
-    assert parse_task_selector("14_3") == (14, (3,))
-    assert parse_task_selector("14_[5-7,9]") == (14, (5, 6, 7, 9))
+    assert parse_job_selector("14") == (14, None)
+    assert parse_job_selector("14_3") == (14, (3,))
+    assert parse_job_selector("14_[5-7,9]") == (14, (5, 6, 7, 9))
     with pytest.raises(SpecError):
-        parse_task_selector("14_x")
+        parse_job_selector("14_x")
 
 
 def ref_job(job_id, state, started=None, task=None):

@@ -58,9 +58,9 @@ def test_std_paths_are_expanded_and_absolute() -> None:
 
 
 def _serve(monkeypatch: pytest.MonkeyPatch, jobs: list[SimpleNamespace]) -> None:
-    monkeypatch.setattr(pscontrol, "connect_api",
-                        lambda prog: SimpleNamespace(jobs=lambda **kw: [j for j in jobs if j.job_id in kw["job_ids"]]))
-    monkeypatch.setattr("pslurm.core.jobinfo.JobInfo", lambda data: data)
+    monkeypatch.setattr(pscontrol, "connect",
+                        lambda prog: SimpleNamespace(job=lambda job_id: next((j for j in jobs if j.job_id == job_id),
+                                                                             None)))
 
 
 
@@ -88,5 +88,5 @@ def test_write_batch_script_to_a_file_to_stdout_and_its_errors(
     assert run_pscontrol("write", "batch_script", "18") == (0, "", failed + "Invalid user id\n")
     assert run_pscontrol("write", "batch_script", "20") == (0, "", failed + "Job script not specified\n")  # operator
     assert not (tmp_path / "slurm-16.sh").exists()
-    assert run_pscontrol("write", "bogus", "14")[::2] == (1, "pscontrol: error: invalid write argument:bogus\n")
+    assert run_pscontrol("write", "bogus", "14")[::2] == (1, "invalid write argument:bogus\n")  # no name in front
     assert run_pscontrol("write", "batch_script", "14", "a", "b")[0] == 1

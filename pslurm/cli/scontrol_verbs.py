@@ -1,0 +1,204 @@
+"""scontrol's keywords that act on jobs or ask the controller: hold, uhold, release, requeue, requeuehold,
+top, suspend, resume, listpids, notify, wait_job, reconfigure, pidinfo (ping and takeover: controllers_cmd.py);
+their messages and exit statuses as Slurm 22.05's scontrol gives them.
+
+Standard library only: pscontrol imports this on its path.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from pslurm.cli.common import connect, prog_name, reporting
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Protocol
+
+    from pslurm.client import Client
+    from pslurm.core.jobinfo import JobInfo
+
+    class Options(Protocol):
+        """What these keywords read of pscontrol's options (pscontrol.Options)."""
+
+        quiet: bool
+
+PROG = prog_name("pscontrol")
+NO_SUCH_JOB = "Invalid job id specified"
+
+
+def run(verb: str, args: list[str], opts: Options) -> None:
+    """Do ``verb`` (a keyword of pscontrol.VERBS other than show, update and write) with its words."""
+    if verb == "reconfigure":
+        print(f"{PROG}: warning: reconfigure has no effect: psctld reads pslurm.conf when it starts", file=sys.stderr)
+    elif verb == "pidinfo":
+        _fail(opts, "Failed to locate job for requested pid")
+    elif verb == "listpids":
+        _listpids(args, opts)
+    elif not args:
+        _fail(opts, f"too few arguments for keyword:{verb}")
+    elif verb in ("hold", "uhold", "release", "requeue"):
+        _job_action(verb, args, opts)
+    elif verb == "requeuehold":
+        _requeue_hold(args, opts)
+    elif verb == "notify":
+        _notify(args, opts)
+    elif verb == "wait_job":
+        _wait_job(args[0], opts)
+    elif verb == "top":
+        _top(args, opts)
+    else:  # suspend, resume
+        _suspend(verb, args, opts)
+
+
+def _fail(opts: Options, message: str) -> None:
+    if not opts.quiet:
+        print(message, file=sys.stderr)
+    raise SystemExit(1)
+
+
+def _ids(args: list[str]) -> list[str]:
+    from pslurm.core.jobids import split_ids
+
+    return [word for arg in args for word in split_ids(arg)]
+
+
+def _job(client: Client, text: str) -> JobInfo | None:
+    """The job an id names (a plain id, or an array's task), None when there is none or the id is malformed."""
+    from pslurm.core.jobids import parse_job_id
+
+    try:
+        selector = parse_job_id(text)
+    except ValueError:
+        return None
+    with reporting(PROG):
+        found = client.jobs(job_ids=[selector.job_id], include_finished=True)
+    return next((j for j in found if selector.selects(j.job_id, j.array_job_id, j.array_task_id)), None)
+
+
+def _job_action(verb: str, args: list[str], opts: Options) -> None:
+    """hold / uhold / release / requeue of each id (14, 14_3, 14_[5-9]); an unknown one is scontrol's two
+    lines (one for requeue), exit 1."""
+    client = connect(PROG)
+    failed = False
+    for text in _ids(args):
+        if _job(client, text) is None:
+            failed = True
+            if not opts.quiet:
+                print(f"{NO_SUCH_JOB} for job {text}", file=sys.stderr)
+                if verb != "requeue":
+                    print(f"slurm_suspend error: {NO_SUCH_JOB}", file=sys.stderr)
+            continue
+        with reporting(PROG):
+            errors = client.update_job(text, action=verb)
+        for line in errors:
+            failed = True
+            if not opts.quiet:
+                print(line, file=sys.stderr)
+    if failed:
+        raise SystemExit(1)
+
+
+def _requeue_hold(args: list[str], opts: Options) -> None:
+    """requeuehold: requeue, then hold once it is pending again (the requeue ends the run first)."""
+    import time
+
+    client = connect(PROG)
+    for text in _ids(args):
+        if _job(client, text) is None:
+            _fail(opts, f"{NO_SUCH_JOB} for job {text}")
+        with reporting(PROG):
+            errors = client.update_job(text, action="requeue")
+        deadline = time.time() + 10
+        while not errors:
+            job = _job(client, text)
+            if job is not None and job.state.value == "PENDING":
+                with reporting(PROG):
+                    errors = client.update_job(text, action="hold")
+                break
+            if time.time() > deadline:
+                break
+            time.sleep(0.2)
+        if errors:
+            _fail(opts, errors[0])
+
+
+def _top(args: list[str], opts: Options) -> None:
+    """top: the job first among its user's pending jobs (a nice below theirs); a held one cannot be."""
+    client = connect(PROG)
+    for text in _ids(args):
+        job = _job(client, text)
+        if job is None:
+            _fail(opts, f"{NO_SUCH_JOB} for job {text}")
+            return
+        if job.hold:
+            _fail(opts, f"Job is in held state, pending scheduler release for job {text}")
+        if job.state.value != "PENDING":
+            _fail(opts, f"Job is no longer pending execution for job {text}")
+        with reporting(PROG):
+            mine = client.jobs(users=[job.spec.user], states=["PENDING"], light=True)
+        lowest = min((j.spec.nice for j in mine if j.job_id != job.job_id), default=job.spec.nice)
+        if job.spec.nice >= lowest:
+            with reporting(PROG):
+                errors = client.update_job(text, nice=lowest - 1)
+            if errors:
+                _fail(opts, errors[0])
+
+
+def _suspend(verb: str, args: list[str], opts: Options) -> None:
+    """suspend / resume: pslurm cannot stop a running job's processes yet; an unknown id is scontrol's line."""
+    client = connect(PROG)
+    for text in _ids(args):
+        job = _job(client, text)
+        if job is None:
+            _fail(opts, f"Unexpected message received for job {text}")
+        _fail(opts, f"Requested operation not supported on this system for job {text}")
+    del verb
+
+
+def _notify(args: list[str], opts: Options) -> None:
+    """notify ID MSG: a running job's message (psrun has no channel for it: taken, nothing shown)."""
+    client = connect(PROG)
+    job = _job(client, args[0])
+    if job is None or not job.state.holds_resources:
+        _fail(opts, f"job notify failure: {NO_SUCH_JOB}")
+
+
+def _wait_job(text: str, opts: Options) -> None:
+    """wait_job ID: return once the job's launch is done (0), or say it is not running (1)."""
+    import time
+
+    client = connect(PROG)
+    job = _job(client, text)
+    if job is None:
+        _fail(opts, f"{PROG}: Problem running job {text}")
+        return
+    while job is not None and job.state.value == "PENDING":
+        time.sleep(0.5)
+        job = _job(client, text)
+    if job is None or not job.state.holds_resources:
+        _fail(opts, f"{PROG}: Job {text} no longer running")
+
+
+def _listpids(args: list[str], opts: Options) -> None:
+    """listpids [ID[.STEP]]: the processes of the job's runs on this machine (its cgroup's), as scontrol
+    lists those of the local slurmd."""
+    import glob
+    import os
+
+    print(f"{'PID':<8} {'JOBID':<8} {'STEPID':<8} {'LOCALID':<7} GLOBALID")
+    job_id = args[0].partition(".")[0].partition("_")[0] if args else "*"
+    found = False
+    for procs in sorted(glob.glob(f"/sys/fs/cgroup/**/pslurm_*/*/job_{job_id}/cgroup.procs", recursive=True)):
+        number = os.path.basename(os.path.dirname(procs)).removeprefix("job_")
+        try:
+            with open(procs) as fh:
+                pids = sorted(int(p) for p in fh.read().split())
+        except OSError:
+            continue
+        for i, pid in enumerate(pids):
+            found = True
+            first = i == 0
+            print(f"{pid:<8} {number:<8} {'batch':<8} {'0' if first else '-':<7} {'0' if first else '-'}")
+    if not found:
+        _fail(opts, f"There are no steps for job {job_id if args else '*'} on node (null).")
