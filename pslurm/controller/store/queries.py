@@ -13,6 +13,7 @@ import dataclasses
 import functools
 import json
 import pathlib
+import threading
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -79,6 +80,11 @@ class Store:
         self.engine: Engine = _make_engine(url)
         self._writer = GroupCommit(self.engine)  # every write: one writer, concurrent ones share a commit
         self._listeners: list[Callable[[Collection[int]], None]] = []
+        # The node table as this Store last read or wrote it: every node write goes through this object
+        # (the node monitor's), so reads need no query (a pass, a heartbeat, a listing at 1000 nodes).
+        self._node_lock = threading.Lock()
+        self._nodes: dict[str, NodeRecord] | None = None  # by name, in name order; None: read it again
+        self._node_writes = 0  # a read that overlapped a write is not kept
 
     def subscribe(self, listener: Callable[[Collection[int]], None]) -> None:
         """Call ``listener(job_ids)`` after each committed write that may have changed those jobs
@@ -666,27 +672,79 @@ class Store:
                         name=node.name, state=NodeState.UNKNOWN.value, drain=False, reason="",
                         last_heartbeat=0.0, gpus="[]", isolation="", **values))
 
-        self._writer.write(work)
+        try:
+            self._writer.write(work)
+        finally:
+            self._nodes_written()
 
     def get_nodes(self) -> list[NodeRecord]:
-        with self.engine.connect() as conn:
-            return [node_from_row(r) for r in conn.execute(select(nodes).order_by(nodes.c.name))]
+        """Every node in name order. The records are shared: read them, never change them."""
+        return list(self._node_table().values())
 
     def get_node(self, name: str) -> NodeRecord | None:
+        return self._node_table().get(name)
+
+    def _node_table(self) -> dict[str, NodeRecord]:
+        with self._node_lock:
+            table, writes = self._nodes, self._node_writes
+        if table is not None:
+            return table
         with self.engine.connect() as conn:
-            row = conn.execute(select(nodes).where(nodes.c.name == name)).first()
-        return node_from_row(row) if row else None
+            table = {r.name: node_from_row(r) for r in conn.execute(select(nodes).order_by(nodes.c.name))}
+        with self._node_lock:
+            if self._node_writes == writes:
+                self._nodes = table
+        return table
+
+    def _nodes_written(self, name: str | None = None) -> None:
+        """After a node write: that node's row read again into the table (a registration storm of
+        1000 agents must not read 1000 rows per write), or with ``name`` None every row, when next read."""
+        with self._node_lock:  # held while the row is read: two writes of one node patch in their order
+            self._node_writes += 1
+            if self._nodes is None:
+                return
+            if name is None:
+                self._nodes = None
+                return
+            with self.engine.connect() as conn:
+                row = conn.execute(select(nodes).where(nodes.c.name == name)).first()
+            table = dict(self._nodes)
+            if row is not None:
+                table[name] = node_from_row(row)
+            self._nodes = table
 
     def set_node_state(self, name: str, to: NodeState, now: float, **values: Any) -> NodeState:
         """Compare-and-set a node's base state; returns the old one. Raises InvalidTransition."""
         allowed = [s.value for s in NODE_TRANSITIONS[to]]
-        return self._writer.write(lambda conn: _set_node_state(conn, name, to, allowed, values))
+        try:
+            return self._writer.write(lambda conn: _set_node_state(conn, name, to, allowed, values))
+        finally:
+            self._nodes_written(name)
 
     def update_node(self, name: str, **values: Any) -> None:
         """Set fields that are not the base state (drain, reason, heartbeat, inventory)."""
         if "gpus" in values:
             values["gpus"] = json.dumps([vars(g) for g in values["gpus"]])
-        self._writer.write(lambda conn: conn.execute(update(nodes).where(nodes.c.name == name).values(**values)))
+        try:
+            self._writer.write(lambda conn: conn.execute(update(nodes).where(nodes.c.name == name).values(**values)))
+        finally:
+            self._nodes_written(name)
+
+    def heard(self, times: Mapping[str, float]) -> None:
+        """Record when each node's agent was last heard (``last_heartbeat``), all in one transaction:
+        the node monitor keeps heartbeats in memory and writes them so, once a second."""
+        if not times:
+            return
+        rows = [{"b_name": name, "b_time": at} for name, at in times.items()]
+        try:
+            self._writer.write(lambda conn: conn.execute(_HEARD, rows))
+        finally:
+            with self._node_lock:
+                table = self._nodes
+                if table is not None:  # patched in place: a heartbeat is not worth reading 1000 nodes again
+                    self._nodes = {name: dataclasses.replace(node, last_heartbeat=times[name]) if name in times
+                                   else node for name, node in table.items()}
+                self._node_writes += 1
 
 
 # A light listing's columns (Store.get_jobs(light=True)), in the order _listed_record unpacks them:
@@ -882,6 +940,9 @@ def _end_step(conn: Connection, e: StepEnd) -> StepRecord:
     step = conn.execute(select(job_steps).where(job_steps.c.job_id == e.job_id,
                                                 job_steps.c.step_id == e.step_id)).one()
     return step_from_row(step)
+
+
+_HEARD = update(nodes).where(nodes.c.name == bindparam("b_name")).values(last_heartbeat=bindparam("b_time"))
 
 
 def _set_node_state(conn: Connection, name: str, to: NodeState, allowed: list[str],
