@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from pslurm.controller import priority as prio
 from pslurm.controller.agents import AgentUnreachable
-from pslurm.controller.allocations import NodeUsage, node_view, usage_by_node
+from pslurm.controller.allocations import NodeUsage, NodeViews, usage_by_node
 from pslurm.controller.policy import (
     UNLIMITED,
     Limits,
@@ -83,6 +83,7 @@ class Scheduler:
         self._allowed_cache: dict[tuple[str, ...], frozenset[str]] = {}
         # the pending queue and the allocations in memory, kept current from the store's change notices
         self._live = LiveJobs(store)
+        self._views = NodeViews()  # the nodes as the policy sees them, remade only where something changed
         self._wake = threading.Event()
         self._stopping = threading.Event()
         # after each pass of the loop: (backfill?, its seconds, jobs it started); observe.py's metrics
@@ -234,8 +235,8 @@ class Scheduler:
                                 q.begin_time, q.num_nodes, tuple((c, q.mem_mb) for c in q.node_cpus),
                                 self._required_nodes(q.req_nodes, q.num_nodes), q.exclusive)
                      for q in pending],
-            nodes=[node_view(n, usage.get(n.name, NodeUsage()), self.partitions_of(n.name),
-                             self.nodes.gpu_measured(n.name)) for n in nodes],
+            nodes=[self._views.view(n, usage.get(n.name, NodeUsage()), self.partitions_of(n.name),
+                                    self.nodes.gpu_measured(n.name)) for n in nodes],
             now=now,
             running=[RunningJob(a.job_id, a.node, a.cpus, a.mem_mb, a.gpu_indices,
                                 None if a.time_limit is None or a.start_time is None else a.start_time + a.time_limit,

@@ -239,9 +239,9 @@ class Agent:
     def runs(self) -> list[pb.JobRun]:
         """What this agent runs (or is about to start), or ran and has not had the end of
         acknowledged: every heartbeat says it."""
-        with self._lock:
+        with self._lock:  # an ended run is unsettled until its end is queued for the controller (_ended)
             return [pb.JobRun(job_id=k[0], restarts=k[1]) for k, r in sorted(self._runs.items())
-                    if r.end is None or k in self._unreported]
+                    if r.end is None or not r.settled.is_set() or k in self._unreported]
 
     def _ended(self, running: RunningJob) -> None:
         end = running.end

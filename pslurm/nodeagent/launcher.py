@@ -47,6 +47,10 @@ from pslurm.nodeagent.userfiles import file_umask, write_private_file
 log = logging.getLogger("psd")
 
 OUTPUT_DIR_WAIT = 10.0  # seconds a launch waits for its output file's directory to appear (tools make it late)
+# A fork in one thread while another has a script open for writing makes that script's exec fail
+# with ETXTBSY: script writes and forks take turns, in the whole process (psd --virtual runs the
+# launchers of many nodes in one).
+SPAWN_LOCK = threading.Lock()
 
 
 @dataclass
@@ -119,9 +123,7 @@ class Launcher:
         self.output_dir_wait = OUTPUT_DIR_WAIT
         self._boot_id = boot_id()
         self.as_root = os.geteuid() == 0
-        # A fork in one thread while another has a script open for writing makes that script's
-        # exec fail with ETXTBSY: script writes and forks take turns.
-        self.spawn_lock = threading.Lock()
+        self.spawn_lock = SPAWN_LOCK
         # told when a run begins to end (cancel, time limit, the leader's exit), before its processes
         # are killed: the agent ends the run's steps first (CANCELLED)
         self.on_ending: Callable[[RunningJob], None] = lambda running: None

@@ -250,6 +250,33 @@ def test_a_run_is_recorded_until_its_end_is_acknowledged(make_agent, tmp_path: P
     assert controller.end_of(9, 2) is not None and runs(agent) == [] and not path.exists()
 
 
+def test_a_run_that_ended_is_said_while_its_end_is_being_prepared(make_agent, tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Between its leader's end and its end's queueing (teardown, usage, its steps' ends) a run is
+    still the agent's: a heartbeat then that left it out made the controller requeue a finished job."""
+    agent, controller = make_agent()
+    preparing, go_on = threading.Event(), threading.Event()
+
+    def slow_teardown(*args: object) -> None:
+        preparing.set()
+        go_on.wait(10)
+
+    monkeypatch.setattr(agent.sharing, "teardown", slow_teardown)
+    agent.launch(record(tmp_path, 21, argv=("true",)))
+    assert preparing.wait(5)
+    assert agent.jobs[21].end is not None and runs(agent) == [(21, 0)]
+    go_on.set()
+    ended(controller, 21)
+    wait_for(lambda: runs(agent) == [], timeout=5)
+
+
+def test_the_agents_of_one_process_take_turns_at_forks_and_script_writes(make_agent) -> None:
+    """A fork while another thread writes a batch script makes that script's exec fail (ETXTBSY):
+    psd --virtual runs many nodes' agents in one process, so the turns are the process's."""
+    (first, _), (second, _) = make_agent(), make_agent()
+    assert first.launcher.spawn_lock is second.launcher.spawn_lock is second.steps.spawn_lock
+
+
 def test_ends_that_come_while_one_is_sent_go_together_in_the_next_call(make_agent, tmp_path: Path) -> None:
     agent, controller = make_agent()
     first_sent, go_on = threading.Event(), threading.Event()
