@@ -50,6 +50,7 @@ pass reserves it at the earliest time T at which N nodes each hold their share t
 from __future__ import annotations
 
 import bisect
+import functools
 import heapq
 import math
 from collections import defaultdict
@@ -194,6 +195,13 @@ def _fits(avail: tuple[float, ...], need: tuple[float, ...]) -> bool:
     return True
 
 
+@functools.lru_cache(maxsize=256)
+def _inventory_maps(inventory: tuple[tuple[int, str | None], ...]) -> tuple[dict[int, str | None], dict[str, int]]:
+    """A GPU inventory's types by index and its type slots (a vector's places), made once for all
+    the nodes of one shape: at 1000 nodes making them was most of a pass's setup."""
+    return dict(inventory), {t: i for i, t in enumerate(sorted({t for _, t in inventory if t is not None}))}
+
+
 class _Node:
     """One node's state during a pass: free now, and its future as events."""
 
@@ -207,9 +215,7 @@ class _Node:
         self.cpus = view.free_cpus
         self.mem = view.free_mem_mb
         self.free = list(view.free_gpus)
-        inventory = view.gpus or view.free_gpus
-        self.types = dict(inventory)
-        self.slots = {t: i for i, t in enumerate(sorted({t for _, t in inventory if t is not None}))}
+        self.types, self.slots = _inventory_maps(view.gpus or view.free_gpus)  # read only: shared
         self.events: list[tuple[float, tuple[float, ...]]] = []
         self._steps: list[tuple[float, tuple[float, ...]]] | None = None
         self.now = now
