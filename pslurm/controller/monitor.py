@@ -130,11 +130,14 @@ class NodeMonitor:
 
     def heartbeat(self, name: str, runs: Sequence[Run], health_reason: str,
                   measured: Measured | None = None,
-                  steps: Collection[tuple[int, int]] | None = None) -> tuple[bool, list[Run]]:
+                  steps: Collection[tuple[int, int]] | None = None,
+                  sent_at: float | None = None) -> tuple[bool, list[Run]]:
         """Returns (register again?, runs to kill). A node the controller does not hold UP is asked to
         register again; its runs are reconciled all the same. ``measured``: what the agent measured on
         each GPU (kept in memory, for psinfo and the packing policy's tie-break). ``steps``: the
-        (job id, step id) of the steps the agent runs, reconciled too (None: not said)."""
+        (job id, step id) of the steps the agent runs, reconciled too (None: not said). ``sent_at``:
+        when the agent listed them (its clock; None: now): a run started less than the launch grace
+        before then may not have reached it yet, however late the heartbeat is handled."""
         node = self._known(name)
         now = self.clock()
         if measured is not None:
@@ -152,8 +155,9 @@ class NodeMonitor:
         if agreed is not None and agreed[:2] == (changes, reported) and (listed is None or agreed[2] == listed):
             kill: list[Run] = []
         else:
-            kill, runs_agree = self._reconcile(name, runs, now)
-            steps_agree = self._reconcile_steps(name, steps, now) if steps is not None else True
+            listed_at = now if sent_at is None else min(now, sent_at)  # an agent's clock ahead of ours: ours
+            kill, runs_agree = self._reconcile(name, runs, now, listed_at)
+            steps_agree = self._reconcile_steps(name, steps, now, listed_at) if steps is not None else True
             with self._seen_lock:
                 if runs_agree and steps_agree:
                     self._agreed[name] = (changes, reported, listed)
@@ -187,12 +191,16 @@ class NodeMonitor:
             self._agreed.pop(name, None)
         return self._reconcile(name, runs, now)[0]
 
-    def _reconcile(self, name: str, runs: Sequence[Run], now: float) -> tuple[list[Run], bool]:
-        """:meth:`reconcile`, and whether the agent runs exactly the runs held on the node."""
+    def _reconcile(self, name: str, runs: Sequence[Run], now: float,
+                   listed_at: float | None = None) -> tuple[list[Run], bool]:
+        """:meth:`reconcile`, and whether the agent runs exactly the runs held on the node.
+        ``listed_at``: when the agent listed ``runs`` (default ``now``)."""
         reported = {run.job_id: run.restarts for run in runs}
+        since = now if listed_at is None else listed_at
         with self._lock:
             held = self.store.runs_on(name)
-            lost = [r for r in held if reported.get(r.job_id) != r.restarts and now - r.start_time > self.launch_grace]
+            lost = [r for r in held
+                    if reported.get(r.job_id) != r.restarts and since - r.start_time > self.launch_grace]
             for run in lost:
                 why = (f"the agent on {name} does not run it" if run.job_id not in reported
                        else f"the agent on {name} runs an earlier run of it")
@@ -211,12 +219,15 @@ class NodeMonitor:
             self._agreed.pop(name, None)
         self._reconcile_steps(name, steps, now)
 
-    def _reconcile_steps(self, name: str, steps: Collection[tuple[int, int]], now: float) -> bool:
+    def _reconcile_steps(self, name: str, steps: Collection[tuple[int, int]], now: float,
+                         listed_at: float | None = None) -> bool:
         """:meth:`reconcile_steps`, and whether the agent lists exactly the steps held on the node."""
         reported = set(steps)
+        since = now if listed_at is None else listed_at
         with self._lock:
             held = self.store.running_steps_on(name)
-            lost = [s for s in held if (s.job_id, s.step_id) not in reported and now - s.start_time > self.launch_grace]
+            lost = [s for s in held
+                    if (s.job_id, s.step_id) not in reported and since - s.start_time > self.launch_grace]
             if not lost:
                 return reported == {(s.job_id, s.step_id) for s in held}
             ends = [StepEnd(s.job_id, s.step_id, name, JobState.NODE_FAIL, 0, 0, now) for s in lost]

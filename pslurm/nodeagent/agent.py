@@ -174,10 +174,11 @@ class Agent:
         """One heartbeat: report ends, send health and running jobs, act on the reply."""
         self._report_ends()
         health = self.check_health()
+        sent_at = time.time()  # before the runs are listed: a run launched after it may be missing
         try:
             reply = self.controller.Heartbeat(pb.HeartbeatRequest(
                 name=self.node.name, runs=self.runs(), health_reason=health or "", gpu_use=self.gpu_use(),
-                steps=[pb.StepRef(job_id=j, step_id=s) for j, s in self.steps.refs()]), timeout=5,
+                steps=[pb.StepRef(job_id=j, step_id=s) for j, s in self.steps.refs()], sent_at=sent_at), timeout=5,
                 metadata=self._credentials())
         except grpc.RpcError:
             return

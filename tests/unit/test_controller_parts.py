@@ -199,6 +199,17 @@ def test_a_node_whose_runs_agreed_is_reconciled_again_once_any_job_changed(monit
     assert m.heartbeat("c000", [Run(first, 0)], "", steps=[]) == (False, [Run(first, 0)])
 
 
+def test_a_heartbeat_handled_late_judges_by_when_the_agent_listed_its_runs(monitor, store):
+    m, clock, _ = monitor
+    job_id = running_job(store, now=1000.0)
+    clock.now = 1030.0  # a heartbeat listed at 1004 (the launch had not arrived yet) handled 26 s later
+    assert m.heartbeat("c000", [], "", steps=[], sent_at=1004.0) == (False, [])
+    assert store.get_job(job_id).state is JobState.RUNNING
+    m.heartbeat("c000", [], "", steps=[], sent_at=1040.0)  # an agent's clock ahead of ours: ours counts
+    job = store.get_job(job_id)
+    assert (job.state, job.end_time) == (JobState.NODE_FAIL, 1030.0)
+
+
 def test_heartbeats_are_written_to_the_store_once_a_second_not_one_by_one(monitor, store):
     m, clock, _ = monitor
     clock.now = 1025.0
