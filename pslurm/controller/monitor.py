@@ -73,7 +73,8 @@ class NodeMonitor:
         self.heartbeat_interval = max(0.5, min(HEARTBEAT_INTERVAL * 15, config.slurmd_timeout / 4))
         self.launch_grace = float(config.batch_start_timeout)
         self._started = clock()  # after a restart every node gets a full SlurmdTimeout to be heard again
-        self._lock = threading.Lock()  # one reconciliation of a node at a time
+        # one reconciliation of a node at a time (its heartbeats and registration); nodes go in parallel
+        self._locks = {name: threading.Lock() for name in config.nodes}
         # When each node was last heard, kept here and written to the store once a second (flush_heard):
         # a write per heartbeat was most of a heartbeat's cost (1000 nodes: 400 commits a second).
         self._seen_lock = threading.Lock()  # the figures below: heartbeats and store notices come from any thread
@@ -197,7 +198,7 @@ class NodeMonitor:
         ``listed_at``: when the agent listed ``runs`` (default ``now``)."""
         reported = {run.job_id: run.restarts for run in runs}
         since = now if listed_at is None else listed_at
-        with self._lock:
+        with self._locks.setdefault(name, threading.Lock()):
             held = self.store.runs_on(name)
             lost = [r for r in held
                     if reported.get(r.job_id) != r.restarts and since - r.start_time > self.launch_grace]
@@ -224,7 +225,7 @@ class NodeMonitor:
         """:meth:`reconcile_steps`, and whether the agent lists exactly the steps held on the node."""
         reported = set(steps)
         since = now if listed_at is None else listed_at
-        with self._lock:
+        with self._locks.setdefault(name, threading.Lock()):
             held = self.store.running_steps_on(name)
             lost = [s for s in held
                     if (s.job_id, s.step_id) not in reported and since - s.start_time > self.launch_grace]
