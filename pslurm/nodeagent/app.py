@@ -136,10 +136,12 @@ def serve(config: ClusterConfig, node: NodeConfig, devices: list[GpuDevice], cgr
     import grpc
 
     from pslurm.auth.transport import SERVER_OPTIONS, Authenticator, signed_metadata
+    from pslurm.nodeagent import runner as job_runner
     from pslurm.nodeagent.agent import Agent
     from pslurm.nodeagent.servicer import AgentServicer
     from pslurm.proto import pslurm_pb2_grpc as pb_grpc
 
+    job_runner.begin()  # the jobs' processes are forked there, not in this threaded process
     auth = Authenticator(key)
     agent = Agent(config, node, devices, cgroup_conf, drain, monitor, credentials=lambda: signed_metadata(key))
     # A psrun job's output and input streams each hold a thread while the job runs, and a node runs at
@@ -175,6 +177,7 @@ def serve(config: ClusterConfig, node: NodeConfig, devices: list[GpuDevice], cgr
     threading.Thread(target=run, name="heartbeat", daemon=True).start()
     stop.wait()
     agent.stop()
+    job_runner.end()
     server.stop(grace=1).wait()
 
 

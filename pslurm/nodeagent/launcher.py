@@ -30,17 +30,9 @@ from pslurm.core.states import JobState
 from pslurm.core.steps import BATCH_STEP, EXTERN_STEP, INTERACTIVE_STEP, StepResult
 from pslurm.core.timefmt import format_timestamp
 from pslurm.nodeagent.cgroups import JobCgroup
+from pslurm.nodeagent.childstart import LaunchError, TaskProcess, check_strings, describe, os_error
 from pslurm.nodeagent.runs import RunRecord, RunRecords, boot_id, kill_pgid
-from pslurm.nodeagent.stepd import (
-    LaunchError,
-    StepHooks,
-    StepSupervisor,
-    Task,
-    check_strings,
-    describe,
-    job_user,
-    os_error,
-)
+from pslurm.nodeagent.stepd import StepHooks, StepSupervisor, Task, job_user
 from pslurm.nodeagent.stepio import Files, Null, Pipes, Stdio
 from pslurm.nodeagent.userfiles import file_umask, write_private_file
 
@@ -80,7 +72,7 @@ class RunningJob:
     node_index: int = 0  # this node's position in the job's allocation (> 0: it holds the run for steps only)
 
     @property
-    def proc(self) -> subprocess.Popen[bytes] | None:
+    def proc(self) -> TaskProcess | None:
         """The run's leader: its own step's task (None until it started)."""
         return self.step.leader if self.step is not None else None
 

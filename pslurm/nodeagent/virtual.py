@@ -95,6 +95,7 @@ def serve_nodes(config: ClusterConfig, names: list[str], cgroup_conf: CgroupConf
     import grpc
 
     from pslurm.auth.transport import SERVER_OPTIONS, Authenticator, signed_metadata
+    from pslurm.nodeagent import runner as job_runner
     from pslurm.nodeagent.agent import Agent
     from pslurm.nodeagent.servicer import AgentServicer
     from pslurm.proto import pslurm_pb2_grpc as pb_grpc
@@ -103,6 +104,7 @@ def serve_nodes(config: ClusterConfig, names: list[str], cgroup_conf: CgroupConf
         stop = threading.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: stop.set())  # type: ignore[union-attr]
+    job_runner.begin()  # one for the process: the jobs of all its nodes are forked there
     auth = Authenticator(key)
     agents = {}
     servicers = {}
@@ -144,4 +146,5 @@ def serve_nodes(config: ClusterConfig, names: list[str], cgroup_conf: CgroupConf
         thread.start()
     for thread in stoppers:
         thread.join()
+    job_runner.end()
     server.stop(grace=1).wait()

@@ -21,6 +21,7 @@ from pslurm.core.config import CgroupConfig, ClusterConfig, NodeConfig
 from pslurm.core.jobspec import JobRecord, JobSpec
 from pslurm.core.states import JobState
 from pslurm.nodeagent import agent as agent_module
+from pslurm.nodeagent import runner as job_runner
 from pslurm.nodeagent.agent import Agent
 from pslurm.nodeagent.cgroups import CgroupError
 from pslurm.nodeagent.runs import RunRecord, RunRecords, parse_stat, proc_info, start_ticks
@@ -72,9 +73,12 @@ class FakeController:
         return next(t for t, r in self.ended if (r.job_id, r.restarts) == (job_id, restarts))
 
 
-@pytest.fixture
-def make_agent(tmp_path: Path) -> Iterator[Callable[..., tuple[Agent, FakeController]]]:
+@pytest.fixture(params=["agent forks", "job runner forks"])
+def make_agent(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[..., tuple[Agent, FakeController]]]:
+    """Agents whose jobs' processes the agent forks itself, or its job runner (as psd runs them)."""
     agents: list[Agent] = []
+    if request.param == "job runner forks":
+        assert job_runner.begin() is not None
 
     def make(kill_wait: int = 1) -> tuple[Agent, FakeController]:
         # a cluster name of its own: job cgroups are named by cluster and node, and an agent's
@@ -91,6 +95,7 @@ def make_agent(tmp_path: Path) -> Iterator[Callable[..., tuple[Agent, FakeContro
     for agent in agents:
         agent.controller.up = False  # type: ignore[attr-defined]
         agent.stop(grace=5)
+    job_runner.end()
 
 
 def record(tmp_path: Path, job_id: int = 1, restarts: int = 0, script: str | None = None,
