@@ -29,29 +29,47 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pslurm.auth.credential import Identity  # noqa: E402
-from pslurm.controller.policy import NodeView, PendingJob, RunningJob, Snapshot, plan  # noqa: E402
+from pslurm.controller.policy import NodeView, PendingJob, RunningJob, SharedGpu, Snapshot, plan  # noqa: E402
 from pslurm.core.gres import GresRequest  # noqa: E402
+from pslurm.core.sharing import GpuShare  # noqa: E402
 
 GPUS_PER_NODE = 8
+GPU_MB = 80 * 1024
 
 
-def synthetic_snapshot(pending: int, nodes: int, seed: int = 5, busy: float = 0.9) -> Snapshot:
+def synthetic_snapshot(pending: int, nodes: int, seed: int = 5, busy: float = 0.9, shared: float = 0.0) -> Snapshot:
+    """``pending`` jobs over ``nodes`` nodes of 8 GPUs, most of them busy (``busy``: the chance that one
+    more running job takes GPUs of a node). With ``shared`` > 0 every GPU can be shared (8 shards, 100
+    MPS units, 80 GiB), that fraction of the pending jobs asks a share of one GPU (shard, mps or
+    gpumem), and of the running one-GPU jobs that fraction is a GPU shared by 1-3 jobs. The same
+    seed gives the same snapshot; ``shared=0`` gives the snapshot this function always gave."""
     rng = random.Random(seed)
     now = 1_000_000.0
     views, running = [], []
     job_id = 10_000_000
+    capacity = tuple(SharedGpu(i, "h100", GPU_MB, 8, 100) for i in range(GPUS_PER_NODE)) if shared else ()
     for n in range(nodes):
         name = f"n{n:04d}"
         gpus = [(i, "h100") for i in range(GPUS_PER_NODE)]
-        taken = 0
+        taken = extra_cpus = 0
         while taken < GPUS_PER_NODE and rng.random() < busy:
             size = min(rng.choice([1, 1, 2, 4, 8]), GPUS_PER_NODE - taken)
             job_id += 1
+            end = now + rng.uniform(60, 48 * 3600)
+            if shared and size == 1 and rng.random() < shared:  # one GPU shared by 1-3 jobs of one kind
+                share = _share(rng)
+                user = f"u{rng.randrange(50)}"  # one user (one MPS server) per GPU
+                for k in range(rng.randint(1, 3)):
+                    running.append(RunningJob(job_id + k, name, 2, 0, (taken,), end - k * 600, user, share=share))
+                    extra_cpus += 2
+                job_id += 3
+                taken += 1
+                continue
             running.append(RunningJob(job_id, name, size * 4, 0, tuple(range(taken, taken + size)),
-                                      now + rng.uniform(60, 48 * 3600), f"u{rng.randrange(50)}"))
+                                      end, f"u{rng.randrange(50)}"))
             taken += size
-        views.append(NodeView(name, frozenset({"gpu", "all"} if n % 2 else {"gpu"}), 128 - taken * 4, 1_000_000,
-                              tuple(gpus[taken:]), True, tuple(gpus)))
+        views.append(NodeView(name, frozenset({"gpu", "all"} if n % 2 else {"gpu"}), 128 - taken * 4 - extra_cpus,
+                              1_000_000, tuple(gpus[taken:]), True, tuple(gpus), capacity))
     jobs = []
     next_id = 1
     while len(jobs) < pending:
@@ -60,19 +78,30 @@ def synthetic_snapshot(pending: int, nodes: int, seed: int = 5, busy: float = 0.
         gpus = rng.choice([1, 1, 1, 2, 4, 8])
         user = f"u{rng.randrange(50)}"
         prio = rng.randrange(1, 100_000)
+        gres, cpus, share = (GresRequest("gpu", None, gpus),), gpus * 4, None
+        if shared and rng.random() < shared:
+            share = _share(rng)
+            gres, cpus = (GresRequest(share.kind, None, share.amount),), 2
         if kind < 0.2:  # an array of 10-100 tasks, throttled
             count = rng.randrange(10, 100)
             throttle = rng.choice([None, 4, 10])
             for t in range(min(count, pending - len(jobs))):
-                jobs.append(PendingJob(next_id + t, "gpu", gpus * 4, 0, (GresRequest("gpu", None, gpus),), prio,
-                                       limit, user, next_id, throttle))
+                jobs.append(PendingJob(next_id + t, "gpu", cpus, 0, gres, prio, limit, user, next_id, throttle,
+                                       share=share))
             next_id += count
             continue
         dep = "waiting" if kind < 0.3 else "satisfied"
-        jobs.append(PendingJob(next_id, rng.choice(["gpu", "gpu", "all"]), gpus * 4, 0,
-                               (GresRequest("gpu", None, gpus),), prio, limit, user, None, None, dep))
+        jobs.append(PendingJob(next_id, rng.choice(["gpu", "gpu", "all"]), cpus, 0, gres, prio, limit, user, None,
+                               None, dep, share=share))
         next_id += 1
     return Snapshot(jobs, views, now, running=running)
+
+
+def _share(rng: random.Random) -> GpuShare:
+    """A share of one GPU: 1-2 of its 8 shards, 10-30 of its 100 MPS units, or 8-20 GB of its memory."""
+    kind = rng.choice(["shard", "mps", "gpumem"])
+    amount = {"shard": rng.randint(1, 2), "mps": rng.randint(10, 30), "gpumem": rng.randint(8, 20) * 1024}[kind]
+    return GpuShare(kind, amount)
 
 
 def bench_plan(pending: int, nodes: int, repeat: int) -> None:

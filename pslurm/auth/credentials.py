@@ -64,15 +64,25 @@ class Credentials:
             raise AuthError(f"{unreadable}, and {no_service}") from None
 
 
+RETRIES = 6  # a rate-limited ask is made again after 0.1, 0.2, ... 3.2 s (as Slurm's clients back off)
+
+
 def ask_credential_socket(path: str) -> str:
-    """A credential for this process from the credential socket at ``path``."""
-    try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-            sock.settimeout(5)
-            sock.connect(path)
-            line = sock.makefile("rb").readline().decode().strip()
-    except OSError as exc:
-        raise AuthError(f"no credential service at {path}: {exc.strerror or exc}") from None
+    """A credential for this process from the credential socket at ``path``; asked again, after a
+    growing wait, while the socket says this user asks too fast."""
+    for attempt in range(RETRIES + 1):
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+                sock.settimeout(5)
+                sock.connect(path)
+                line = sock.makefile("rb").readline(4096).decode(errors="replace").strip()
+        except OSError as exc:
+            raise AuthError(f"no credential service at {path}: {exc.strerror or exc}") from None
+        if not line.startswith("error:"):
+            break
+        if attempt == RETRIES:
+            raise AuthError(f"the credential service at {path}: {line[6:].strip()}")
+        time.sleep(0.1 * 2**attempt)
     if not line:
         raise AuthError(f"the credential service at {path} gave no credential")
     return line

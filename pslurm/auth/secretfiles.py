@@ -8,6 +8,7 @@ password gives anyone the database.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 from urllib.parse import parse_qs, urlsplit
@@ -93,8 +94,21 @@ def read_database_url(path: str) -> str:
 
 
 def write_private(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` readable by its owner only (0600, also when it existed)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        os.fchmod(fd, 0o600)
-        f.write(text)
+    """Write ``text`` to ``path`` readable by its owner only, from its first byte: a new file made
+    0600 beside it (O_EXCL, so it is nobody else's) is filled, then renamed over ``path``. Never a
+    window where the secret lies in a file others may read, and a reader who opened an older
+    ``path`` keeps reading the older file, not this text."""
+    directory, name = os.path.split(os.path.abspath(path))
+    tmp = os.path.join(directory, f".{name}.{os.getpid()}.{os.urandom(4).hex()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        with os.fdopen(fd, "w") as f:
+            os.fchmod(f.fileno(), 0o600)  # whatever the umask said
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import socket
 import struct
@@ -12,8 +13,9 @@ from typing import Any
 
 import grpc
 
-from pslurm.auth.credential import AuthError, Identity, ReplayCache, sign, verify
+from pslurm.auth.credential import API, AuthError, Identity, ReplayCache, sign, verify
 from pslurm.auth.credentials import METADATA_KEY, Clock, Credentials, Metadata, ask_credential_socket
+from pslurm.auth.ratelimit import TokenBuckets
 
 __all__ = ["METADATA_KEY", "MAX_REQUEST_BYTES", "SERVER_OPTIONS", "Authenticator", "Clock", "CredentialService",
            "Credentials", "Metadata", "ask_credential_socket", "signed_metadata"]
@@ -24,30 +26,37 @@ MAX_REQUEST_BYTES = 12 * 1024 * 1024
 SERVER_OPTIONS = [("grpc.max_receive_message_length", MAX_REQUEST_BYTES), ("grpc.so_reuseport", 0)]
 
 
-def signed_metadata(key: bytes, clock: Clock = time.time) -> Metadata:
-    """gRPC metadata with a fresh credential for this process, signed with ``key`` (the daemons)."""
-    return ((METADATA_KEY, sign(key, Identity(os.getuid(), os.getgid()), clock())),)
+def signed_metadata(key: bytes, audience: str, clock: Clock = time.time) -> Metadata:
+    """gRPC metadata with a fresh credential for this process made for ``audience`` (the controller's
+    CONTROLLER, or an agent's node_audience), signed with ``key`` (the daemons)."""
+    return ((METADATA_KEY, sign(key, Identity(os.getuid(), os.getgid()), clock(), audience=audience)),)
 
 
 class Authenticator:
-    """A server's side: refuses requests without a good, unused credential (as a gRPC interceptor,
-    before the request is even read) and tells handlers who sent a request.
+    """A server's side: refuses requests without a good, unused credential made for ``audience``
+    (as a gRPC interceptor, before the request is even read) and tells handlers who sent a request.
+    ``only``: the uids it serves at all (the controller's gRPC: operators, the agents); another's
+    good credential is refused before it is spent, so nobody else can fill its replay cache.
 
-    The interceptor spends the credential (:class:`ReplayCache`); :meth:`identity` checks it again
-    for the handler without spending it (an HMAC is cheap, and no handler then trusts metadata
-    that it did not verify itself)."""
+    The interceptor spends the credential (:class:`ReplayCache`, the server's own); :meth:`identity`
+    checks it again for the handler without spending it (an HMAC is cheap, and no handler then
+    trusts metadata that it did not verify itself)."""
 
-    def __init__(self, key: bytes, clock: Clock = time.time, replay: ReplayCache | None = None) -> None:
-        self.key, self._clock = key, clock
+    def __init__(self, key: bytes, clock: Clock = time.time, replay: ReplayCache | None = None,
+                 audience: str = API, only: frozenset[int] | None = None) -> None:
+        self.key, self._clock, self.audience, self.only = key, clock, audience, only
         self.replay = replay or ReplayCache()
 
     def admit(self, metadata: Any) -> Identity:
         """The sender of a new call, its credential now spent; AuthError when it is bad or used."""
-        return self.replay.verify_once(self.key, _credential_in(metadata), self._clock())
+        credential, now = _credential_in(metadata), self._clock()
+        if self.only is not None and verify(self.key, credential, now, self.audience).uid not in self.only:
+            raise AuthError("this server takes calls from its cluster's daemons only")
+        return self.replay.verify_once(self.key, credential, now, self.audience)
 
     def identity(self, context: grpc.ServicerContext) -> Identity:
         """Who sent the call being handled (admitted by the interceptor)."""
-        return verify(self.key, _credential_in(context.invocation_metadata()), self._clock())
+        return verify(self.key, _credential_in(context.invocation_metadata()), self._clock(), self.audience)
 
     def interceptor(self) -> grpc.ServerInterceptor:
         return _CredentialInterceptor(self)
@@ -100,12 +109,22 @@ def _refusal(handler: grpc.RpcMethodHandler, message: str) -> grpc.RpcMethodHand
 _PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 
 
+CREDENTIAL_RATE = 100  # credentials a second that one uid gets from the credential socket (AuthCredentialRate=)
+_ACCEPT_ERRORS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})  # out of resources: wait
+RATE_LIMITED = "error: Rate limit exceeded, please retry momentarily"  # SLURMCTLD_COMMUNICATIONS_BACKOFF
+
+
 class CredentialService:
     """The credential socket (Slurm's sackd): a Unix socket anyone may connect to; each connection
-    gets a credential for the uid and gid the kernel reports for its peer, then is closed."""
+    gets a credential for the API, for the uid and gid the kernel reports for its peer, then is
+    closed. One uid gets at most ``rate`` a second (twice that at once; root, who can read the key
+    anyway, as many as it likes): past it the answer is an error line the client waits on and
+    retries, so that no user can spend credentials faster than the servers forget them. When the
+    process is out of file descriptors it waits instead of spinning."""
 
-    def __init__(self, path: str, key: bytes, clock: Clock = time.time) -> None:
+    def __init__(self, path: str, key: bytes, clock: Clock = time.time, rate: int = CREDENTIAL_RATE) -> None:
         self.path, self._key, self._clock = path, key, clock
+        self._buckets = TokenBuckets(rate, 2 * rate, clock=time.monotonic)
         self._sock: socket.socket | None = None
 
     def start(self) -> None:
@@ -114,7 +133,7 @@ class CredentialService:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.bind(self.path)
         os.chmod(self.path, 0o666)  # every local user may ask; each gets only their own identity
-        sock.listen(64)
+        sock.listen(512)
         self._sock = sock
         threading.Thread(target=self._serve, args=(sock,), name="credentials", daemon=True).start()
 
@@ -122,23 +141,29 @@ class CredentialService:
         while True:
             try:
                 conn, _ = sock.accept()
-            except OSError:  # closed: stopping
-                return
+            except OSError as exc:
+                if exc.errno in _ACCEPT_ERRORS and self._sock is not None:
+                    time.sleep(0.5)  # no descriptor to take the connection with: wait, never a hot loop
+                    continue
+                return  # closed: stopping
             with conn:
                 try:
                     _, uid, gid = _PEERCRED.unpack(conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
                                                                    _PEERCRED.size))
-                    conn.sendall(sign(self._key, Identity(uid, gid), self._clock()).encode() + b"\n")
+                    if uid == 0 or self._buckets.take(uid):
+                        conn.sendall(sign(self._key, Identity(uid, gid), self._clock()).encode() + b"\n")
+                    else:
+                        conn.sendall(RATE_LIMITED.encode() + b"\n")
                 except OSError:
                     continue  # the client went away first
 
     def close(self) -> None:
         if self._sock is not None:
+            sock, self._sock = self._sock, None
             try:
-                self._sock.shutdown(socket.SHUT_RDWR)  # wakes the accept() in the serving thread
+                sock.shutdown(socket.SHUT_RDWR)  # wakes the accept() in the serving thread
             except OSError:
                 pass
-            self._sock.close()
-            self._sock = None
+            sock.close()
             if os.path.exists(self.path):
                 os.unlink(self.path)

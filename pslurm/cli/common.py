@@ -19,7 +19,9 @@ if TYPE_CHECKING:
 
 # The Slurm command each ps* command stands in for: the names `pslurm compat install` writes.
 SLURM_NAMES = {"psbatch": "sbatch", "psrun": "srun", "psalloc": "salloc", "psqueue": "squeue", "psinfo": "sinfo",
-               "pscancel": "scancel", "pscontrol": "scontrol", "psacct": "sacct", "psprio": "sprio"}
+               "pscancel": "scancel", "pscontrol": "scontrol", "psacct": "sacct", "psprio": "sprio",
+               "psacctmgr": "sacctmgr", "psshare": "sshare", "psdiag": "sdiag", "pseff": "seff",
+               "psreport": "sreport", "psstat": "sstat"}
 
 
 def prog_name(own: str) -> str:

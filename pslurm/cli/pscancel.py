@@ -28,7 +28,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if not job_ids:
         fail(PROG, "Missing argument 'job_ids'.")
     signal = a.values(found).get("signal")
-    from pslurm.core.arrays import parse_task_selector
+    from pslurm.core.arrays import parse_job_selector
     from pslurm.core.errors import SpecError
 
     ids, specs, steps = [], [], []
@@ -38,7 +38,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             steps.append(step)
             continue
         try:
-            parse_task_selector(text)
+            parse_job_selector(text)  # checked, not expanded: the controller bounds it by the array
         except SpecError:
             fail(PROG, f"Invalid job id {text}")
         if text.isdigit():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 from pslurm.cli import argv as a
+from pslurm.cli import token_cmd
 from pslurm.cli.common import connect, connect_api, fail, prog_name, reporting
 
 TYPE_CHECKING = False
@@ -169,6 +170,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     if verb == "update":
         _update(words[1:])
         return
+    if verb == "token":  # scontrol token: cli/token_cmd.py
+        return token_cmd.token(PROG, words[1:])
     client = connect(PROG)
     if verb == "show" and len(words) >= 2:
         _show(client, words[1].lower(), words[2:], as_json)

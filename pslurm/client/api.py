@@ -17,6 +17,7 @@ import gc
 import json
 import os
 import threading
+import time
 
 from pslurm.client.errors import (
     AuthenticationFailed,
@@ -61,6 +62,7 @@ PSLURM = "/pslurm/v1"
 CRED_HEADER = "X-Pslurm-Cred"
 INPUT_CLOSE_TIMEOUT = 5.0
 IDLE_KEPT = 4  # idle connections kept for reuse
+BACKOFF_TRIES = 12  # a request refused with 429 is sent this many times in all (waits of 0.1 s to 2 s: ~15 s)
 DEFAULT_TIMEOUT = 30.0  # seconds a request may take before the controller counts as unreachable
 
 # An error reply's HTTP status -> what it means to the caller (502: the job's node did not answer).
@@ -157,6 +159,22 @@ class Api:
             raise ControllerUnreachable(self.target) from None
 
     def _open(self, method: str, path: str, body: bytes | None, stream: bool) -> Response:
+        """Send a request and read its reply's head. Refused with 429 (this user has too many
+        requests in flight, or is over the controller's rate: nothing was done), it is sent again
+        after a growing wait, as Slurm's clients back off from SLURMCTLD_COMMUNICATIONS_BACKOFF."""
+        for attempt in range(BACKOFF_TRIES):
+            response = self._open_once(method, path, body, stream)
+            if response.status != 429 or attempt == BACKOFF_TRIES - 1:
+                return response
+            try:
+                response.read()
+                self._release(response)
+            except OSError:
+                response.conn.close()
+            time.sleep(min(2.0, 0.1 * 2**attempt))
+        raise AssertionError("unreachable")
+
+    def _open_once(self, method: str, path: str, body: bytes | None, stream: bool) -> Response:
         """Send a request and read its reply's head. A kept-alive connection the server has closed
         meanwhile is replaced once (safe: a request the server did handle spent its credential, so
         its replay would be refused, never done twice)."""
@@ -252,8 +270,9 @@ class Api:
              collapse_arrays: bool = False, brief: bool = False, steps: bool = False) -> list[Json]:
         """The jobs' ``job_info`` objects (as :meth:`pslurm.client.Client.jobs`; ``states``: names,
         ``PENDING``). ``brief``: a listing's (docs/api.md): ``light``, without the fields that are
-        unset or empty, each request sent once; every record comes back with its ``pslurm.job``
-        (records that share a request share its dict). ``steps``: each job's steps as ``pslurm.steps``."""
+        unset or empty. Every listing sends each request once; every record comes back with its
+        ``pslurm.job`` (records that share a request share its dict). ``steps``: each job's steps as
+        ``pslurm.steps``."""
         job_ids, users, states = list(job_ids), list(users), list(states)
         params = [("job_id", ",".join(map(str, job_ids)))] if job_ids else []
         params += [("user", ",".join(users))] if users else []
@@ -264,11 +283,9 @@ class Api:
         if since is not None:
             params.append(("since", repr(float(since))))
         found: list[Json] = self.request("GET", f"{PSLURM}/jobs{query_string(params)}")["jobs"]
-        if brief:
-            from pslurm.core.jobinfo import share_specs
+        from pslurm.core.jobinfo import share_specs
 
-            share_specs(found)
-        return found
+        return share_specs(found)  # a listing says each request once (records share it by pslurm.spec_ref)
 
     def wait(self, job_id: int) -> Iterator[Json]:
         """The job's ``job_info`` now and at each change, until it ends (see Client.wait)."""

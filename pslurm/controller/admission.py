@@ -1,20 +1,35 @@
-"""Submit-time checks: is the request well formed, and could any node of its partition ever run it?
+"""Admission: whether a job request is accepted, and as what, before anything is stored.
 
-Pure functions of the request and the configuration, so that a refused job is never stored.
-Messages follow Slurm's wording where Slurm has one.
+Two layers. :func:`admit` (and :func:`could_ever_run`) are pure functions of the request and the
+configuration: is the request well formed, may its user use the partition, could any node of the
+partition ever run it, and with which time limit. :class:`Admission` is everything a submission
+is checked for, the rest read from the store: who asks (a user submits only as themself), the
+defaults the controller fills in (account, QOS, ``--gpu-mem``'s slice from accounting), the
+queue's limits (MaxJobCount, MaxSubmitJobsPerUser), an array's indices and the jobs a
+dependency names. The job service submits what :meth:`Admission.check` accepted, and asks
+:meth:`Admission.readmit` when an update changes where a pending job may run. So a refused job is
+never stored. Messages follow Slurm's wording where Slurm has one.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, replace
 
-from pslurm.core.config import ClusterConfig, NodeConfig, PartitionConfig
+from pslurm.auth.credential import Identity
+from pslurm.controller.assocs import assoc_limits, charge
+from pslurm.controller.errors import PermissionDenied
+from pslurm.controller.store import Store
+from pslurm.core.arrays import parse_array
+from pslurm.core.assoc import Associations, config_associations
+from pslurm.core.config import ClusterConfig, NodeConfig, PartitionConfig, scheduler_config
+from pslurm.core.dependency import parse_dependency
 from pslurm.core.directives import script_problem
 from pslurm.core.features import INVALID as INVALID_FEATURES
 from pslurm.core.features import parse_constraint, satisfies
-from pslurm.core.gres import format_gres
+from pslurm.core.gres import GresRequest, format_gres
+from pslurm.core.jobdesc import parse_mem
 from pslurm.core.jobspec import JobSpec, SpecError
 from pslurm.core.layout import node_layout
 from pslurm.core.request import hostlist_option
@@ -29,6 +44,7 @@ MAX_ENVIRONMENT = 1024 * 1024  # characters of NAME=value in all: more than exec
 # a name on one line of psqueue, psacct and the output file patterns: no line breaks
 _ONE_LINE = {"name": "the job name", "account": "the account", "partition": "the partition name",
              "user": "the user name", "dependency": "the dependency", "comment": "the comment", "qos": "the qos"}
+SUBMIT_LIMIT = "Job violates accounting/QOS policy (job submit limit, user's size and/or time limits)"
 QOS_NAMES = ("normal",)  # pslurm has no QOS table: Slurm's default QOS is the one there is
 INVALID_QOS = "Invalid qos specification"  # Slurm's ESLURM_INVALID_QOS
 LAST_TIME = 253402300799.0  # 9999-12-31T23:59:59 UTC: --begin and --deadline go no further
@@ -56,8 +72,135 @@ _TEXTS: dict[str, tuple[str, int | None]] = {
 
 @dataclass(frozen=True)
 class Admitted:
+    """What :func:`admit` accepts a request with."""
+
     partition: str
     time_limit: int | None  # seconds in force; None is unlimited
+
+
+@dataclass(frozen=True)
+class Submission:
+    """A request :meth:`Admission.check` accepted: what the store would be given."""
+
+    spec: JobSpec  # with the defaults the controller fills in (account, qos, a GPU memory slice)
+    partition: str
+    time_limit: int | None  # seconds in force; None is unlimited
+    requeue: bool
+    array_ids: tuple[int, ...] = ()
+    throttle: int | None = None
+
+
+class Admission:
+    """A submission's checks against the configuration, the requester and the store (read only)."""
+
+    def __init__(self, config: ClusterConfig, store: Store, clock: Callable[[], float],
+                 operators: frozenset[int]) -> None:
+        self.config = config
+        self.store = store
+        self.clock = clock
+        self.operators = operators  # uids that may submit for others and set a negative nice
+        self.sched = scheduler_config(config)
+        fixed = config_associations(config)
+        # accounts and QOS: the association service's (controller/assocs.py) once app.py assembled it
+        self.associations: Callable[[], Associations] = lambda: fixed
+
+    def check(self, spec: JobSpec, requester: Identity) -> Submission:
+        """The request as it would be stored (its defaults filled in), or the refusal (SpecError,
+        PermissionDenied); nothing stored. A job runs as the user it names: only an operator may submit
+        one for somebody else."""
+        spec = own_user(spec, requester, self.operators)
+        sched = self.sched
+        gpu_memory = None
+        if spec.gpu_mem or any(g.name == "gpumem" for g in spec.gres):
+            gpu_memory = self._gpu_memory()
+            spec = self._with_gpu_slice(spec, gpu_memory)
+        spec, assoc, qos = charge(self.associations(), spec)  # -A and --qos, or the defaults (assocs.py)
+        admitted = admit(spec, self.config, enforce_part_limits=sched.enforce_part_limits,
+                         groups=_group_names(spec.user, spec.gid), gpu_memory=gpu_memory, now=self.clock())
+        spec = replace(spec, qos=qos.name)
+        if spec.nice < 0 and requester.uid not in self.operators:
+            raise SpecError("Invalid --nice value: only privileged users can set a negative nice")
+        if abs(spec.nice) > 2147483645:
+            raise SpecError("Invalid --nice value")
+        array_ids: tuple[int, ...] = ()
+        throttle = None
+        if spec.array:
+            if spec.interactive:
+                raise SpecError("--array is for batch jobs (psbatch)")
+            array_ids, throttle = parse_array(spec.array, sched.max_array_size)
+        count = max(1, len(array_ids))
+        time_limit = assoc_limits(assoc, qos, admitted.time_limit, spec.time_limit,
+                                  lambda: self.store.count_active(spec.user), count)
+        self._check_queue_limits(spec.user, count)
+        self._check_dependency(spec.dependency)
+        requeue = spec.requeue if spec.requeue is not None else (sched.job_requeue and not spec.interactive)
+        return Submission(spec, admitted.partition, time_limit, requeue, array_ids, throttle)
+
+    def readmit(self, spec: JobSpec) -> int | None:
+        """A pending job's request changed where it may run (``pscontrol update`` of its partition,
+        task count or memory): admitted again as at submit (no deadline check); the time limit in
+        force, or SpecError."""
+        gpu_memory = self._gpu_memory() if any(g.name == "gpumem" for g in spec.gres) else None
+        return admit(spec, self.config, enforce_part_limits=self.sched.enforce_part_limits,
+                     groups=_group_names(spec.user, spec.gid), gpu_memory=gpu_memory).time_limit
+
+    def _check_queue_limits(self, user: str, count: int) -> None:
+        """MaxJobCount and MaxSubmitJobsPerUser, with ``count`` more jobs (an array's tasks) queued."""
+        sched = self.sched
+        if sched.max_job_count and self.store.count_active() + count > sched.max_job_count:
+            raise SpecError(f"MaxJobCount ({sched.max_job_count} jobs in the queue) reached: job not accepted, "
+                            f"try again later")
+        if sched.max_submit_jobs_per_user and self.store.count_active(user) + count > sched.max_submit_jobs_per_user:
+            raise SpecError(f"{SUBMIT_LIMIT}: MaxSubmitJobsPerUser={sched.max_submit_jobs_per_user}")
+
+    def _check_dependency(self, text: str) -> None:
+        """Every job (and array task) a ``--dependency`` names is known."""
+        dep = parse_dependency(text)
+        if dep is None:
+            return
+        found = self.store.refs(r.job_id for r in dep.refs)
+        known = {r.job_id for r in found} | {r.array_job_id for r in found if r.array_job_id is not None}
+        tasks = {(r.array_job_id, r.array_task_id) for r in found}
+        for ref in dep.refs:
+            if ref.job_id not in known or (ref.task_id is not None and (ref.job_id, ref.task_id) not in tasks):
+                raise SpecError(f"Job dependency problem: no job {ref}")
+
+    def _gpu_memory(self) -> dict[str, int]:
+        """The memory of each registered node's largest GPU (nodes whose agents reported none are left out)."""
+        found = {}
+        for node in self.store.get_nodes():
+            sizes = [g.memory_mb for g in node.gpus if g.memory_mb]
+            if sizes:
+                found[node.name] = max(sizes)
+        return found
+
+    def _with_gpu_slice(self, spec: JobSpec, gpu_memory: Mapping[str, int]) -> JobSpec:
+        """``--gpu-mem`` as the job's ``gpumem:MB`` GRES item. ``auto``: the largest peak of the last
+        runs of the same job name by the same user, plus GpuMemAutoMargin percent; without history,
+        GpuMemAutoDefault, else a whole GPU's memory (the smallest GPU of the job's partition), so that
+        a first run is measured before it is packed."""
+        if not spec.gpu_mem:
+            return spec
+        if any(g.name == "gpumem" for g in spec.gres):
+            raise SpecError("Invalid GRES specification: --gpu-mem and --gres=gpumem both given")
+        if spec.gpu_mem != "auto":
+            mb = parse_mem(spec.gpu_mem)  # the commands send MB; an API client may send 8G
+        else:
+            peak = self.store.gpu_memory_peak(spec.user, spec.name)
+            if peak is not None:
+                mb = max(1, math.ceil(peak * (100 + self.sched.gpu_mem_auto_margin) / 100))
+            elif self.sched.gpu_mem_auto_default:
+                mb = self.sched.gpu_mem_auto_default
+            else:
+                part = self.config.partitions.get(spec.partition or "") or self.config.default_partition
+                sizes = [gpu_memory[n] for n in (part.nodes if part else ()) if n in gpu_memory]
+                if not sizes:
+                    raise SpecError(f"--gpu-mem=auto: job {spec.name} has no earlier run to size it by, and no GPU "
+                                    "memory is known in its partition: give --gpu-mem=SIZE")
+                mb = min(sizes)
+        if mb < 1:
+            raise SpecError(f"Invalid --gpu-mem specification: {spec.gpu_mem}")
+        return replace(spec, gres=(*spec.gres, GresRequest("gpumem", None, mb)))
 
 
 def could_ever_run(spec: JobSpec, node: NodeConfig, gpu_memory_mb: int | None = None, cpus: int | None = None) -> bool:
@@ -251,7 +394,6 @@ def _requested_nodes(spec: JobSpec, config: ClusterConfig, candidates: list[str]
     return [*required, *(name for name in candidates if name not in excluded and name not in required)]
 
 
-
 def _partition_for(spec: JobSpec, config: ClusterConfig) -> PartitionConfig:
     if spec.partition:
         found = config.partitions.get(spec.partition)
@@ -262,3 +404,41 @@ def _partition_for(spec: JobSpec, config: ClusterConfig) -> PartitionConfig:
     if default is None:
         raise SpecError("No partition specified or system default partition")
     return default
+
+
+def own_user(spec: JobSpec, requester: Identity, operators: frozenset[int]) -> JobSpec:
+    """The request with its user name taken from its uid on this host, never from the client (as
+    slurmctld names a job's user). A user's job names the user's own uid and primary gid; a uid this
+    host does not know is refused ("Invalid user id", ESLURM_USER_ID_MISSING's words) unless an
+    operator sends it (an operator vouches for the name; the agents give such a job no supplementary
+    group of that name's: nodeagent/identity.py)."""
+    import pwd
+
+    if requester.uid not in operators and (spec.uid, spec.gid) != (requester.uid, requester.gid):
+        raise PermissionDenied(f"Access/permission denied: the job is for uid {spec.uid} gid {spec.gid}, "
+                               f"the request comes from uid {requester.uid} gid {requester.gid}")
+    try:
+        name = pwd.getpwuid(spec.uid).pw_name
+    except (KeyError, OverflowError):
+        if requester.uid in operators:
+            return spec
+        raise PermissionDenied(f"Invalid user id: uid {spec.uid} has no name on the controller's host") from None
+    return spec if spec.user == name else replace(spec, user=name)
+
+
+def _group_names(user: str, gid: int) -> list[str]:
+    """The user's group names, for AllowGroups (none where the user is unknown on this host)."""
+    import grp
+    import os
+
+    try:
+        ids = os.getgrouplist(user, gid)
+    except (KeyError, OSError, ValueError):  # ValueError: a NUL byte, which admission refuses
+        return []
+    names = []
+    for g in ids:
+        try:
+            names.append(grp.getgrgid(g).gr_name)
+        except KeyError:
+            continue
+    return names

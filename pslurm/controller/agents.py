@@ -45,8 +45,8 @@ OnError = Callable[[JobRecord, Exception], None]
 class AgentClient:
     """One channel per agent, reused; launches run on a small pool so the scheduler never waits."""
 
-    def __init__(self, credentials: Callable[[], Metadata], workers: int = 8) -> None:
-        self._credentials = credentials  # gRPC metadata with a fresh credential, for each call
+    def __init__(self, credentials: Callable[[str], Metadata], workers: int = 8) -> None:
+        self._credentials = credentials  # gRPC metadata with a fresh credential for that agent, for each call
         self._stubs: dict[str, pb_grpc.NodeAgentStub] = {}
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="launch")
@@ -64,7 +64,7 @@ class AgentClient:
     def launch(self, target: str, job: JobRecord, node_index: int = 0) -> None:
         """Ask the agent to start the job (idempotent on the agent's side)."""
         self._call(lambda stub: stub.LaunchJob(pb.LaunchRequest(job=launch_pb(job, node_index)), timeout=RPC_TIMEOUT,
-                                               metadata=self._credentials()), target)
+                                               metadata=self._credentials(target)), target)
 
     def launch_jobs(self, target: str, jobs: Sequence[JobRecord], node_indices: Sequence[int] = ()) -> dict[int, str]:
         """Ask the agent to start these jobs, in one call; returns the launches it refused (job id ->
@@ -76,7 +76,7 @@ class AgentClient:
         reply: list[pb.LaunchJobsReply] = []
         try:
             self._call(lambda stub: reply.append(stub.LaunchJobs(
-                request, timeout=RPC_TIMEOUT + LAUNCH_TIMEOUT_PER_JOB * len(jobs), metadata=self._credentials())),
+                request, timeout=RPC_TIMEOUT + LAUNCH_TIMEOUT_PER_JOB * len(jobs), metadata=self._credentials(target))),
                 target)
         except _Unimplemented:
             refused = {}
@@ -124,23 +124,26 @@ class AgentClient:
     def signal(self, target: str, job_id: int, signal: int) -> None:
         """Signal a job's processes; 0 cancels it (SIGTERM, then SIGKILL after KillWait)."""
         self._call(lambda stub: stub.SignalJob(pb.SignalRequest(job_id=job_id, signal=signal),
-                                               timeout=RPC_TIMEOUT, metadata=self._credentials()), target)
+                                               timeout=RPC_TIMEOUT, metadata=self._credentials(target)), target)
 
     def set_time_limit(self, target: str, job_id: int, restarts: int, time_limit: int | None) -> None:
         """A running job's new time limit (seconds from its start; None: none), which its agent enforces."""
         request = pb.TimeLimitRequest(job_id=job_id, restarts=restarts, time_limit=time_limit)
-        self._call(lambda stub: stub.SetTimeLimit(request, timeout=RPC_TIMEOUT, metadata=self._credentials()), target)
+        self._call(lambda stub: stub.SetTimeLimit(request, timeout=RPC_TIMEOUT, metadata=self._credentials(target)),
+                   target)
 
     def launch_step(self, target: str, launch: StepLaunch) -> None:
         """Start a step's tasks on the agent's node (inside its job's run there). AgentUnreachable;
         AgentRefused when the agent does not run that job's run (FAILED_PRECONDITION) or cannot start it."""
         request = step_launch_to_pb(launch)
-        self._call(lambda stub: stub.LaunchStep(request, timeout=RPC_TIMEOUT, metadata=self._credentials()), target)
+        self._call(lambda stub: stub.LaunchStep(request, timeout=RPC_TIMEOUT, metadata=self._credentials(target)),
+                   target)
 
     def signal_step(self, target: str, job_id: int, step_id: int, signal: int) -> None:
         """Signal a step's tasks on the agent's node; 0 cancels it (SIGTERM, then SIGKILL after KillWait)."""
         request = pb.StepSignal(job_id=job_id, step_id=step_id, signal=signal)
-        self._call(lambda stub: stub.SignalStep(request, timeout=RPC_TIMEOUT, metadata=self._credentials()), target)
+        self._call(lambda stub: stub.SignalStep(request, timeout=RPC_TIMEOUT, metadata=self._credentials(target)),
+                   target)
 
     def _call(self, fn: Callable[[pb_grpc.NodeAgentStub], object], target: str) -> None:
         try:

@@ -25,11 +25,13 @@ import grpc
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
-from pslurm.auth.credential import AuthError, create_key, load_key
+from pslurm.auth.credential import CONTROLLER, AuthError, create_key, load_key, node_audience
 from pslurm.auth.secretfiles import check_cluster_secrets, read_database_url
-from pslurm.auth.transport import SERVER_OPTIONS, Authenticator, CredentialService, signed_metadata
+from pslurm.auth.transport import SERVER_OPTIONS, Authenticator, CredentialService, Metadata, signed_metadata
 from pslurm.controller.agents import AgentClient
+from pslurm.controller.assocs import AssocService
 from pslurm.controller.jobs import JobService
+from pslurm.controller.limits import ServerLimits, max_tasks_per_node, raise_descriptor_limit, server_limits
 from pslurm.controller.monitor import NodeMonitor
 from pslurm.controller.observe import Observer
 from pslurm.controller.ports import Agents
@@ -39,6 +41,7 @@ from pslurm.controller.steps import StepService
 from pslurm.controller.store import Store
 from pslurm.controller.watch import JobWatch
 from pslurm.core.config import ClusterConfig, ConfigError, find_config_path, load_cluster_config
+from pslurm.core.ratelog import bound_logging
 from pslurm.proto import pslurm_pb2_grpc as pb_grpc
 
 if TYPE_CHECKING:
@@ -64,6 +67,7 @@ class Parts:
     jobs: JobService
     watch: JobWatch
     steps: StepService
+    assocs: AssocService
 
 
 def assemble(config: ClusterConfig, store: Store, agents: Agents, clock: Callable[[], float] = time.time,
@@ -77,8 +81,11 @@ def assemble(config: ClusterConfig, store: Store, agents: Agents, clock: Callabl
     monitor = NodeMonitor(config, store, scheduler.reschedule, clock)
     jobs = JobService(config, store, agents, scheduler.reschedule, clock, operators)
     monitor.end_on_nodes = jobs.end_on_nodes
+    assocs = AssocService(store.assoc, config.cluster_name, operators)
+    assocs.load_config(config)
+    scheduler.associations = jobs.associations = assocs.current  # read at each submit and pass
     return Parts(store, agents, scheduler, monitor, jobs, JobWatch(store, clock),
-                 StepService(store, agents, clock, operators))
+                 StepService(store, agents, clock, operators, max_tasks_per_node(config)), assocs)
 
 
 class _Late:
@@ -105,24 +112,32 @@ def serve(conf_path: str, ready: threading.Event | None = None, stop: threading.
     if create_key(config.auth_key_path):
         log.info("created the cluster key %s: every node's agent needs a copy", config.auth_key_path)
     check_cluster_secrets(config)  # before anything is served: a readable secret is no secret
-    auth = Authenticator(load_key(config.auth_key_path))
+    key = load_key(config.auth_key_path)
+    raise_descriptor_limit()
+    limits = server_limits(config)
     database_url = config.database_url or read_database_url(config.database_url_file)
     make_state_private(config, database_url)
     store = Store(database_url)
     store.migrate()
-    agents = AgentClient(lambda: signed_metadata(auth.key))
-    parts = assemble(config, store, agents, operators=frozenset({0, os.getuid()}))
+    for_agent = _agent_credentials(config, key)
+    agents = AgentClient(for_agent)
+    operators = frozenset({0, os.getuid()})
+    parts = assemble(config, store, agents, operators=operators)
     observer = Observer(parts, config).attach()  # metrics and the GPU history, fed by the parts' hooks
+    # the agents' path: credentials made for the controller's gRPC, from daemons only, with their own replay
+    # cache and threads; users' requests (the HTTP API: its own cache, loop and pool) cannot stall it
+    auth = Authenticator(key, audience=CONTROLLER, only=operators)
     server = grpc.server(ThreadPoolExecutor(max_workers=RPC_WORKERS, thread_name_prefix="rpc"),
                          interceptors=[observer.grpc_interceptor(), auth.interceptor()], options=SERVER_OPTIONS)
     servicer = ControllerServicer(parts.monitor, auth, parts.jobs.operators, parts.steps)
     pb_grpc.add_ControllerServicer_to_server(servicer, server)
     server.add_insecure_port(config.controller_target)
     server.start()
-    rest = _rest_server(parts, auth, config, observer)
+    rest = _rest_server(parts, Authenticator(key), config, limits, for_agent, observer)
     # Users who cannot read the key get credentials here. Only a controller running as root serves
     # them: a personal cluster's agents cannot run jobs as anybody but its owner, so only they may use it.
-    credentials = CredentialService(config.auth_socket_path, auth.key) if os.geteuid() == 0 else None
+    credentials = (CredentialService(config.auth_socket_path, key, rate=limits.credential_rate)
+                   if os.geteuid() == 0 else None)
     if credentials is not None:
         credentials.start()
     stopping = threading.Event()
@@ -145,17 +160,32 @@ def serve(conf_path: str, ready: threading.Event | None = None, stop: threading.
     store.close()
 
 
-def _rest_server(parts: Parts, auth: Authenticator, config: ClusterConfig, observer: Observer) -> RestServer:
-    """The user API (HTTP/JSON), metrics and the dashboard on RestPort, serving from its own thread and event loop."""
+def _agent_credentials(config: ClusterConfig, key: bytes) -> Callable[[str], Metadata]:
+    """Fresh gRPC metadata for a call to the agent at ``target`` (host:port): a credential made for
+    that node alone (its name from pslurm.conf's NodeName= lines), refused by any other."""
+    names = {f"{n.addr}:{n.port}": n.name for n in config.nodes.values()}
+    return lambda target: signed_metadata(key, node_audience(names.get(target, target)))
+
+
+def _rest_server(parts: Parts, auth: Authenticator, config: ClusterConfig, limits: ServerLimits,
+                 for_agent: Callable[[str], Metadata], observer: Observer) -> RestServer:
+    """The user API (HTTP/JSON), metrics and the dashboard on RestPort, serving from its own thread and
+    event loop; ``auth``: the API's (its credentials' audience, its own replay cache)."""
+    from pslurm.auth.jwt import TokenCheck, key_path, load_or_create_key
+    from pslurm.controller.diag import Diag
+    from pslurm.controller.rest.acct_routes import AcctApi
     from pslurm.controller.rest.observed import WebObservability
     from pslurm.controller.rest.relay import AgentRelay
     from pslurm.controller.rest.routes import Api
     from pslurm.controller.rest.server import RestServer
+    from pslurm.controller.rest.stats_relay import StatsRelay
 
-    api = Api(parts.jobs, parts.scheduler, parts.monitor, parts.watch, AgentRelay(lambda: signed_metadata(auth.key)),
-              parts.steps)
-    rest = RestServer(api, auth, config.controller_addr, config.rest_port,
-                      observed=WebObservability(observer, auth, api))
+    api = Api(parts.jobs, parts.scheduler, parts.monitor, parts.watch, AgentRelay(for_agent), parts.steps)
+    tokens = TokenCheck(load_or_create_key(key_path(config.state_dir, config.extra)))  # scontrol token's JWT
+    diag = Diag(parts.store, observer.measurements)  # sdiag's figures: the observer's scheduler passes
+    api.more.append(AcctApi(api, parts.assocs, tokens, diag, StatsRelay(for_agent)))
+    rest = RestServer(api, auth, config.controller_addr, config.rest_port, limits, parts.jobs.operators,
+                      observed=WebObservability(observer, auth, api, tokens.identity), tokens=tokens)
     try:
         rest.start()
     except OSError as exc:
@@ -209,6 +239,7 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     logging.getLogger("alembic").setLevel(logging.WARNING)
+    bound_logging()  # a message that repeats is written at a bounded rate: no user fills the disk with it
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

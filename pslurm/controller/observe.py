@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import grpc
 
@@ -27,7 +27,16 @@ from pslurm.core.config import ClusterConfig
 from pslurm.core.states import JobState
 
 if TYPE_CHECKING:
-    from pslurm.controller.app import Parts
+    from pslurm.controller.monitor import NodeMonitor
+    from pslurm.controller.scheduler import Scheduler
+    from pslurm.controller.store import Store
+
+    class Parts(Protocol):
+        """What the observer reads of the assembled controller (app.Parts has these)."""
+
+        store: Store
+        monitor: NodeMonitor
+        scheduler: Scheduler
 
 log = logging.getLogger("psctld")
 

@@ -17,6 +17,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from pslurm.core.assoc import ALL_USERS, ROOT, Account, Assoc, Associations
 from pslurm.core.config import SchedulerConfig
 
 DEFAULT_ACCOUNT = "(null)"
@@ -78,46 +79,79 @@ class ShareRow:
     raw_usage: float  # decayed billable TRES-seconds
     effective_usage: float  # UE
     fairshare: float | None  # F (users only)
+    parent: str = ""  # an account's parent account ("" under the root)
+    depth: int = 1  # 1: directly under the root (sshare indents by it)
+    assoc_id: int = 0
 
 
 def fairshare_tree(usage: Mapping[tuple[str, str], float], users: Iterable[tuple[str, str]],
                    shares: Mapping[str, int] | None = None,
                    members: Mapping[str, Iterable[str]] | None = None) -> list[ShareRow]:
-    """Slurm's classic fair share (priority/multifactor with PriorityFlags=NO_FAIR_TREE) over a
-    two-level tree, the root, its accounts, their users: each account, then its users, for every
-    (account, user) in ``users``, in ``usage`` and in ``members``.
+    """:func:`share_rows` over a two-level tree: the accounts of ``shares`` (their raw shares; 1 for
+    one not named) under the root, each with the users ``members`` lists, all with one share."""
+    accounts = {name: Account(name) for name in shares or {}}
+    assocs = [Assoc(name, parent=ROOT, fairshare=value) for name, value in (shares or {}).items()]
+    assocs += [Assoc(account, user) for account, names in (members or {}).items() for user in names
+               if account in accounts]
+    return share_rows(usage, users, Associations(accounts, {}, tuple(assocs)))
+
+
+def share_rows(usage: Mapping[tuple[str, str], float], users: Iterable[tuple[str, str]],
+               tree: Associations) -> list[ShareRow]:
+    """Slurm's classic fair share (priority/multifactor with PriorityFlags=NO_FAIR_TREE) over the
+    association tree: every account (depth first, as sshare lists them) then its users, for every
+    association of ``tree`` and every (account, user) in ``usage`` (of an account the tree has, where it
+    is enforced) and in ``users``.
 
         F = 2^(-UE / S)
 
-    S, the normalised shares: an account's raw shares (``shares``: its Fairshare=; 1 for an account
-    not configured) over the sum of every account's, times the user's part of the account, equal
-    among its users (those ``members`` lists and those seen charging it). U, the normalised usage: the
-    decayed billable usage over the whole cluster's. UE, the effective usage: an account's own U (its
-    parent is the root), and a user's U_user + (UE_account - U_user) * S_user_in_account, so that a
-    user's factor falls with their account's usage too. No usage at all is F = 1."""
-    raw = dict(shares or {})
-    accounts: dict[str, set[str]] = defaultdict(set)
-    for account in raw:
-        accounts[account].update((members or {}).get(account, ()))
-    for account, user in [*usage.keys(), *users]:
-        accounts[account].add(user)
+    S, the normalised shares: an association's raw shares (Fairshare=, 1 by default) over those of
+    its siblings (the accounts and users under the same account), times its parent's S. U, the
+    normalised usage: the decayed billable usage under it over the whole cluster's. UE, the
+    effective usage: an account under the root its own U; below, U + (UE_parent - U) * (its raw
+    shares over its siblings'), so that a user's factor falls with their account's usage too. No
+    usage at all is F = 1."""
+    raw: dict[tuple[str, str], int] = {}  # (account, user or "") -> raw shares
+    ids: dict[tuple[str, str], int] = {}
+    kids: dict[str, list[tuple[str, str]]] = defaultdict(list)  # account -> its child accounts' and users' keys
+    for a in tree.assocs:
+        if a.partition or a.account == ROOT and not a.user or a.user == ALL_USERS:
+            continue
+        key = (a.account, a.user)
+        raw[key], ids[key] = a.fairshare, a.id
+        kids[a.account if a.user else tree.parent_of(a.account) or ROOT].append(key)
+    seen = [k for k in usage if not tree.enforced or k[0] in tree.accounts]  # a deleted account's usage: not a row
+    for account, user in [*seen, *users]:
+        for key in ((account, ""), (account, user)):
+            if key not in raw:
+                raw[key] = 1
+                kids[account if key[1] else (tree.parent_of(account) if account in tree.accounts else ROOT)
+                     ].append(key)
     total = sum(usage.values())
-    acct_usage: dict[str, float] = defaultdict(float)
+    below: dict[str, float] = defaultdict(float)  # each account's usage, its sub-accounts' included
     for (account, _), value in usage.items():
-        acct_usage[account] += value
-    all_shares = sum(raw.get(account, 1) for account in accounts)
-    out = []
-    for account, names in accounts.items():
-        s_account = raw.get(account, 1) / all_shares
-        ue_account = acct_usage[account] / total if total > 0 else 0.0
-        out.append(ShareRow(account, "", raw.get(account, 1), s_account, acct_usage[account], ue_account, None))
-        share_in_account = 1.0 / len(names) if names else 0.0
-        for user in sorted(names):
-            used = usage.get((account, user), 0.0)
-            u_user = used / total if total > 0 else 0.0
-            ue = u_user + (ue_account - u_user) * share_in_account
-            s_user = s_account * share_in_account
-            out.append(ShareRow(account, user, 1, s_user, used, ue, 2.0 ** (-ue / s_user)))
+        for name in tree.lineage(account) if account in tree.accounts else [account]:
+            below[name] += value
+    out: list[ShareRow] = []
+
+    def walk(account: str, s_parent: float, ue_parent: float | None, depth: int) -> None:
+        level = sum(raw[k] for k in kids[account]) or 1
+        for key in sorted(kids[account], key=lambda k: not k[1]):  # users, then sub-accounts, as sshare lists
+            name, user = key
+            share = raw[key] / level
+            s = s_parent * share
+            used = usage.get(key, 0.0) if user else below[name]
+            u = used / total if total > 0 else 0.0
+            ue = u if ue_parent is None else u + (ue_parent - u) * share
+            if user:
+                out.append(ShareRow(name, user, raw[key], s, used, ue, 2.0 ** (-ue / s) if s > 0 else 0.0,
+                                    account, depth, ids.get(key, 0)))
+            else:
+                out.append(ShareRow(name, "", raw[key], s, used, ue, None, "" if account == ROOT else account,
+                                    depth, ids.get(key, 0)))
+                walk(name, s, ue, depth + 1)
+
+    walk(ROOT, 1.0, None, 1)
     return out
 
 
@@ -125,8 +159,12 @@ def fairshare_factors(usage: Mapping[tuple[str, str], float], users: Iterable[tu
                       shares: Mapping[str, int] | None = None,
                       members: Mapping[str, Iterable[str]] | None = None) -> dict[tuple[str, str], float]:
     """The fair-share factor of each (account, user) of :func:`fairshare_tree`."""
-    return {(r.account, r.user): r.fairshare for r in fairshare_tree(usage, users, shares, members)
-            if r.fairshare is not None}
+    return user_factors(fairshare_tree(usage, users, shares, members))
+
+
+def user_factors(rows: Iterable[ShareRow]) -> dict[tuple[str, str], float]:
+    """(account, user) -> F, of the users' rows."""
+    return {(r.account, r.user): r.fairshare for r in rows if r.fairshare is not None}
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from pslurm.controller.policy import (
 )
 from pslurm.controller.ports import Agents, NodeHealth
 from pslurm.controller.store import Allocation, LiveJobs, NodeShare, QueuedJob, Store
-from pslurm.core.accounts import account_members, account_shares
+from pslurm.core.assoc import Associations, config_associations
 from pslurm.core.config import ClusterConfig, scheduler_config
 from pslurm.core.dependency import DepStatus, Ref, RefJob, evaluate, parse_dependency
 from pslurm.core.features import parse_constraint, satisfies
@@ -74,6 +74,9 @@ class Scheduler:
         self.partitions_of = partitions_of
         self.clock = clock
         self.sched = scheduler_config(config)
+        fixed = config_associations(config)
+        # the accounts' tree for fair share: the association service's (controller/assocs.py) once assembled
+        self.associations: Callable[[], Associations] = lambda: fixed
         # a fault point for tests: called between the start commit and the launches
         self._after_start = after_start
         # fair share: decayed usage of finished runs per (account, user), as of _usage_at
@@ -179,7 +182,7 @@ class Scheduler:
         started = self._start(decided.placements, pending) if decided.placements else []
         if self._after_start is not None and started:
             self._after_start(started)
-        for job in self.store.get_jobs(job_ids=started) if started else ():
+        for job in self.store.jobs_with_ids(started):  # these jobs only (an array's id is its first task here)
             if job.state is JobState.RUNNING and job.node:
                 self._launch(job, targets)
         placed = set(started)
@@ -394,8 +397,8 @@ class Scheduler:
         """Each pending job with its factors and priority (an operator's Priority= wins)."""
         sched = self.sched
         usage = self._usage_now(allocations, now)
-        shares = prio.fairshare_factors(usage, {(q.account or prio.DEFAULT_ACCOUNT, q.user) for q in pending},
-                                        account_shares(self.config), account_members(self.config))
+        shares = prio.user_factors(prio.share_rows(
+            usage, {(q.account or prio.DEFAULT_ACCOUNT, q.user) for q in pending}, self.associations()))
         cluster = sum(prio.billing_rate(sched.billing_weights, n.cpus, n.real_memory, n.gpus())
                       for n in self.config.nodes.values())
         top = max((p.priority_job_factor for p in self.config.partitions.values()), default=1) or 1
@@ -425,7 +428,7 @@ class Scheduler:
         """sshare (``pslurm accounts``): every account and user of the fair-share tree with their
         shares, usage and factor, as the next pass computes them."""
         usage = self._usage_now(self.store.allocations(), self.clock())
-        return prio.fairshare_tree(usage, (), account_shares(self.config), account_members(self.config))
+        return prio.share_rows(usage, (), self.associations())
 
     def priorities(self, job_ids: Sequence[int] = (), users: Sequence[str] = ()
                    ) -> list[tuple[QueuedJob, prio.Factors, int]]:

@@ -1,4 +1,4 @@
-"""GPU sharing in the scheduling policy: where a job that asks a share of one GPU starts, and what
+"""GPU sharing in the scheduling pass: where a job that asks a share of one GPU starts, and what
 it claims and reserves. A part of :func:`pslurm.controller.policy.plan`, taken only when a job has a
 share (``PendingJob.share``, ``RunningJob.share``): the whole-GPU path never comes here.
 
@@ -21,39 +21,20 @@ the main pass) each node with a GPU whose capacity in its mode could ever hold i
 
 from __future__ import annotations
 
-import heapq
-import math
 from bisect import bisect_left, insort
 from collections import defaultdict
 from collections.abc import Collection, Mapping, Sequence
-from typing import TYPE_CHECKING
 
+from pslurm.controller.nodemodel import INF, Bounds, NodeTimeline, Vector, earliest_start
+from pslurm.controller.snapshot import PendingJob, RunningJob, SharedGpu
 from pslurm.core.sharing import GpuShare
 
-if TYPE_CHECKING:  # policy.py imports this module: its names are for the type checker only
-    from pslurm.controller.policy import PendingJob, RunningJob, SharedGpu, _Node
-
-Vector = tuple[float, ...]
 _Key = tuple[float, float, int, int]  # (room or capacity, utilisation, node, GPU index): best first
-INF = math.inf
-CLAMP = 1e-3  # as _Node.add_event: nothing is released before now + CLAMP
+CLAMP = 1e-3  # as NodeTimeline.add_event: nothing is released before now + CLAMP
 _MODE = {"shard": 0, "mps": 1, "gpumem": 2}  # a share kind's place in Sharing._top
 
 
-def holds(node: _Node, need: Vector, start: float, end: float) -> bool:
-    """Whether ``need`` is free on ``node`` at every moment of [start, end)."""
-    pts = node.steps()
-    for k, (time, avail) in enumerate(pts):
-        if time >= end:
-            break
-        if k + 1 < len(pts) and pts[k + 1][0] <= start:
-            continue  # this step is over before ``start``
-        if any(a < n for a, n in zip(avail, need, strict=False)):
-            return False
-    return True
-
-
-def hold_running(nodes: Mapping[str, _Node], runs: Sequence[RunningJob], unlimited_end: float,
+def hold_running(nodes: Mapping[str, NodeTimeline], runs: Sequence[RunningJob], unlimited_end: float,
                  backfill: bool) -> None:
     """Account the running shared jobs ``runs`` on their nodes: each one's CPUs and memory until it
     ends, and each GPU they share until the last of them ends (so it is busy once, not once a job)."""
@@ -104,7 +85,7 @@ class Sharing:
     It keeps a state only for the GPUs that are shared or free (with some capacity to share): the others
     are held whole for the whole pass."""
 
-    def __init__(self, nodes: Sequence[_Node], runs: Sequence[RunningJob], now: float, unlimited_end: float,
+    def __init__(self, nodes: Sequence[NodeTimeline], runs: Sequence[RunningJob], now: float, unlimited_end: float,
                  scan_limit: int, taken: Sequence[tuple[int, tuple[int, ...], float]]) -> None:
         """``runs``: every running job; ``taken``: the whole-GPU starts of the pass as (node, GPU indices,
         expected end), a list the pass goes on appending to."""
@@ -205,7 +186,7 @@ class Sharing:
                     return g
         return None
 
-    def _fits(self, job: PendingJob, share: GpuShare, g: _Gpu, node: _Node, end: float, duration: float,
+    def _fits(self, job: PendingJob, share: GpuShare, g: _Gpu, node: NodeTimeline, end: float, duration: float,
               claimed: Collection[int]) -> bool:
         if g.node in claimed or (share.type is not None and g.type != share.type):
             return False
@@ -222,8 +203,8 @@ class Sharing:
             return node.earliest(with_gpu, duration, stop=now + 1e-6) == now
         base = node.vector(job.cpus, job.mem_mb, ())
         if end <= g.release:  # the GPU is busy until then anyway
-            return holds(node, base, now, end)
-        return holds(node, base, now, g.release) and holds(node, with_gpu, g.release, end)
+            return node.fits_during(base, now, end)
+        return node.fits_during(base, now, g.release) and node.fits_during(with_gpu, g.release, end)
 
     def start(self, job: PendingJob, share: GpuShare, g: _Gpu, duration: float, backfill: bool) -> None:
         """Account ``job`` started on ``g`` now: the node's CPUs and memory, the GPU's share and release."""
@@ -266,51 +247,39 @@ class Sharing:
                 mine.append(i)
         return mine
 
-    def reserve(self, job: PendingJob, share: GpuShare, duration: float,
-                heap: list[tuple[float, int]]) -> tuple[float, int, Vector] | None:
+    def reserve(self, job: PendingJob, share: GpuShare, duration: float, heap: Bounds
+                ) -> tuple[float, int, Vector] | None:
         """Where and when ``job`` can start earliest, given every reservation so far: (start, node, what it
         holds), or None. It holds its CPUs and memory and one whole GPU (of its type, or of the one type
         of the node's GPUs able to hold it), from no earlier than one of those GPUs could take it.
-
-        ``heap``: the partition's (lower bound, node) pairs for one GPU, as whole-GPU reservations walk
-        them (see ``policy._earliest``): popped smallest first, until no bound left beats the best start."""
+        ``heap``: the partition's bounds for one GPU, walked as whole-GPU reservations walk theirs
+        (:func:`~pslurm.controller.nodemodel.earliest_start`)."""
         self._note_taken()
-        best: tuple[float, int, Vector] | None = None
-        held: list[tuple[float, int]] = []
-        while heap and (best is None or heap[0][0] < best[0]):
-            bound, i = heapq.heappop(heap)
+
+        def start_on(i: int, bound: float, stop: float) -> tuple[float, Vector] | None:
             node = self.nodes[i]
-            tighter = node.first_time_with(1)
-            if tighter > bound:
-                if tighter < INF:
-                    heapq.heappush(heap, (tighter, i))
-                continue
-            held.append((bound, i))
             if job.partition not in node.parts or not node.view.shared_gpus or not self._could_hold(i, share):
-                continue
+                return None
             if job.allowed_nodes is not None and node.name not in job.allowed_nodes:
-                continue
+                return None
             capable = [(sg.index, node.types.get(sg.index, sg.type)) for sg in node.view.shared_gpus
                        if _caps(sg).get(share.kind, 0) >= share.amount]
             capable = [(index, type_) for index, type_ in capable if share.type is None or type_ == share.type]
             free = {f[0] for f in node.free}
             at = max(bound, min(self._free_at(i, index, job, share, free) for index, _ in capable))
-            if at == INF or (best is not None and at >= best[0]):
-                continue
+            if at == INF or at >= stop:
+                return None
             types = {type_ for _, type_ in capable}
             kind = share.type if share.type is not None else (next(iter(types)) if len(types) == 1 else None)
             per = [0] * len(node.slots)
             if kind is not None and kind in node.slots:
                 per[node.slots[kind]] = 1
             need = (job.cpus, job.mem_mb, 1, *per)
-            start = _earliest_from(node, need, duration, at, best[0] if best is not None else INF)
-            if start < INF and (best is None or start < best[0]):
-                best = (start, i, need)
-                if start <= bound:
-                    break
-        for item in held:
-            heapq.heappush(heap, item)
-        return best
+            if duration <= 0:  # a zero-second limit (only a raw API request has one): held for no time, from at
+                return at, need
+            return node.earliest(need, duration, stop, after=at), need
+
+        return earliest_start(heap, self.nodes, 1, start_on)
 
     def _free_at(self, i: int, index: int, job: PendingJob, share: GpuShare, free: Collection[int]) -> float:
         """When GPU ``index`` of node ``i`` could first take ``job``'s share, reservations aside (``free``:
@@ -331,18 +300,6 @@ class Sharing:
             self._seen += 1
             for index in indices:
                 self.held[(i, index)] = end
-
-
-def _earliest_from(node: _Node, need: Vector, duration: float, start_at: float, stop: float) -> float:
-    """The earliest time from ``start_at`` (before ``stop``) from which ``need`` is free on ``node`` for
-    ``duration``, or INF."""
-    times = [start_at] + [time for time, _ in node.steps() if time > start_at]
-    for time in times:
-        if time >= stop:
-            return INF
-        if holds(node, need, time, time + duration):
-            return time
-    return INF
 
 
 def _caps(sg: SharedGpu) -> dict[str, int]:

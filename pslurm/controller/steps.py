@@ -47,6 +47,8 @@ NODE_CONFIG = "Requested node configuration is not available"  # ESLURM_REQUESTE
 BAD_GRES = "Invalid generic resource (gres) specification"  # ESLURM_INVALID_GRES
 MAX_ARGV = 4096  # arguments of a step's command
 MAX_TASKS = 100_000
+BAD_TASK_COUNT = "Task count specification invalid"  # ESLURM_BAD_TASK_COUNT
+MAX_TASKS_PER_NODE = 512  # Slurm's MaxTasksPerNode default: a step's tasks on one node, overcommitted or not
 
 
 @dataclass(frozen=True)
@@ -61,7 +63,8 @@ class StepRequest:
     cpus_per_task: int = 1
     gres: tuple[str, ...] | None = None
     gpus_per_task: int | None = None
-    overlap: bool = False
+    overlap: bool = False  # --overlap: shares the allocation's CPUs with other steps (still no more tasks than them)
+    overcommit: bool = False  # -O/--overcommit: more tasks than CPUs (at most MaxTasksPerNode a node)
     exact: bool = False  # --exact: the step holds only its CPUs and GPUs (else the whole allocation on its nodes)
     gpu_bind: str = ""  # --gpu-bind: none, closest, single:N, map_gpu:..., mask_gpu:..., per_task:N ("" the default)
     label: bool = False
@@ -99,7 +102,8 @@ def step_request_from_json(body: Mapping[str, Any]) -> StepRequest:
         argv=tuple(argv), environment=dict(env), workdir=str(body.get("workdir") or ""),
         ntasks=count("ntasks", None), ntasks_per_node=count("ntasks_per_node", None),
         cpus_per_task=count("cpus_per_task", 1) or 1, gres=tuple(gres) if gres else None,
-        gpus_per_task=count("gpus_per_task", None), overlap=bool(body.get("overlap")), exact=bool(body.get("exact")),
+        gpus_per_task=count("gpus_per_task", None), overlap=bool(body.get("overlap")),
+        overcommit=bool(body.get("overcommit")), exact=bool(body.get("exact")),
         gpu_bind=gpu_bind,
         label=bool(body.get("label")), pty=bool(body.get("pty")), name=str(body.get("name") or "")[:256])
 
@@ -135,11 +139,12 @@ class StepService:
     """Users' and agents' requests about steps, over the store and the agents."""
 
     def __init__(self, store: Store, agents: Agents, clock: Callable[[], float] = time.time,
-                 operators: frozenset[int] = frozenset({0})) -> None:
+                 operators: frozenset[int] = frozenset({0}), max_tasks_per_node: int = MAX_TASKS_PER_NODE) -> None:
         self.store = store
         self.agents = agents
         self.clock = clock
         self.operators = operators
+        self.max_tasks_per_node = max_tasks_per_node  # each task is processes, pipes and threads in a root agent
 
     def _job(self, job_id: int, requester_uid: int) -> JobRecord:
         job = self.store.get_job(job_id)
@@ -163,8 +168,10 @@ class StepService:
         nodes = all_nodes[:ntasks]  # fewer tasks than nodes: the first nodes (srun takes as many nodes as tasks)
         counts = task_layout(len(nodes), ntasks, request.ntasks_per_node)
         job_cpus = sum(n.cpus for n in layout[:len(nodes)]) if len(all_nodes) > 1 else job.spec.cpus
-        if ntasks * request.cpus_per_task > job_cpus and not request.overlap:
-            raise SpecError(TOO_MANY_CPUS)
+        if ntasks * request.cpus_per_task > job_cpus and not request.overcommit:
+            raise SpecError(TOO_MANY_CPUS)  # as srun: --overlap shares CPUs, only -O runs more tasks than them
+        if max(counts) > self.max_tasks_per_node:
+            raise SpecError(f"{BAD_TASK_COUNT}: at most {self.max_tasks_per_node} tasks a node (MaxTasksPerNode)")
         node_gpus = [list(job.node_gpus[i]) if i < len(job.node_gpus) else list(job.gpu_indices)
                      for i in range(len(nodes))]
         per_node = self._check_gpus(request, max(counts), min(len(g) for g in node_gpus))

@@ -1,31 +1,28 @@
 """Accounts: who may charge which account, each user's default, and each account's shares.
 
 Slurm keeps these in slurmdbd, set with sacctmgr (``sacctmgr add account lab1 Fairshare=2``,
-``sacctmgr add user ana Account=lab1 DefaultAccount=lab1``); pslurm keeps them in pslurm.conf, in
-lines of its own with sacctmgr's words:
+``sacctmgr add user ana Account=lab1 DefaultAccount=lab1``); pslurm keeps them in its store too, and
+reads pslurm.conf lines of its own with sacctmgr's words:
 
     AccountName=lab1 Users=ana,bo Fairshare=2 Description="vision lab"
     AccountName=lab2 Users=bo,cy
     AccountName=general Users=ALL
     UserName=bo DefaultAccount=lab2
 
-A user's default account is the one their ``UserName=`` line names, else the first account that
-lists them, else the first ``Users=ALL`` account. With no ``AccountName=`` line at all, accounts are
-not checked: any ``-A`` text is taken and the default is empty (pslurm before accounts).
+psctld loads these lines into its store at every start (``pslurm.core.assoc``, where the rules
+live: a user's default account, which account a job charges); sacctmgr (``psacctmgr``) changes the
+store beside them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from pslurm.core.assoc import INVALID_ACCOUNT, MAX_SHARES
 from pslurm.core.clientconf import config_error
-from pslurm.core.config import AccountConfig, ClusterConfig
-from pslurm.core.errors import SpecError
+from pslurm.core.confmodel import AccountConfig, ClusterConfig
 
-# ESLURM_INVALID_ACCOUNT, as slurm_strerror words it: sbatch -A naming an account the user has no
-# association with, and scontrol update Account= likewise
-INVALID_ACCOUNT = "Invalid account or account/partition combination specified"
-MAX_SHARES = 2**31 - 1
+__all__ = ["INVALID_ACCOUNT", "check_accounts", "parse_account_line", "parse_user_line", "render_accounts"]
 
 
 _err = config_error
@@ -95,48 +92,3 @@ def render_accounts(cfg: ClusterConfig) -> list[str]:
     lines += [f"UserName={shlex.quote(user)} DefaultAccount={shlex.quote(account)}"
               for user, account in cfg.default_accounts.items()]
     return lines
-
-
-def user_accounts(cfg: ClusterConfig, user: str) -> list[str]:
-    """The accounts ``user`` may charge: those that list them, then the ``Users=ALL`` ones (file order)."""
-    listed = [a.name for a in cfg.accounts.values() if user in a.users]
-    return listed + [a.name for a in cfg.accounts.values() if a.all_users and a.name not in listed]
-
-
-def default_account(cfg: ClusterConfig, user: str) -> str | None:
-    """``user``'s default account; None when they may charge none ("" when accounts are not configured)."""
-    if not cfg.accounts:
-        return ""
-    if user in cfg.default_accounts:
-        return cfg.default_accounts[user]
-    found = user_accounts(cfg, user)
-    return found[0] if found else None
-
-
-def job_account(cfg: ClusterConfig, user: str, asked: str) -> str:
-    """The account a job of ``user`` that asked ``asked`` (``-A``; "" for none) charges: the user's
-    default when none is asked, the asked one (sacctmgr's lower-case name) when the user may charge
-    it. SpecError (Slurm's ``Invalid account or account/partition combination specified``) when the
-    user may charge no such account. With no accounts configured, ``asked`` as it is."""
-    if not cfg.accounts:
-        return asked
-    if not asked:
-        found = default_account(cfg, user)
-        if found is None:
-            raise SpecError(INVALID_ACCOUNT)
-        return found
-    account = cfg.accounts.get(asked.lower())
-    if account is None or not account.admits(user):
-        raise SpecError(INVALID_ACCOUNT)
-    return account.name
-
-
-def account_shares(cfg: ClusterConfig) -> dict[str, int]:
-    """Each configured account's raw shares (``Fairshare=``), for the fair-share factor."""
-    return {a.name: a.fairshare for a in cfg.accounts.values()}
-
-
-def account_members(cfg: ClusterConfig) -> dict[str, tuple[str, ...]]:
-    """Each configured account's listed users (``Users=ALL`` lists none): the siblings a user's
-    share of the account is split among, with the users seen charging it."""
-    return {a.name: a.users for a in cfg.accounts.values()}

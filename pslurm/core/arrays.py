@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
-from pslurm.core.errors import SpecError
+from pslurm.core.errors import SpecError, shown
 
 _ITEM = re.compile(r"^(\d+)(?:-(\d+)(?::(\d+))?)?$")
 
@@ -50,21 +50,96 @@ def format_ranges(ids: Iterable[int]) -> str:
     return ",".join(out)
 
 
+MAX_ID = 2**31 - 1  # the largest job or task id a selector may name (10 digits at most): past it, no job
+MAX_SELECTOR_ITEMS = 1000  # comma-separated items in one selector's brackets
+MAX_ARRAY_TASKS = 4_000_001  # Slurm's largest MaxArraySize: no selector of more tasks is expanded
+
+
+class TaskRanges:
+    """The task ids a selector names (``5-9,12``, ``0-15:4``), kept as ranges and never expanded by
+    itself: ``1_[0-10000000]`` costs a few integers, whatever it spans. Supports ``in``, iteration
+    (in order), ``len`` and equality with a sequence of ids."""
+
+    __slots__ = ("ranges",)
+
+    def __init__(self, ranges: Iterable[tuple[int, int, int]]) -> None:
+        self.ranges = tuple(sorted(ranges))  # (first, last, step): first, first + step, ... up to last
+
+    def __contains__(self, task: object) -> bool:
+        return isinstance(task, int) and any(lo <= task <= hi and (task - lo) % step == 0
+                                             for lo, hi, step in self.ranges)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(sorted({t for lo, hi, step in self.ranges for t in range(lo, hi + 1, step)}))
+
+    def __len__(self) -> int:
+        return len(set(self))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, TaskRanges):
+            other = tuple(other)
+        return isinstance(other, (tuple, list)) and tuple(self) == tuple(other)
+
+    def __hash__(self) -> int:
+        return hash(self.ranges)
+
+    def __repr__(self) -> str:
+        return f"TaskRanges({self.ranges!r})"
+
+    def clipped(self, first: int, last: int) -> TaskRanges:
+        """Only the ids from ``first`` to ``last``: a selector bounded by an array's real range."""
+        out = []
+        for lo, hi, step in self.ranges:
+            start = lo if lo >= first else lo + -(-(first - lo) // step) * step  # the first member >= first
+            if start <= min(hi, last):
+                out.append((start, min(hi, last), step))
+        return TaskRanges(out)
+
+
 def parse_task_selector(text: str) -> tuple[int, tuple[int, ...] | None]:
     """A job id as pscancel/psqueue take it: ``14`` -> (14, None), ``14_3`` -> (14, (3,)),
-    ``14_[5-9,12]`` -> (14, (5, ..., 9, 12)). Raises SpecError."""
+    ``14_[5-9,12]`` -> (14, (5, ..., 9, 12)). A selector of more tasks than any array can have
+    (Slurm's largest MaxArraySize, MAX_ARRAY_TASKS) is refused rather than expanded. Raises
+    SpecError. The controller reads selectors as ranges instead (:func:`parse_job_selector`)."""
+    job_id, tasks = parse_job_selector(text)
+    if tasks is None:
+        return job_id, None
+    if sum((hi - lo) // step + 1 for lo, hi, step in tasks.ranges) > MAX_ARRAY_TASKS:
+        raise SpecError(f"Invalid job id specified: {shown(text)}")
+    return job_id, tuple(tasks)
+
+
+def parse_job_selector(text: str) -> tuple[int, TaskRanges | None]:
+    """A job id as pscancel/psqueue take it: ``14`` -> (14, None), ``14_3`` -> (14, the task 3),
+    ``14_[5-9,12]`` -> (14, tasks 5 to 9 and 12), as ranges (:class:`TaskRanges`: nothing expanded).
+    Every number has at most 10 digits and is at most MAX_ID; at most MAX_SELECTOR_ITEMS items.
+    Raises SpecError (the text shown cut to 40 characters)."""
     head, us, tail = text.strip().partition("_")
-    if not head.isdigit():
-        raise SpecError(f"Invalid job id specified: {text}")
+    invalid = f"Invalid job id specified: {shown(text)}"
+    if not _small(head):
+        raise SpecError(invalid)
     if not us:
         return int(head), None
     if tail.startswith("[") and tail.endswith("]"):
         tail = tail[1:-1]
-    try:
-        ids, _ = parse_array(tail, max_array_size=2**31)
-    except SpecError:
-        raise SpecError(f"Invalid job id specified: {text}") from None
-    return int(head), ids
+    items = tail.split(",")
+    if len(items) > MAX_SELECTOR_ITEMS:
+        raise SpecError(invalid)
+    ranges = []
+    for item in items:
+        m = _ITEM.match(item)
+        lo = int(m.group(1)) if m and all(_small(g) for g in m.groups() if g is not None) else -1
+        hi = int(m.group(2)) if m and m.group(2) is not None else lo
+        step = int(m.group(3)) if m and m.group(3) is not None else 1
+        if lo < 0 or hi < lo or step < 1:
+            raise SpecError(invalid)
+        ranges.append((lo, hi, step))
+    return int(head), TaskRanges(ranges)
+
+
+def _small(digits: str) -> bool:
+    """A whole number a job or task id can be: digits only, at most 10 of them, at most MAX_ID."""
+    return digits.isascii() and digits.isdigit() and len(digits) <= 10 and int(digits) <= MAX_ID
 
 
 def split_job_list(text: str) -> list[str]:

@@ -5,16 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from pslurm.core.accounts import check_accounts, parse_account_line, parse_user_line, render_accounts
-from pslurm.core.clientconf import config_error, controller_host, logical_lines, whole_number
-from pslurm.core.config import (
-    AccountConfig,
-    CgroupConfig,
-    ClusterConfig,
-    ConfigError,
-    GresConfLine,
-    NodeConfig,
-    PartitionConfig,
-)
+from pslurm.core.clientconf import ConfigError, config_error, controller_host, logical_lines, whole_number
+from pslurm.core.confmodel import AccountConfig, CgroupConfig, ClusterConfig, GresConfLine, NodeConfig, PartitionConfig
 
 # --- Parsing: Slurm's "Key=Value Key=Value" lines -------------------------------------------------
 

@@ -6,3 +6,9 @@ from __future__ import annotations
 
 class SpecError(ValueError):
     """A job request that is malformed or can never run; the message is one line for the user."""
+
+
+def shown(text: str, limit: int = 40) -> str:
+    """What a user sent, as an error line shows it: cut to ``limit`` characters (a 5000-digit id is
+    not echoed back whole)."""
+    return text if len(text) <= limit else text[:limit] + "..."

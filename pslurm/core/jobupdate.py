@@ -16,14 +16,24 @@ The words become a plain mapping of changes (the user API's fields, JSON-ready):
 Keys are scontrol's, case-insensitive, and may be cut short as scontrol allows (``TimeL=``,
 ``Part=``). The controller reads the same mapping (:func:`checked_changes`) at its trust boundary
 and works out a relative time limit against the limit in force (:func:`new_time_limit`).
-Standard library only: pscontrol imports this on its path.
+
+The rules of an update are here too (:func:`update_values`: who may change what of which job, in
+slurmctld's order of checks, and what it writes), pure: the job service reads the job, calls them
+and writes what they return. The words need the standard library only (pscontrol imports this
+module on its path); the rules import the domain when the controller calls them.
 """
 
 from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Callable, Mapping, Sequence
+    from typing import Any
+
+    from pslurm.core.config import ClusterConfig, PartitionConfig
+    from pslurm.core.jobspec import JobRecord, JobSpec
+
+    AccountOf = Callable[[str, str, str], str]  # (user, -A asked, partition) -> the account charged
 
 NICE_LIMIT = 2147483645  # NICE_OFFSET - 3: scontrol's bound on |Nice|
 INT32_MAX = 2**31 - 1
@@ -48,6 +58,13 @@ FIELDS = frozenset({"priority", "nice", "time_limit", "partition", "name", "acco
                     "min_memory_node"})
 PENDING_ONLY = frozenset({"partition", "account", "num_tasks", "min_memory_node", "priority", "nice"})
 _INFINITE = frozenset({"INFINITE", "UNLIMITED", "-1"})
+
+# slurm_strerror's words for what scontrol update is refused with (slurm_errno.c)
+INVALID_JOB_ID = "Invalid job id specified"  # ESLURM_INVALID_JOB_ID
+INVALID_USER = "Invalid user id"  # ESLURM_USER_ID_MISSING: another user's job
+JOB_FINISHED = "Job has already finished"  # ESLURM_JOB_FINISHED
+NOT_PENDING = "Job is no longer pending execution"  # ESLURM_JOB_NOT_PENDING
+ACCESS_DENIED = "Access/permission denied"  # ESLURM_ACCESS_DENIED: a user raising a limit, setting a priority
 
 
 class UpdateError(Exception):
@@ -222,3 +239,154 @@ def checked_changes(data: Mapping[str, object]) -> dict[str, object]:
             raise ValueError(f"Invalid request: {key} contains a NUL byte or a line break")
         out[key] = value
     return out
+
+
+# -- the rules (the controller's side) ------------------------------------------------------------
+
+
+def update_values(job: JobRecord, changes: Mapping[str, Any], uid: int, admin: bool, config: ClusterConfig,
+                  readmit: Callable[[JobSpec], int | None], account_of: AccountOf | None = None
+                  ) -> tuple[dict[str, Any], dict[str, Any], str]:
+    """What ``changes`` (:func:`checked_changes`' mapping) asked by ``uid`` (an operator: ``admin``)
+    write to ``job``: its columns, its request's fields, and the event's detail, in slurmctld's order
+    of checks (_update_job). Values already in force are left out. SpecError with scontrol's words for
+    the first refusal. ``readmit``: admission of the job's request again, asked when what decides
+    where a pending job may run changes (partition, task count, memory); the time limit in force.
+    ``account_of(user, asked, partition)``: the account a job charges (the associations'
+    ``job_account``; None: pslurm.conf's)."""
+    from dataclasses import replace
+
+    from pslurm.core.errors import SpecError
+    from pslurm.core.states import JobState
+
+    if not admin and uid != job.spec.uid:
+        raise SpecError(INVALID_USER)  # ESLURM_USER_ID_MISSING: scontrol's answer to another user's job
+    if job.state.is_final or job.state is JobState.COMPLETING:
+        raise SpecError(JOB_FINISHED)
+    if account_of is None:
+        from pslurm.core.assoc import config_associations
+
+        account_of = config_associations(config).job_account
+    new = _checked_values(job, changes, admin, config, account_of)
+    spec = job.spec
+    if (new["partition"], new["ntasks"], new["mem_mb"]) != (job.partition, spec.ntasks, spec.mem_mb):
+        new["time_limit"] = readmit(replace(spec, partition=new["partition"], ntasks=new["ntasks"],
+                                            mem_mb=new["mem_mb"], time_limit=new["asked"]))
+    return _writes(job, changes, new)
+
+
+def _checked_values(job: JobRecord, changes: Mapping[str, Any], admin: bool, config: ClusterConfig,
+                    account_of: AccountOf) -> dict[str, Any]:
+    """The job's values once ``changes`` apply (``asked``: the time limit its request asks,
+    ``time_limit``: the one in force), each change checked in slurmctld's order."""
+    from pslurm.core.errors import SpecError
+    from pslurm.core.states import JobState
+
+    spec, pending = job.spec, job.state is JobState.PENDING
+
+    def pending_only() -> None:
+        if not pending:
+            raise SpecError(NOT_PENDING)
+
+    new: dict[str, Any] = {"partition": job.partition, "account": spec.account, "ntasks": spec.ntasks,
+                           "time_limit": job.time_limit, "asked": spec.time_limit, "mem_mb": spec.mem_mb}
+    if "partition" in changes and changes["partition"] != job.partition:
+        pending_only()
+        new["partition"] = str(changes["partition"])
+        if new["partition"] not in config.partitions:
+            raise SpecError("Invalid partition name specified")
+    if "account" in changes:
+        pending_only()  # as slurmctld: even the same account, once the job started
+        new["account"] = account_of(spec.user, str(changes["account"]), new["partition"])
+        if new["account"] and len(new["account"]) > 64:
+            raise SpecError("Invalid job request: the account is longer than 64 characters")
+    if "num_tasks" in changes:
+        pending_only()
+        new["ntasks"] = int(changes["num_tasks"])
+        if new["ntasks"] < 1:
+            raise SpecError("Task count specification invalid")
+    if "time_limit" in changes:
+        new["asked"] = new["time_limit"] = _allowed_time_limit(job, str(changes["time_limit"]), admin, pending,
+                                                               config.partitions.get(new["partition"]))
+    for key in ("priority", "nice"):
+        if key in changes:
+            pending_only()
+            if not admin and (key == "priority" or int(changes[key]) < 0):
+                raise SpecError(ACCESS_DENIED)
+    if "min_memory_node" in changes:
+        pending_only()
+        new["mem_mb"] = int(changes["min_memory_node"])
+    new["name"] = str(changes.get("name", spec.name))
+    if len(new["name"]) > 256:
+        raise SpecError("Invalid job request: the job name is longer than 256 characters")
+    new["comment"] = changes.get("comment")
+    if new["comment"] is not None and len(str(new["comment"])) > 1024:
+        raise SpecError("Invalid job request: the comment is longer than 1024 characters")
+    return new
+
+
+def _allowed_time_limit(job: JobRecord, text: str, admin: bool, pending: bool,
+                        partition: PartitionConfig | None) -> int | None:
+    """The limit ``TimeLimit=text`` asks, where its asker may set it: slurmctld lets an operator set any
+    limit, a user lower it, or raise a pending job's up to its partition's MaxTime. SpecError else."""
+    from pslurm.core.errors import SpecError
+
+    try:
+        asked = new_time_limit(text, job.time_limit)
+    except ValueError as exc:
+        raise SpecError(str(exc)) from None
+    if asked != job.time_limit:
+        max_time = partition.max_time if partition is not None else None
+        if not (admin or _longer(job.time_limit, asked) or (pending and _longer(max_time, asked, True))):
+            raise SpecError(ACCESS_DENIED)
+    return asked
+
+
+def _longer(limit: int | None, than: int | None, or_equal: bool = False) -> bool:
+    """Whether time limit ``limit`` is longer than ``than`` (or as long, with ``or_equal``); None is no limit."""
+    if limit is None:
+        return than is not None or or_equal
+    if than is None:
+        return False
+    return limit > than or (or_equal and limit == than)
+
+
+def _writes(job: JobRecord, changes: Mapping[str, Any], new: Mapping[str, Any]
+            ) -> tuple[dict[str, Any], dict[str, Any], str]:
+    """The columns and request fields that differ from ``job``'s once ``new`` applies, and the
+    event's detail (scontrol's KEY=VALUE words of each)."""
+    from pslurm.core.timefmt import format_duration
+
+    spec = job.spec
+    columns: dict[str, Any] = {}
+    request: dict[str, Any] = {}
+    words: list[str] = []
+    if new["partition"] != job.partition:
+        columns["partition"] = request["partition"] = new["partition"]
+        words.append(f"Partition={new['partition']}")
+    if new["account"] != spec.account:
+        columns["account"] = request["account"] = new["account"]
+        words.append(f"Account={new['account']}")
+    if new["ntasks"] != spec.ntasks:
+        request["ntasks"] = new["ntasks"]
+        columns["cpus"] = new["ntasks"] * spec.cpus_per_task
+        words.append(f"NumTasks={new['ntasks']}")
+    if new["mem_mb"] != spec.mem_mb:
+        columns["mem_mb"] = request["mem_mb"] = new["mem_mb"]
+        words.append(f"MinMemoryNode={new['mem_mb']}")
+    if new["time_limit"] != job.time_limit or new["asked"] != spec.time_limit:
+        columns["time_limit"], request["time_limit"] = new["time_limit"], new["asked"]
+        words.append(f"TimeLimit={format_duration(new['time_limit'])}")
+    if "priority" in changes:
+        columns["admin_priority"] = columns["priority"] = int(changes["priority"])
+        words.append(f"Priority={changes['priority']}")
+    if "nice" in changes and changes["nice"] != spec.nice:
+        columns["nice"] = request["nice"] = int(changes["nice"])
+        words.append(f"Nice={changes['nice']}")
+    if new["name"] != spec.name:
+        columns["name"] = request["name"] = new["name"]
+        words.append(f"JobName={new['name']}")
+    if new["comment"] is not None and new["comment"] != spec.comment:
+        columns["comment"] = request["comment"] = str(new["comment"])
+        words.append(f"Comment={new['comment']}")
+    return columns, request, "update " + " ".join(words)

@@ -188,6 +188,7 @@ def parse_time(text: str, now: float) -> float:
     return found
 
 
+# long: Slurm's parse_time() ported as one scan, so that its refusals name the positions Slurm's do
 def _parse_time(s: str, now: float) -> float | None:
     """Slurm's parse_time(s, past=0), position for position (its quirks kept: ``4pm`` is a bad date)."""
     if s[:3].lower() == "uts":

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from pslurm.auth.credential import create_key
+from pslurm.auth.secretfiles import write_private
 from pslurm.cluster.local import ClusterError, LocalCluster, free_ports, last_error, port_taken, wait_idle
 from pslurm.lxc import host
 from pslurm.lxc.plan import LxcPlan
@@ -110,13 +111,13 @@ def with_free_ports(plan: LxcPlan) -> LxcPlan:
 
 
 def _install_key(plan: LxcPlan) -> None:
-    """A new cluster key beside the controller's pslurm.conf, and a copy beside each agent's (0600)."""
+    """A new cluster key beside the controller's pslurm.conf, and a copy beside each agent's, each
+    0600 from its first byte (a copy made readable and narrowed afterwards would leave a window)."""
     key = plan.state_dir / "pslurm.key"
     create_key(str(key))
+    text = key.read_text()
     for node in plan.nodes:
-        copy = plan.node_dir(node) / "pslurm.key"
-        shutil.copyfile(key, copy)
-        copy.chmod(0o600)
+        write_private(str(plan.node_dir(node) / "pslurm.key"), text)
 
 
 def _start_controller(plan: LxcPlan) -> None:

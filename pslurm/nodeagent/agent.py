@@ -352,7 +352,8 @@ class Agent:
         return pb.JobEndedRequest(
             job_id=job_id, node=self.node.name, state=convert.job_state_to_pb(end.state), restarts=restarts,
             exit_code=end.exit_code, exit_signal=end.exit_signal, end_time=end.end_time,
-            usage=_usage_pb(running.usage, running.max_rss_bytes), launch_failure=running.launch_failure,
+            usage=_usage_pb(running.usage, running.max_rss_bytes, running.cpu_seconds),
+            launch_failure=running.launch_failure,
             comment=running.overrun,
         )
 
@@ -510,6 +511,11 @@ class Agent:
                                      cpus=cpus if self.cgroup_conf.constrain_cores else None)
         return cgroup, None if cgroup.cpus else cpus
 
+    def run_of(self, job_id: int) -> RunningJob | None:
+        """The job's run that is still going here, if any (sstat's, nodeagent/stepstats.py)."""
+        with self._lock:
+            return next((r for k, r in self._runs.items() if k[0] == job_id and r.end is None), None)
+
     def set_time_limit(self, job_id: int, restarts: int, time_limit: int | None) -> None:
         """pscontrol update TimeLimit=: the run's new limit (seconds from its start; None: none). A
         change that comes before the run's launch is kept for it (the controller sent the launch
@@ -650,10 +656,11 @@ class Agent:
             self.monitor.close()
 
 
-def _usage_pb(usage: JobGpuUsage | None, max_rss_bytes: int | None = None) -> pb.JobUsage | None:
-    """A run's usage for its end: the GPU measures (jobs with GPUs) and its MaxRSS (jobs with a
-    memory cgroup); None when there is neither."""
-    if usage is None and max_rss_bytes is None:
+def _usage_pb(usage: JobGpuUsage | None, max_rss_bytes: int | None = None,
+              cpu_seconds: float | None = None) -> pb.JobUsage | None:
+    """A run's usage for its end: the GPU measures (jobs with GPUs), its MaxRSS (jobs with a memory
+    cgroup) and its CPU time (jobs with a cgroup); None when there is none of them."""
+    if usage is None and max_rss_bytes is None and cpu_seconds is None:
         return None
     msg = pb.JobUsage()
     if usage is not None:
@@ -664,6 +671,8 @@ def _usage_pb(usage: JobGpuUsage | None, max_rss_bytes: int | None = None) -> pb
             msg.mean_gpu_util = usage.mean_gpu_util
     if max_rss_bytes is not None:
         msg.max_rss_kb = max_rss_bytes // 1024
+    if cpu_seconds is not None:
+        msg.total_cpu_usec = int(cpu_seconds * 1e6)
     return msg
 
 

@@ -60,6 +60,9 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format=f"%(asctime)s psd[{args.node_name}] %(levelname)s %(message)s")
+    from pslurm.core.ratelog import bound_logging
+
+    bound_logging()  # a message that repeats (a user's refused streams) is written at a bounded rate
     conf_path = args.conf or find_config_path()
     try:
         config = load_cluster_config(conf_path)
@@ -93,7 +96,8 @@ def main(argv: list[str] | None = None) -> None:
 
         if not names or any(monitor is not None for _, _, monitor in inventories.values()):
             sys.exit("psd: error: --virtual needs nodes (-N) without GPUs of their own to detect (AutoDetect=nvml)")
-        serve_nodes(config, names, cgroup_conf, key, {n: (d, drain) for n, (d, drain, _) in inventories.items()})
+        serve_nodes(config, names, cgroup_conf, key, {n: (d, drain) for n, (d, drain, _) in inventories.items()},
+                    RPC_WORKERS_KEPT_FREE)
         return
     devices, drain, monitor = inventories[names[0]]
     serve(config, config.nodes[names[0]], devices, cgroup_conf, drain, key, monitor=monitor)
@@ -135,6 +139,7 @@ def serve(config: ClusterConfig, node: NodeConfig, devices: list[GpuDevice], cgr
     """Run the agent's gRPC server, registration, heartbeats (and usage sampling) until stopped."""
     import grpc
 
+    from pslurm.auth.credential import CONTROLLER, node_audience
     from pslurm.auth.transport import SERVER_OPTIONS, Authenticator, signed_metadata
     from pslurm.nodeagent import runner as job_runner
     from pslurm.nodeagent.agent import Agent
@@ -142,8 +147,9 @@ def serve(config: ClusterConfig, node: NodeConfig, devices: list[GpuDevice], cgr
     from pslurm.proto import pslurm_pb2_grpc as pb_grpc
 
     job_runner.begin()  # the jobs' processes are forked there, not in this threaded process
-    auth = Authenticator(key)
-    agent = Agent(config, node, devices, cgroup_conf, drain, monitor, credentials=lambda: signed_metadata(key))
+    auth = Authenticator(key, audience=node_audience(node.name))  # credentials made for this node only
+    agent = Agent(config, node, devices, cgroup_conf, drain, monitor,
+                  credentials=lambda: signed_metadata(key, CONTROLLER))
     # A psrun job's output and input streams each hold a thread while the job runs, and a node runs at
     # most one job per CPU: streams may take two threads per CPU (48 at least, however many streams
     # users open), the rest stay free for the controller's launches and signals.

@@ -202,12 +202,33 @@ class JobCgroup:
         """The most memory its processes used together, in bytes (sacct's MaxRSS): v1
         ``memory.max_usage_in_bytes``, v2 ``memory.peak``; None without a memory cgroup
         (ConstrainRAMSpace=no) or where the kernel has no such file. Read it before remove()."""
+        return self._number("memory.peak", "memory.max_usage_in_bytes")
+
+    def _number(self, *names: str) -> int | None:
+        """The first of these files (of any of its directories) that holds a number."""
         for path in self.dirs:
-            for name in ("memory.peak", "memory.max_usage_in_bytes"):
+            for name in names:
                 value = (read_file(os.path.join(path, name)) or "").strip()
                 if value.isdigit():
                     return int(value)
         return None
+
+    def memory_bytes(self) -> int | None:
+        """The memory its processes use now (v2 ``memory.current``, v1 ``memory.usage_in_bytes``); None
+        without a memory cgroup."""
+        return self._number("memory.current", "memory.usage_in_bytes")
+
+    def cpu_seconds(self) -> float | None:
+        """The CPU time its processes used, user and system, in seconds (sacct's TotalCPU, seff's CPU
+        Utilized): v2 ``cpu.stat`` usage_usec (kept in every v2 cgroup), v1 ``cpuacct.usage`` (ns);
+        None where neither is there. Read it before remove()."""
+        for path in self.dirs:
+            for line in (read_file(os.path.join(path, "cpu.stat")) or "").splitlines():
+                key, _, value = line.partition(" ")
+                if key == "usage_usec" and value.strip().isdigit():
+                    return int(value) / 1e6
+        nanoseconds = self._number("cpuacct.usage")
+        return None if nanoseconds is None else nanoseconds / 1e9
 
     def remove(self, timeout: float = 2.0) -> bool:
         """rmdir the cgroup's directories (and any the job made below them); True when all are

@@ -18,6 +18,7 @@ import grpc
 from pslurm.auth.transport import Authenticator
 from pslurm.core.jobspec import JobSpec
 from pslurm.core.steps import INTERACTIVE_STEP, step_name
+from pslurm.nodeagent import stepstats
 from pslurm.nodeagent.agent import (
     FIRST_INPUT_WAIT,
     INPUT_LINGER,
@@ -224,6 +225,15 @@ class AgentServicer(pb_grpc.NodeAgentServicer):
         self._from_controller(context)
         self.agent.signal_step(request.job_id, request.step_id, request.signal)
         return pb.Empty()
+
+    def JobStats(self, request: pb.JobStatsRequest, context: grpc.ServicerContext) -> pb.JobStatsReply:
+        """sstat: the controller asks what the job's tasks use now (nodeagent/stepstats.py)."""
+        self._from_controller(context)
+        try:
+            return stepstats.job_stats(self.agent, request.job_id)
+        except LookupError as exc:
+            context.abort(grpc.StatusCode.NOT_FOUND, str(exc))
+            raise  # abort raised already
 
     def _stream_user(self, context: grpc.ServicerContext) -> tuple[int, int | None]:
         """Whose stream this is: (the uid whose rights it has, the uid whose share of the slots it

@@ -8,9 +8,12 @@ GPU memory by writing a whole number of MB into a file named by its pid there::
     echo 3000 > "$PSLURM_SIMULATED_GPU_DIR/$$"
 
 That use counts while the process lives: a GPU frees a process's memory when it exits. As with
-NVML, a job's use is that of the processes in its session (``gpumon.sample_job``). The directory
-is the job's user's, so the agent reads it with care: no symlink is followed, only regular files
-with a single link are opened, and what is not a small whole number is ignored.
+NVML, a job's use is that of the processes in its session (``gpumon.sample_job``). A file counts
+only for a process of the directory's own job: one of the directory owner's processes, and, where
+it is in a job's cgroup (a root agent's jobs), in this job's. A file named after another job's pid
+is ignored, so no job can make another look over its slice (and get it killed OUT_OF_MEMORY).
+The directory is the job's user's, so the agent reads it with care: no symlink is followed, only
+regular files with a single link are opened, and what is not a small whole number is ignored.
 """
 
 from __future__ import annotations
@@ -85,24 +88,25 @@ class SimulatedGpus:
         except OSError as exc:
             log.warning("could not remove the simulated GPUs' leftovers in %s: %s", self.directory, exc)
 
-    def _dirs(self, indices: Iterable[int]) -> list[tuple[int, str]]:
+    def _dirs(self, indices: Iterable[int]) -> list[tuple[int, str, int]]:
+        """(GPU, directory, job id) of the runs on these GPUs."""
         wanted = set(indices)
         with self._lock:
-            return [(gpu, path) for gpu, path in self._jobs.values() if gpu in wanted]
+            return [(gpu, path, key[0]) for key, (gpu, path) in self._jobs.items() if gpu in wanted]
 
     def sample(self, indices: Iterable[int]) -> dict[int, tuple[float, int]]:
         """Utilisation % and used MB of each simulated GPU asked for (others are left out)."""
         wanted = [i for i in indices if i in self.memory]
         used = dict.fromkeys(wanted, 0)
-        for gpu, path in self._dirs(wanted):
-            used[gpu] += sum(declared_memory(path).values())
+        for gpu, path, job_id in self._dirs(wanted):
+            used[gpu] += sum(declared_memory(path, job_id).values())
         return {i: (100.0 if mb else 0.0, mb) for i, mb in used.items()}
 
     def process_memory(self, indices: Iterable[int]) -> dict[int, int]:
-        """MB per live pid that declared memory on these GPUs."""
+        """MB per live pid that declared memory on these GPUs (in its own job's directory)."""
         out: dict[int, int] = {}
-        for _, path in self._dirs(indices):
-            for pid, mb in declared_memory(path).items():
+        for _, path, job_id in self._dirs(indices):
+            for pid, mb in declared_memory(path, job_id).items():
                 out[pid] = out.get(pid, 0) + mb
         return out
 
@@ -117,14 +121,16 @@ class SimulatedGpus:
         """Nothing to release: the runs' directories go with their ends."""
 
 
-def declared_memory(directory: str) -> dict[int, int]:
-    """MB per live pid, from the files named by pids in a job's directory (see the module's doc)."""
+def declared_memory(directory: str, job_id: int) -> dict[int, int]:
+    """MB per live pid of job ``job_id``, from the files named by pids in its directory (see the
+    module's doc): a pid that is not one of that job's processes is ignored."""
     try:
         dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
         return {}
     out: dict[int, int] = {}
     try:
+        owner = os.fstat(dir_fd).st_uid
         with os.scandir(dir_fd) as entries:
             for entry in itertools.islice(entries, MAX_ENTRIES):
                 name = entry.name
@@ -132,13 +138,28 @@ def declared_memory(directory: str) -> dict[int, int]:
                     continue
                 mb = _read_number(dir_fd, name)
                 info = proc_info(int(name)) if mb else None
-                if mb and info is not None and info.state not in "ZXx":
+                if mb and info is not None and info.state not in "ZXx" and _of_job(int(name), job_id, owner):
                     out[int(name)] = mb
     except OSError:
         pass  # the directory went with its run
     finally:
         os.close(dir_fd)
     return out
+
+
+def _of_job(pid: int, job_id: int, owner: int) -> bool:
+    """Whether process ``pid`` is one of job ``job_id``'s: it is the job's user's (``owner``, who owns
+    the directory), and in the job's cgroup if it is in any pslurm job's (``.../pslurm_*/.../job_N``:
+    a process cannot leave its job's cgroup for another's)."""
+    try:
+        if os.stat(f"/proc/{pid}").st_uid != owner:
+            return False
+        with open(f"/proc/{pid}/cgroup") as f:
+            lines = f.read(16384).splitlines()
+    except OSError:
+        return False
+    jobs = {part for line in lines if "/pslurm_" in line for part in line.split("/") if part.startswith("job_")}
+    return not jobs or jobs == {f"job_{job_id}"}
 
 
 def _plain(st: os.stat_result) -> bool:

@@ -58,6 +58,7 @@ from pslurm.nodeagent.childstart import (
     describe,
     start_child,
 )
+from pslurm.nodeagent.identity import supplementary_groups
 from pslurm.nodeagent.runs import Group, kill_groups, kill_pgid, start_ticks
 from pslurm.nodeagent.stepio import READ_SIZE, Files, Framer, Null, Pipes, Pty, Stdio, StepOutput
 from pslurm.nodeagent.userfiles import JobUser, UserFile, append_as
@@ -467,15 +468,8 @@ class _Spawn:
 
 def job_user(uid: int, gid: int, user: str, as_root: bool) -> JobUser:
     """Whom a job's tasks run as: its user, switched to when the agent is root and they are not."""
-    switch = as_root and uid != 0
-    return JobUser(uid, gid, tuple(_groups_of(user, gid)) if switch else (), switch)
-
-
-def _groups_of(user: str, gid: int) -> list[int]:
-    try:
-        return os.getgrouplist(user, gid)
-    except (KeyError, OSError):
-        return [gid]
+    switch = as_root and uid != 0  # groups from the uid's own name here, never from ``user`` (a request's word)
+    return JobUser(uid, gid, tuple(supplementary_groups(uid, gid)) if switch else (), switch)
 
 
 def _tty_gid() -> int:

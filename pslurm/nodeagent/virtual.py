@@ -25,8 +25,9 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from pslurm.auth.credential import CONTROLLER, AuthError, node_audience
+from pslurm.auth.transport import Authenticator
 from pslurm.core.config import CgroupConfig, ClusterConfig
-from pslurm.nodeagent.app import RPC_WORKERS_KEPT_FREE  # psd's composition root: it turns gRPC's fork support off
 from pslurm.nodeagent.gpus import GpuDevice
 
 log = logging.getLogger("psd")
@@ -51,8 +52,11 @@ def authority_port(context: Any) -> int:
     return int(port)
 
 
-def router(servicers: Mapping[int, Any]) -> Any:
-    """A NodeAgent servicer that hands each call to the servicer of the port it came to."""
+def router(servicers: Mapping[int, tuple[Authenticator, Any]]) -> Any:
+    """A NodeAgent servicer that hands each call to the servicer of the port it came to, once that
+    node's authenticator admitted its credential (made for that node: its audience). A call's
+    credential is checked here, after its request was read, not by an interceptor before it: an
+    interceptor is not told the port (the one difference from a node's own psd)."""
     import grpc
 
     from pslurm.proto import pslurm_pb2_grpc as pb_grpc
@@ -60,9 +64,13 @@ def router(servicers: Mapping[int, Any]) -> Any:
     def delegate(name: str) -> Callable[[Any, Any, grpc.ServicerContext], Any]:
         def call(self: Any, request: Any, context: grpc.ServicerContext) -> Any:
             try:
-                target = servicers[authority_port(context)]
+                auth, target = servicers[authority_port(context)]
             except (NoRoute, KeyError) as exc:
                 context.abort(grpc.StatusCode.NOT_FOUND, f"no node of this process there: {exc}")
+            try:
+                auth.admit(context.invocation_metadata())
+            except AuthError as exc:
+                context.abort(grpc.StatusCode.UNAUTHENTICATED, f"authentication failed: {exc}")
             return getattr(target, name)(request, context)
 
         call.__name__ = name
@@ -87,14 +95,15 @@ class _GenericOnly:
 
 
 def serve_nodes(config: ClusterConfig, names: list[str], cgroup_conf: CgroupConfig, key: bytes,
-                inventories: Mapping[str, tuple[list[GpuDevice], str | None]],
+                inventories: Mapping[str, tuple[list[GpuDevice], str | None]], kept_free: int,
                 stop: threading.Event | None = None) -> None:
     """Run the agents of ``names`` (their GPUs and drain reasons in ``inventories``) behind one gRPC
     server until ``stop`` (SIGTERM or SIGINT when none is given); then end their jobs, as each agent
-    does, and stop."""
+    does, and stop. ``kept_free``: the RPC threads psrun's streams may never take (psd's own rule).
+    Called by psd's composition root (:mod:`pslurm.nodeagent.app`), which turns gRPC's fork support off."""
     import grpc
 
-    from pslurm.auth.transport import SERVER_OPTIONS, Authenticator, signed_metadata
+    from pslurm.auth.transport import SERVER_OPTIONS, signed_metadata
     from pslurm.nodeagent import runner as job_runner
     from pslurm.nodeagent.agent import Agent
     from pslurm.nodeagent.servicer import AgentServicer
@@ -105,17 +114,16 @@ def serve_nodes(config: ClusterConfig, names: list[str], cgroup_conf: CgroupConf
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: stop.set())  # type: ignore[union-attr]
     job_runner.begin()  # one for the process: the jobs of all its nodes are forked there
-    auth = Authenticator(key)
     agents = {}
     servicers = {}
-    slots = threading.BoundedSemaphore(WORKERS - RPC_WORKERS_KEPT_FREE)  # threads psrun's streams may take
+    slots = threading.BoundedSemaphore(WORKERS - kept_free)  # threads psrun's streams may take
     for name in names:
         node = config.nodes[name]
         devices, drain = inventories[name]
-        agent = Agent(config, node, devices, cgroup_conf, drain, credentials=lambda: signed_metadata(key))
-        agents[name], servicers[node.port] = agent, AgentServicer(agent, auth, stream_slots=slots)
-    server = grpc.server(ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="rpc"),
-                         interceptors=[auth.interceptor()], options=SERVER_OPTIONS)
+        agent = Agent(config, node, devices, cgroup_conf, drain, credentials=lambda: signed_metadata(key, CONTROLLER))
+        auth = Authenticator(key, audience=node_audience(name))  # credentials made for this node only
+        agents[name], servicers[node.port] = agent, (auth, AgentServicer(agent, auth, stream_slots=slots))
+    server = grpc.server(ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="rpc"), options=SERVER_OPTIONS)
     pb_grpc.add_NodeAgentServicer_to_server(router(servicers), _GenericOnly(server))
     for name in names:
         node = config.nodes[name]

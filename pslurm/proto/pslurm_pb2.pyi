@@ -355,18 +355,20 @@ class HeartbeatReply(_message.Message):
     def __init__(self, reregister: _Optional[bool] = ..., kill: _Optional[_Iterable[_Union[JobRun, _Mapping]]] = ...) -> None: ...
 
 class JobUsage(_message.Message):
-    __slots__ = ("gpu_count", "gpu_seconds", "peak_gpu_memory_mb", "mean_gpu_util", "max_rss_kb")
+    __slots__ = ("gpu_count", "gpu_seconds", "peak_gpu_memory_mb", "mean_gpu_util", "max_rss_kb", "total_cpu_usec")
     GPU_COUNT_FIELD_NUMBER: _ClassVar[int]
     GPU_SECONDS_FIELD_NUMBER: _ClassVar[int]
     PEAK_GPU_MEMORY_MB_FIELD_NUMBER: _ClassVar[int]
     MEAN_GPU_UTIL_FIELD_NUMBER: _ClassVar[int]
     MAX_RSS_KB_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_CPU_USEC_FIELD_NUMBER: _ClassVar[int]
     gpu_count: int
     gpu_seconds: float
     peak_gpu_memory_mb: int
     mean_gpu_util: float
     max_rss_kb: int
-    def __init__(self, gpu_count: _Optional[int] = ..., gpu_seconds: _Optional[float] = ..., peak_gpu_memory_mb: _Optional[int] = ..., mean_gpu_util: _Optional[float] = ..., max_rss_kb: _Optional[int] = ...) -> None: ...
+    total_cpu_usec: int
+    def __init__(self, gpu_count: _Optional[int] = ..., gpu_seconds: _Optional[float] = ..., peak_gpu_memory_mb: _Optional[int] = ..., mean_gpu_util: _Optional[float] = ..., max_rss_kb: _Optional[int] = ..., total_cpu_usec: _Optional[int] = ...) -> None: ...
 
 class JobEndedRequest(_message.Message):
     __slots__ = ("job_id", "node", "state", "exit_code", "exit_signal", "end_time", "usage", "restarts", "launch_failure", "comment")
@@ -614,3 +616,47 @@ class TailReply(_message.Message):
     path: str
     truncated: bool
     def __init__(self, data: _Optional[bytes] = ..., path: _Optional[str] = ..., truncated: _Optional[bool] = ...) -> None: ...
+
+class JobStatsRequest(_message.Message):
+    __slots__ = ("job_id",)
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: int
+    def __init__(self, job_id: _Optional[int] = ...) -> None: ...
+
+class TaskStats(_message.Message):
+    __slots__ = ("step", "rank", "pid", "cpu_seconds", "rss_kb", "vmsize_kb", "pages", "read_bytes", "write_bytes", "pids")
+    STEP_FIELD_NUMBER: _ClassVar[int]
+    RANK_FIELD_NUMBER: _ClassVar[int]
+    PID_FIELD_NUMBER: _ClassVar[int]
+    CPU_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    RSS_KB_FIELD_NUMBER: _ClassVar[int]
+    VMSIZE_KB_FIELD_NUMBER: _ClassVar[int]
+    PAGES_FIELD_NUMBER: _ClassVar[int]
+    READ_BYTES_FIELD_NUMBER: _ClassVar[int]
+    WRITE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    PIDS_FIELD_NUMBER: _ClassVar[int]
+    step: str
+    rank: int
+    pid: int
+    cpu_seconds: float
+    rss_kb: int
+    vmsize_kb: int
+    pages: int
+    read_bytes: int
+    write_bytes: int
+    pids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, step: _Optional[str] = ..., rank: _Optional[int] = ..., pid: _Optional[int] = ..., cpu_seconds: _Optional[float] = ..., rss_kb: _Optional[int] = ..., vmsize_kb: _Optional[int] = ..., pages: _Optional[int] = ..., read_bytes: _Optional[int] = ..., write_bytes: _Optional[int] = ..., pids: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class JobStatsReply(_message.Message):
+    __slots__ = ("node", "tasks", "memory_kb", "cpu_seconds", "gpus")
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_KB_FIELD_NUMBER: _ClassVar[int]
+    CPU_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    GPUS_FIELD_NUMBER: _ClassVar[int]
+    node: str
+    tasks: _containers.RepeatedCompositeFieldContainer[TaskStats]
+    memory_kb: int
+    cpu_seconds: float
+    gpus: _containers.RepeatedCompositeFieldContainer[GpuUse]
+    def __init__(self, node: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[TaskStats, _Mapping]]] = ..., memory_kb: _Optional[int] = ..., cpu_seconds: _Optional[float] = ..., gpus: _Optional[_Iterable[_Union[GpuUse, _Mapping]]] = ...) -> None: ...

@@ -321,6 +321,11 @@ class NodeAgentStub:
                 request_serializer=pslurm__pb2.StepSignal.SerializeToString,
                 response_deserializer=pslurm__pb2.Empty.FromString,
                 _registered_method=True)
+        self.JobStats = channel.unary_unary(
+                '/pslurm.NodeAgent/JobStats',
+                request_serializer=pslurm__pb2.JobStatsRequest.SerializeToString,
+                response_deserializer=pslurm__pb2.JobStatsReply.FromString,
+                _registered_method=True)
         self.TailOutput = channel.unary_unary(
                 '/pslurm.NodeAgent/TailOutput',
                 request_serializer=pslurm__pb2.TailRequest.SerializeToString,
@@ -384,6 +389,13 @@ class NodeAgentServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def JobStats(self, request, context):
+        """sstat: a running job's tasks measured now
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def TailOutput(self, request, context):
         """the dashboard's view of a running job's output file
         """
@@ -433,6 +445,11 @@ def add_NodeAgentServicer_to_server(servicer, server):
                     servicer.SignalStep,
                     request_deserializer=pslurm__pb2.StepSignal.FromString,
                     response_serializer=pslurm__pb2.Empty.SerializeToString,
+            ),
+            'JobStats': grpc.unary_unary_rpc_method_handler(
+                    servicer.JobStats,
+                    request_deserializer=pslurm__pb2.JobStatsRequest.FromString,
+                    response_serializer=pslurm__pb2.JobStatsReply.SerializeToString,
             ),
             'TailOutput': grpc.unary_unary_rpc_method_handler(
                     servicer.TailOutput,
@@ -656,6 +673,33 @@ class NodeAgent:
             '/pslurm.NodeAgent/SignalStep',
             pslurm__pb2.StepSignal.SerializeToString,
             pslurm__pb2.Empty.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def JobStats(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pslurm.NodeAgent/JobStats',
+            pslurm__pb2.JobStatsRequest.SerializeToString,
+            pslurm__pb2.JobStatsReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -75,7 +75,7 @@ def test_requests_without_a_good_credential_are_refused(public):
     config = load_cluster_config(str(public.conf))
     status, bare = request(config, "GET", "/pslurm/v1/cluster")
     assert (status, error(bare)) == (401, "authentication failed: request carries no credential")
-    forged = "p1.0.0.9999999999.00.deadbeef"  # root, signed with no key at all
+    forged = "p2.api.0.0.9999999999.00.deadbeef"  # root, signed with no key at all
     status, reply = request(config, "GET", "/pslurm/v1/cluster", credential=forged)
     assert status == 401 and "not signed with this cluster's key" in error(reply)
     # the agents' side (gRPC): a node message, and a launch (a root agent runs a job as whoever it
@@ -131,7 +131,8 @@ def test_a_user_is_who_the_kernel_says_and_may_touch_only_their_own(public, tmp_
         # node updates come only from root (or the user the daemons run as)
         status, reply = as_nobody("POST", "/slurm/v0.0.40/node/c000", {"state": ["DRAIN"], "reason": "x"})
         assert status == 403 and error(reply).startswith("Access/permission denied")
-        # and so do node messages (gRPC): a signed credential of a user's is not an agent's
+        # and so do node messages (gRPC): a user's credential is made for the API (the only kind the
+        # socket gives), not for the controller's gRPC nor for an agent, where it is refused unspent
         node_messages: list[Callable[[], object]] = [
             lambda: controller.Heartbeat(pb.HeartbeatRequest(name="c000"), metadata=metadata(), timeout=5),
             lambda: controller.RegisterNode(pb.RegisterRequest(name="c000", addr="127.0.0.1", port=1, cpus=1),
@@ -139,10 +140,10 @@ def test_a_user_is_who_the_kernel_says_and_may_touch_only_their_own(public, tmp_
             lambda: controller.JobsEnded(pb.JobsEndedRequest(node="c000"), metadata=metadata(), timeout=5),
         ]
         for call in node_messages:
-            assert "only from an agent" in refused(call, grpc.StatusCode.PERMISSION_DENIED)
-        assert "only from the controller" in refused(
+            assert "credential made for api, not for ctld" in refused(call, grpc.StatusCode.UNAUTHENTICATED)
+        assert "credential made for api, not for node-c000" in refused(
             lambda: agent.LaunchJob(pb.LaunchRequest(job=pb.Job(job_id=job)), metadata=metadata(), timeout=5),
-            grpc.StatusCode.PERMISSION_DENIED)
+            grpc.StatusCode.UNAUTHENTICATED)
     finally:
         shutil.rmtree(shared)
 

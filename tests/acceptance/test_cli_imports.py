@@ -15,7 +15,8 @@ import pytest
 
 from tests.conftest import BIN, Cluster
 
-COMMANDS = ("psbatch", "psrun", "psalloc", "psqueue", "psinfo", "pscancel", "pscontrol", "psprio", "psacct")
+COMMANDS = ("psbatch", "psrun", "psalloc", "psqueue", "psinfo", "pscancel", "pscontrol", "psprio", "psacct",
+            "psacctmgr", "psshare", "psdiag", "pseff", "psreport", "psstat")
 FORBIDDEN = ("typer", "click", "pydantic", "rich", "grpc", "google", "sqlalchemy", "alembic", "jinja2", "hostlist",
              "email", "http.client", "ssl", "asyncio", "aiohttp")
 
@@ -76,6 +77,13 @@ REQUESTS = [
     ("pscontrol", "show", "node", "c000"),
     ("psprio",),
     ("psacct", "-a"),
+    ("psacctmgr", "-s", "list", "user"),
+    ("psshare", "-a"),
+    ("psdiag",),
+    ("pseff", "1"),
+    ("psreport", "cluster", "utilization"),
+    ("pscontrol", "token"),
+    ("psstat", "-j", "1"),
 ]
 
 

@@ -130,7 +130,7 @@ def test_a_browser_logs_in_sees_the_cluster_and_a_jobs_live_output_and_not_anoth
         browser.get(base + "/")
         assert browser.current_url == base + "/login"  # no session yet
         browser.screenshot(shots / "login.png")
-        browser.type("#token", "p1.0.0.0.0.forged")
+        browser.type("#token", "p2.api.0.0.0.0.forged")
         browser.click("#login")
         browser.wait_for(lambda: browser.find_all(".error"))
         assert "Login refused" in browser.text(".error")

@@ -18,6 +18,7 @@ import pytest
 
 from pslurm.auth.credential import create_key
 from pslurm.cluster.local import free_ports
+from pslurm.controller.store import Store
 from tests.conftest import cli, wait_for
 
 
@@ -87,6 +88,15 @@ def procs(tmp_path):
         yield p
     finally:
         p.stop_all()
+
+
+@pytest.fixture
+def store(db_url: str) -> Iterator[Store]:
+    """A migrated store on each kind of database (the store contract's)."""
+    s = Store(db_url)
+    s.migrate()
+    yield s
+    s.close()
 
 
 @dataclass

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -21,14 +21,6 @@ from pslurm.core.states import InvalidTransition, JobState
 
 OUT_OF_RANGE = "the job could not be stored: a value is out of range or too long"
 LEAKS = ("SELECT", "INSERT", "UPDATE", "[SQL", "sqlite", "psycopg", "\n")
-
-
-@pytest.fixture
-def store(db_url: str) -> Iterator[Store]:
-    s = Store(db_url)
-    s.migrate()
-    yield s
-    s.close()
 
 
 def one_line_without_sql(exc: object) -> bool:

@@ -278,4 +278,5 @@ def test_without_a_memory_cgroup_max_rss_is_not_measured(make_agent: MakeAgent, 
     agent, controller = make_agent()
     agent.launch(job(tmp_path, 23, "true\n"))
     end = ended(controller, 23, timeout=30)
-    assert state(end) == JobState.COMPLETED and not end.HasField("usage")
+    assert state(end) == JobState.COMPLETED and not end.usage.HasField("max_rss_kb")
+    assert end.usage.HasField("total_cpu_usec")  # its cgroup's CPU time is read all the same (seff)

@@ -6,6 +6,8 @@ pages of a long queue, and every value escaped."""
 from __future__ import annotations
 
 import http.client
+import os
+import pwd
 import re
 import time
 import urllib.parse
@@ -77,7 +79,8 @@ def test_jobs_requests_and_heartbeats_are_counted(api: Api) -> None:
     pending = int(re.search(r"^slurm_jobs_pending (\d+)$", jobs, re.M).group(1))  # type: ignore[union-attr]
     assert pending >= 3 and int(re.search(r"^slurm_jobs_hold (\d+)$", jobs, re.M).group(1)) >= 3  # type: ignore[union-attr]
     _, _, users = get(api, "/metrics/jobs-users-accts", {"X-Pslurm-Cred": api.credential()})
-    assert re.search(r'^slurm_user_jobs_pending\{username="me"\} [1-9]', users, re.M)
+    me = pwd.getpwuid(os.getuid()).pw_name  # a job's user is its uid's name, whatever the request said
+    assert re.search(rf'^slurm_user_jobs_pending\{{username="{me}"\}} [1-9]', users, re.M)
     def own_metrics() -> str:
         return get(api, "/metrics/pslurm", {"X-Pslurm-Cred": api.credential()})[2]
 
@@ -98,7 +101,7 @@ def test_a_session_opens_the_dashboard_and_nothing_else(api: Api) -> None:
     status, headers, _ = get(api, "/dashboard/queue")
     assert status == 303 and headers["location"] == "/dashboard/login"
     assert get(api, "/dashboard/api/job/1/tail")[0] == 401
-    status, _, page = login(api, token="p1.0.0.1.abc.def")
+    status, _, page = login(api, token="p2.api.0.0.1.abc.def")
     assert status == 401 and "Login refused: credential not signed with this cluster&#x27;s key" in page
     credential = api.credential()
     assert login(api, token=credential)[0] == 303

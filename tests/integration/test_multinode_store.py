@@ -12,14 +12,6 @@ from pslurm.core.jobspec import JobSpec
 from pslurm.core.states import InvalidTransition, JobReason, JobState
 
 
-@pytest.fixture
-def store(db_url):
-    s = Store(db_url)
-    s.migrate()
-    yield s
-    s.close()
-
-
 def _spec(**kw: object) -> JobSpec:
     values: dict[str, object] = dict(name="j", user="alice", uid=1000, gid=1000, workdir="/w", script="#!/bin/sh\n")
     values.update(kw)

@@ -159,7 +159,7 @@ def test_errors_carry_the_one_line_messages_and_their_statuses(api: Api) -> None
 
 
 def test_a_bad_or_reused_credential_is_refused_before_the_body_is_read(api: Api) -> None:
-    status, reply = api.call("GET", "/pslurm/v1/cluster", credential="p1.0.0.1.x.forged")
+    status, reply = api.call("GET", "/pslurm/v1/cluster", credential="p2.api.0.0.1.x.forged")
     assert status == 401
     assert first_error(reply) == "authentication failed: credential not signed with this cluster's key"
     used = api.credential()

@@ -26,7 +26,7 @@ from typing import Any
 import grpc
 import pytest
 
-from pslurm.auth.credential import TTL, Identity, create_key, load_key, sign
+from pslurm.auth.credential import API, CONTROLLER, TTL, Identity, create_key, load_key, node_audience, sign
 from pslurm.auth.secretfiles import write_private
 from pslurm.auth.transport import MAX_REQUEST_BYTES, METADATA_KEY
 from pslurm.client import Client, ClientError
@@ -41,6 +41,7 @@ from pslurm.proto import pslurm_pb2_grpc as pb_grpc
 from tests.conftest import ask_credential_as, cli, first_error, run_as, wait_for, wait_until_one_node_idle
 
 NOBODY = 65534
+C000 = node_audience("c000")  # the audience of the test cluster's one agent
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="acting as another user (nobody) needs root")
 BIG = [("grpc.max_receive_message_length", 64 * 1024 * 1024)]
 CRED_HEADER = "X-Pslurm-Cred"
@@ -102,13 +103,14 @@ class Cluster:
         self.controller = pb_grpc.ControllerStub(self.controller_channel)  # the agents' side of psctld
         self.agent = pb_grpc.NodeAgentStub(self.agent_channel)
 
-    def me(self) -> str:
-        """A fresh credential for this process (an operator: it runs the daemons)."""
-        return sign(self.key, Identity(os.getuid(), os.getgid()), time.time())
+    def me(self, audience: str = API) -> str:
+        """A fresh credential for this process (an operator: it runs the daemons), for ``audience``."""
+        return sign(self.key, Identity(os.getuid(), os.getgid()), time.time(), audience=audience)
 
-    def nobody(self) -> str:
-        """A fresh credential for nobody (what the credential socket would give nobody)."""
-        return sign(self.key, Identity(NOBODY, NOBODY), time.time())
+    def nobody(self, audience: str = API) -> str:
+        """A fresh credential for nobody (the credential socket gives nobody the API's; one for an agent
+        only the key's holder could sign: the agent's own bounds are tried with it)."""
+        return sign(self.key, Identity(NOBODY, NOBODY), time.time(), audience=audience)
 
     def nobody_asking(self) -> str:
         """nobody's credential as nobody gets it: from the credential socket (served by a root psctld)."""
@@ -242,7 +244,7 @@ def test_unauthenticated_garbage_is_refused_unread_and_costs_no_memory(cluster: 
     refused before it is parsed, and a flood of it leaves psctld as big as it was."""
     raw = cluster.controller_channel.unary_unary("/pslurm.Controller/RegisterNode", request_serializer=None,
                                                  response_deserializer=None)
-    forged = "p1.0.0.9999999999.00.deadbeef"
+    forged = "p2.api.0.0.9999999999.00.deadbeef"
 
     def size_of(i: int) -> int:
         return 4 * 1024 * 1024 if i % 100 == 0 else int.from_bytes(os.urandom(3)) % (256 * 1024)
@@ -282,15 +284,17 @@ def test_a_credential_is_good_for_one_call_and_not_after_it_expires(cluster: Clu
     status, replayed = cluster.call("GET", "/pslurm/v1/cluster", credential=captured)
     assert status == 401
     assert first_error(replayed) == "authentication failed: credential already used (credentials are single-use)"
-    at_agent = cluster.metadata(cluster.me())  # the agent keeps its own record
+    at_agent = cluster.metadata(cluster.me(C000))  # the agent keeps its own record
     assert cluster.agent.SignalJob(pb.SignalRequest(job_id=999999), metadata=at_agent, timeout=5) == pb.Empty()
     assert code_of(lambda: cluster.agent.SignalJob(pb.SignalRequest(job_id=999999), metadata=at_agent,
                                                    timeout=5)) == grpc.StatusCode.UNAUTHENTICATED
     expired = sign(cluster.key, Identity(os.getuid(), os.getgid()), time.time() - TTL - 5)
     status, late = cluster.call("GET", "/pslurm/v1/cluster", credential=expired)
     assert (status, first_error(late)) == (401, "authentication failed: credential expired")
+    late_for_ctld = sign(cluster.key, Identity(os.getuid(), os.getgid()), time.time() - TTL - 5, audience=CONTROLLER)
     with pytest.raises(grpc.RpcError) as late_rpc:  # and so is an agent's message to the controller
-        cluster.controller.Heartbeat(pb.HeartbeatRequest(name="c000"), metadata=cluster.metadata(expired), timeout=5)
+        cluster.controller.Heartbeat(pb.HeartbeatRequest(name="c000"), metadata=cluster.metadata(late_for_ctld),
+                                     timeout=5)
     assert late_rpc.value.details() == "authentication failed: credential expired"
 
 
@@ -311,7 +315,7 @@ def test_a_big_job_fits_in_a_message_and_a_bigger_message_is_refused(cluster: Cl
     raw = cluster.controller_channel.unary_unary("/pslurm.Controller/JobsEnded", request_serializer=None,
                                                  response_deserializer=None)
     with pytest.raises(grpc.RpcError) as err:
-        raw(b"\0" * (13 * 1024 * 1024), metadata=cluster.metadata(cluster.me()), timeout=30)
+        raw(b"\0" * (13 * 1024 * 1024), metadata=cluster.metadata(cluster.me(CONTROLLER)), timeout=30)
     assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
     cluster.cancel(job_id)
 
@@ -359,7 +363,7 @@ def test_a_flood_of_streams_for_unknown_jobs_does_not_delay_a_launch(cluster: Cl
         uid = NOBODY if users == "one user" else 70000 + n
         while not stop_flood.is_set():
             began = time.monotonic()
-            metadata = ((METADATA_KEY, sign(cluster.key, Identity(uid, uid), time.time())),)
+            metadata = ((METADATA_KEY, sign(cluster.key, Identity(uid, uid), time.time(), audience=C000)),)
             code = code_of(lambda metadata=metadata: list(  # type: ignore[misc]
                 cluster.agent.StreamOutput(pb.OutputRequest(job_id=job_id), metadata=metadata, timeout=60)))
             with lock:
@@ -376,7 +380,7 @@ def test_a_flood_of_streams_for_unknown_jobs_does_not_delay_a_launch(cluster: Cl
         wait_for(lambda: cluster.job(interactive).state in (JobState.RUNNING, JobState.COMPLETED), timeout=5,
                  interval=0.05)
         chunks = list(cluster.agent.StreamOutput(pb.OutputRequest(job_id=interactive),
-                                                 metadata=cluster.metadata(cluster.me()),
+                                                 metadata=cluster.metadata(cluster.me(C000)),
                                                  timeout=10))
         wait_for(lambda: cluster.job(batch).state == JobState.COMPLETED, timeout=5, interval=0.05)
         took = time.monotonic() - began
@@ -402,20 +406,21 @@ def test_an_input_stream_that_never_names_its_job_is_cut_off(cluster: Cluster) -
         yield pb.InputChunk(job_id=1)
 
     began = time.monotonic()
-    code = code_of(lambda: cluster.agent.SendInput(silent(), metadata=cluster.metadata(cluster.nobody()), timeout=25))
+    at_agent = cluster.metadata(cluster.nobody(C000))
+    code = code_of(lambda: cluster.agent.SendInput(silent(), metadata=at_agent, timeout=25))
     assert code == grpc.StatusCode.CANCELLED and time.monotonic() - began < 15  # FIRST_INPUT_WAIT is 10 s
 
 
 def test_streams_for_a_job_that_is_not_there_answer_not_found(cluster: Cluster) -> None:
     began = time.monotonic()
     with pytest.raises(grpc.RpcError) as err:
-        list(cluster.agent.StreamOutput(pb.OutputRequest(job_id=987654), metadata=cluster.metadata(cluster.nobody()),
-                                        timeout=30))
+        list(cluster.agent.StreamOutput(pb.OutputRequest(job_id=987654),
+                                        metadata=cluster.metadata(cluster.nobody(C000)), timeout=30))
     assert err.value.code() == grpc.StatusCode.NOT_FOUND and time.monotonic() - began < 5
     assert err.value.details() == "Invalid job id specified: no step 987654.0 on node c000"
     with pytest.raises(grpc.RpcError) as err:
         cluster.agent.SendInput(iter([pb.InputChunk(job_id=987654, data=b"x")]),
-                                metadata=cluster.metadata(cluster.nobody()), timeout=30)
+                                metadata=cluster.metadata(cluster.nobody(C000)), timeout=30)
     assert err.value.code() == grpc.StatusCode.NOT_FOUND
 
 
@@ -547,7 +552,7 @@ def test_streams_naming_another_users_job_are_refused_before_any_wait(cluster: C
     def attack(step: int) -> None:
         began = time.monotonic()
         code = code_of(lambda: list(cluster.agent.StreamOutput(pb.OutputRequest(job_id=victim, step_id=step),
-                                                               metadata=cluster.metadata(cluster.nobody()),
+                                                               metadata=cluster.metadata(cluster.nobody(C000)),
                                                                timeout=60)))
         codes.append(code)
         assert time.monotonic() - began < 10  # no START_WAIT (30 s) for a job that is not theirs
@@ -559,8 +564,8 @@ def test_streams_naming_another_users_job_are_refused_before_any_wait(cluster: C
         mine = cluster.submit(cluster.spec(hold=False, argv=("echo", "through"), interactive=True))
         wait_for(lambda: cluster.job(mine).state in (JobState.RUNNING, JobState.COMPLETED), timeout=10,
                  interval=0.05)
-        chunks = list(cluster.agent.StreamOutput(pb.OutputRequest(job_id=mine), metadata=cluster.metadata(cluster.me()),
-                                                 timeout=10))
+        chunks = list(cluster.agent.StreamOutput(pb.OutputRequest(job_id=mine),
+                                                 metadata=cluster.metadata(cluster.me(C000)), timeout=10))
     finally:
         for thread in threads:
             thread.join(timeout=30)

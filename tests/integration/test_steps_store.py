@@ -14,14 +14,6 @@ from pslurm.core.lifecycle import JOB_ENDED, StepBusy
 from pslurm.core.states import InvalidTransition, JobState
 
 
-@pytest.fixture
-def store(db_url):
-    s = Store(db_url)
-    s.migrate()
-    yield s
-    s.close()
-
-
 def running(store: Store, now: float = 10.0, **kw: object) -> int:
     values: dict[str, object] = dict(name="j", user="alice", uid=1000, gid=1000, workdir="/w", script="#!/bin/sh\n")
     values.update(kw)

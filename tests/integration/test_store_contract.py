@@ -13,14 +13,6 @@ from pslurm.core.node import GpuInfo, NodeRecord
 from pslurm.core.states import InvalidTransition, JobState, NodeState
 
 
-@pytest.fixture
-def store(db_url):
-    s = Store(db_url)
-    s.migrate()
-    yield s
-    s.close()
-
-
 def start(store, job_id, node, gpus, now):
     """The scheduler's start operation for one placement: True when the job started."""
     return store.start_jobs([(job_id, node, gpus)], now) == [job_id]

@@ -13,7 +13,8 @@ from pslurm.controller import priority as prio
 from pslurm.controller.jobs import JobService
 from pslurm.controller.scheduler import Scheduler
 from pslurm.controller.store import Store
-from pslurm.core.accounts import INVALID_ACCOUNT, default_account, job_account, user_accounts
+from pslurm.core.accounts import INVALID_ACCOUNT
+from pslurm.core.assoc import config_associations
 from pslurm.core.config import AccountConfig, ClusterConfig, ConfigError, parse_slurm_conf, render_slurm_conf
 from pslurm.core.jobspec import JobRecord, JobSpec, SpecError
 from pslurm.core.node import NodeRecord
@@ -60,27 +61,27 @@ def test_bad_account_lines_are_refused_with_their_line(text: str, why: str) -> N
 
 
 def test_each_users_default_account() -> None:
-    cfg = conf()
-    assert default_account(cfg, "bo") == "lab2"  # UserName= says so
-    assert default_account(cfg, "ana") == "lab1"  # the first account that lists her
-    assert default_account(cfg, "cy") == "general"  # Users=ALL
-    assert user_accounts(cfg, "bo") == ["lab1", "lab2", "general"]
+    snap = config_associations(conf())
+    assert snap.default_account("bo") == "lab2"  # UserName= says so
+    assert snap.default_account("ana") == "lab1"  # the first account that lists her
+    assert snap.default_account("cy") == "general"  # Users=ALL
+    assert snap.user_accounts("bo") == ["lab1", "lab2", "general"]
     closed = conf("AccountName=lab1 Users=ana\n")
-    assert default_account(closed, "cy") is None
-    assert default_account(conf(""), "cy") == ""
+    assert config_associations(closed).default_account("cy") is None
+    assert config_associations(conf("")).default_account("cy") == ""
 
 
 def test_the_account_a_job_charges() -> None:
-    cfg = conf()
-    assert job_account(cfg, "ana", "") == "lab1"
-    assert job_account(cfg, "ana", "LAB1") == "lab1"  # sacctmgr's names are lower case
-    assert job_account(cfg, "cy", "general") == "general"
+    snap = config_associations(conf())
+    assert snap.job_account("ana", "") == "lab1"
+    assert snap.job_account("ana", "LAB1") == "lab1"  # sacctmgr's names are lower case
+    assert snap.job_account("cy", "general") == "general"
     for user, asked in (("ana", "lab2"), ("ana", "nope")):
         with pytest.raises(SpecError, match=f"^{INVALID_ACCOUNT}$"):
-            job_account(cfg, user, asked)
+            snap.job_account(user, asked)
     with pytest.raises(SpecError, match=INVALID_ACCOUNT):
-        job_account(conf("AccountName=lab1 Users=ana\n"), "cy", "")  # no account at all
-    assert job_account(conf(""), "cy", "whatever") == "whatever"  # no accounts configured: as before
+        config_associations(conf("AccountName=lab1 Users=ana\n")).job_account("cy", "")  # no account at all
+    assert config_associations(conf("")).job_account("cy", "whatever") == "whatever"  # none configured: as before
 
 
 # -- at submit ----------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import stat
 import tempfile
 import time
@@ -13,7 +14,20 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pslurm.auth.credential import TTL, AuthError, Identity, ReplayCache, create_key, load_key, sign, verify
+from pslurm.auth.credential import (
+    API,
+    CONTROLLER,
+    TTL,
+    AuthError,
+    Identity,
+    ReplayCache,
+    create_key,
+    load_key,
+    node_audience,
+    sign,
+    verify,
+)
+from pslurm.auth.ratelimit import TokenBuckets
 from pslurm.auth.secretfiles import (
     check_cluster_secrets,
     check_private,
@@ -22,9 +36,11 @@ from pslurm.auth.secretfiles import (
     read_database_url,
     write_private,
 )
-from pslurm.auth.transport import Credentials, CredentialService, ask_credential_socket
+from pslurm.auth.transport import METADATA_KEY, Authenticator, Credentials, CredentialService, ask_credential_socket
 from pslurm.core.config import ConfigError, load_cluster_config
-from tests.conftest import ask_credential_as
+from tests.conftest import ask_credential_as, run_as
+
+NOBODY = 65534
 
 KEY = b"k" * 64
 
@@ -39,14 +55,56 @@ def test_forged_altered_expired_and_malformed_credentials_are_refused():
     with pytest.raises(AuthError, match="not signed with this cluster's key"):
         verify(b"other" * 10, good, 100.0)
     with pytest.raises(AuthError, match="not signed"):
-        verify(KEY, good.replace("p1.1000.", "p1.0.", 1), 100.0)  # claiming root
+        verify(KEY, good.replace("p2.api.1000.", "p2.api.0.", 1), 100.0)  # claiming root
     with pytest.raises(AuthError, match="expired"):
         verify(KEY, good, 100.0 + TTL + 1)
     with pytest.raises(AuthError, match="future"):
         verify(KEY, sign(KEY, Identity(1, 1), 100.0 + 3 * TTL), 100.0)
-    for junk in ("", "p1", "p2.1.1.500.ab.cd", "p1.x.1.500.ab.cd", "a.b.c"):
+    for junk in ("", "p1", "p1.1.1.500.ab.cd", "p2.api.x.1.500.ab.cd", "a.b.c", "p2.api.1.1.500.ab",
+                 "p2.api." + "9" * 5000 + ".1.500.ab.cd"):
         with pytest.raises(AuthError, match="malformed"):
             verify(KEY, junk, 100.0)
+
+
+def test_a_credential_is_good_only_for_the_server_it_was_made_for():
+    for_c000 = sign(KEY, Identity(0, 0), 100.0, audience=node_audience("c000"))
+    assert verify(KEY, for_c000, 100.0, node_audience("c000")) == Identity(0, 0)
+    for elsewhere in (node_audience("c001"), CONTROLLER, API):
+        with pytest.raises(AuthError, match="credential made for node-c000, not for"):
+            verify(KEY, for_c000, 100.0, elsewhere)
+    with pytest.raises(AuthError, match="made for api"):  # a user's (the socket's kind) at an agent
+        ReplayCache().verify_once(KEY, sign(KEY, Identity(1000, 1000), 100.0), 100.0, node_audience("c000"))
+    assert node_audience("gpu.node 1") != node_audience("gpu_node_1") and "." not in node_audience("gpu.node 1")
+
+
+def test_one_uid_cannot_fill_the_replay_cache_for_the_others():
+    cache = ReplayCache(max_entries=100, max_per_uid=10)
+    for _ in range(10):
+        cache.verify_once(KEY, sign(KEY, Identity(1000, 1000), 100.0), 100.0)
+    with pytest.raises(AuthError, match="too many credentials"):
+        cache.verify_once(KEY, sign(KEY, Identity(1000, 1000), 100.0), 100.0)
+    assert cache.verify_once(KEY, sign(KEY, Identity(1001, 1001), 100.0), 100.0) == Identity(1001, 1001)
+    cache.verify_once(KEY, sign(KEY, Identity(1000, 1000), 100.0 + TTL + 1), 100.0 + TTL + 1)  # expiry frees them
+
+
+def test_a_daemons_only_server_refuses_a_users_good_credential_without_spending_it():
+    auth = Authenticator(KEY, audience=CONTROLLER, only=frozenset({0}))
+    users = [((METADATA_KEY, sign(KEY, Identity(1000, 1000), time.time(), audience=CONTROLLER)),)
+             for _ in range(50)]
+    for metadata in users:
+        with pytest.raises(AuthError, match="daemons only"):
+            auth.admit(metadata)
+    assert len(auth.replay) == 0
+    assert auth.admit(((METADATA_KEY, sign(KEY, Identity(0, 0), time.time(), audience=CONTROLLER)),)).uid == 0
+
+
+def test_token_buckets_refuse_past_the_burst_and_refill_at_the_rate():
+    now = [0.0]
+    buckets = TokenBuckets(rate=10, burst=20, clock=lambda: now[0])
+    assert sum(buckets.take(1000) for _ in range(100)) == 20
+    assert buckets.take(1001)  # another uid has its own
+    now[0] = 1.0
+    assert sum(buckets.take(1000) for _ in range(100)) == 10
 
 
 def test_a_key_is_made_once_readable_by_its_owner_only(tmp_path):
@@ -162,6 +220,32 @@ def test_a_user_without_the_key_asks_the_socket_for_every_call():
         shutil.rmtree(where)
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="serving the credential socket and asking as another user need root")
+def test_the_socket_gives_one_user_a_bounded_rate_and_the_others_theirs():
+    where = tempfile.mkdtemp(prefix="pslurm-auth-")
+    os.chmod(where, 0o755)
+    path = os.path.join(where, "pslurm.sock")
+    service = CredentialService(path, KEY, rate=50)
+    service.start()
+
+    def lines(count: int) -> str:
+        out = []
+        for _ in range(count):
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+                sock.connect(path)
+                out.append(sock.makefile("rb").readline().decode().strip())
+        return ",".join("error" if line.startswith("error:") else "ok" for line in out)
+
+    try:
+        said = run_as(NOBODY, NOBODY, lambda: lines(300)).split(",")
+        assert said.count("ok") >= 100 and said.count("error") > 0  # the burst, then refused past the rate
+        assert run_as(NOBODY, NOBODY, lambda: ask_credential_socket(path)).startswith("p2.api.65534.")  # retried
+        assert run_as(1, 1, lambda: lines(20)) == ",".join(["ok"] * 20)  # daemon (uid 1): its own bucket
+    finally:
+        service.close()
+        shutil.rmtree(where)
+
+
 # -- secrets in files ------------------------------------------------------------------------------
 
 
@@ -174,6 +258,53 @@ def open_dir():
         yield Path(where)
     finally:
         shutil.rmtree(where)
+
+
+@pytest.fixture
+def born(monkeypatch) -> list[int]:
+    """The modes files are created with (os.open with O_CREAT), as they are created."""
+    modes: list[int] = []
+    real_open = os.open
+
+    def watching(path, flags, mode=0o777, *args, **kw):  # type: ignore[no-untyped-def]
+        fd = real_open(path, flags, mode, *args, **kw)
+        if flags & os.O_CREAT:
+            modes.append(stat.S_IMODE(os.fstat(fd).st_mode))
+        return fd
+
+    monkeypatch.setattr(os, "open", watching)
+    return modes
+
+
+def test_a_secret_is_private_from_its_first_byte_and_an_old_reader_does_not_see_it(open_dir, born):
+    secret = open_dir / "database.url"
+    secret.write_text("old\n")
+    secret.chmod(0o644)
+    reader = open(secret)  # opened while it was readable: it keeps the old file, not the new text  # noqa: SIM115
+    old_umask = os.umask(0)
+    try:
+        write_private(str(secret), "postgresql://u:pw@db/x\n")
+    finally:
+        os.umask(old_umask)
+    assert born == [0o600] and stat.S_IMODE(secret.stat().st_mode) == 0o600
+    assert reader.read() == "old\n" and secret.read_text() == "postgresql://u:pw@db/x\n"
+    reader.close()
+    assert sorted(p.name for p in open_dir.iterdir()) == ["database.url"]  # no temporary left
+
+
+def test_lxc_copies_the_key_private_from_its_first_byte(open_dir, born):
+    from types import SimpleNamespace
+
+    from pslurm.lxc import cluster
+
+    nodes = {"c000": open_dir / "c000", "c001": open_dir / "c001"}
+    for where in nodes.values():
+        where.mkdir()
+    plan = SimpleNamespace(state_dir=open_dir, nodes=list(nodes), node_dir=nodes.__getitem__)
+    cluster._install_key(plan)  # type: ignore[arg-type]
+    assert born == [0o600, 0o600, 0o600]  # the key and both copies
+    key = (open_dir / "pslurm.key").read_text()
+    assert all((where / "pslurm.key").read_text() == key for where in nodes.values())
 
 
 def test_a_secret_is_exposed_only_where_others_can_reach_and_read_it(open_dir, tmp_path):

@@ -367,19 +367,29 @@ def test_declared_memory_counts_live_pids_and_ignores_what_is_not_a_small_number
     (d / str(parent)).symlink_to(secret)  # never followed
     init = 1
     os.link(secret, d / str(init))  # a second link to a file: not read
-    assert declared_memory(str(d)) == {sleeper.pid: 3000, os.getpid(): 500}
+    assert declared_memory(str(d), 7) == {sleeper.pid: 3000, os.getpid(): 500}
     for text in ("-5", "12abc", "0", "9" * 12, "1" * 40, ""):
         (d / str(os.getpid())).write_text(text)
-        assert declared_memory(str(d)) == {sleeper.pid: 3000}, text
+        assert declared_memory(str(d), 7) == {sleeper.pid: 3000}, text
     os.unlink(d / str(os.getpid()))
     os.mkfifo(d / str(os.getpid()))  # not a regular file: not opened for reading (it would block)
-    assert declared_memory(str(d)) == {sleeper.pid: 3000}
-    assert declared_memory(str(tmp_path / "gone")) == {}
+    assert declared_memory(str(d), 7) == {sleeper.pid: 3000}
+    assert declared_memory(str(tmp_path / "gone"), 7) == {}
     (tmp_path / "link").symlink_to(d)
-    assert declared_memory(str(tmp_path / "link")) == {}  # the directory itself is not followed either
+    assert declared_memory(str(tmp_path / "link"), 7) == {}  # the directory itself is not followed either
 
 
-def test_simulated_gpus_meter_jobs_directories(tmp_path: Path, sleeper: subprocess.Popen[bytes]) -> None:
+def sleep_as(owner: tuple[int, int] | None) -> subprocess.Popen[bytes]:
+    """``sleep 60`` as ``owner`` (uid, gid), or as this process's user."""
+    def become() -> None:
+        if owner is not None:
+            os.setgid(owner[1])
+            os.setuid(owner[0])
+
+    return subprocess.Popen(["sleep", "60"], preexec_fn=become)  # noqa: PLW1509 - plain syscalls
+
+
+def test_simulated_gpus_meter_jobs_directories(tmp_path: Path) -> None:
     devices = [GpuDevice(0, "gpu", None, None, None, memory_mb=16000), GpuDevice(1, "gpu", None, None, None),
                GpuDevice(2, "gpu", None, None, None, memory_mb=16000)]
     sim = SimulatedGpus(devices, str(tmp_path / "gpusim"))
@@ -390,19 +400,40 @@ def test_simulated_gpus_meter_jobs_directories(tmp_path: Path, sleeper: subproce
     st = os.stat(path)
     assert stat.S_IMODE(st.st_mode) == 0o700 and (owner is None or (st.st_uid, st.st_gid) == owner)
     assert sim.sample([0, 1, 2]) == {0: (0.0, 0), 2: (0.0, 0)}
-    Path(path, str(sleeper.pid)).write_text("3000")
-    other = sim.open_job((8, 0), [2], owner)
-    assert other is not None
-    Path(other, str(os.getpid())).write_text("1000")
-    assert sim.sample([0, 1, 2]) == {0: (0.0, 0), 2: (100.0, 4000)}  # busy while memory is held
-    assert sim.process_memory([2]) == {sleeper.pid: 3000, os.getpid(): 1000}
-    assert sim.process_memory([0]) == {}
-    assert sim.health() is None
-    sim.close_job((7, 1))
-    sim.close_job((7, 1))  # idempotent
-    assert not os.path.exists(path) and sim.sample([2]) == {2: (100.0, 1000)}
+    with sleep_as(owner) as first, sleep_as(owner) as second:
+        Path(path, str(first.pid)).write_text("3000")
+        other = sim.open_job((8, 0), [2], owner)
+        assert other is not None
+        Path(other, str(second.pid)).write_text("1000")
+        assert sim.sample([0, 1, 2]) == {0: (0.0, 0), 2: (100.0, 4000)}  # busy while memory is held
+        assert sim.process_memory([2]) == {first.pid: 3000, second.pid: 1000}
+        assert sim.process_memory([0]) == {}
+        assert sim.health() is None
+        sim.close_job((7, 1))
+        sim.close_job((7, 1))  # idempotent
+        assert not os.path.exists(path) and sim.sample([2]) == {2: (100.0, 1000)}
+        first.kill()
+        second.kill()
     SimulatedGpus(devices, str(tmp_path / "gpusim")).recover()  # a new agent: the old one's directories go
     assert not os.path.exists(tmp_path / "gpusim")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="jobs of two users: their directories and processes need root")
+def test_a_file_named_after_another_jobs_pid_is_ignored(tmp_path: Path) -> None:
+    devices = [GpuDevice(0, "gpu", None, None, None, memory_mb=16000)]
+    sim = SimulatedGpus(devices, str(tmp_path / "gpusim"))
+    tracker = UsageTracker(sim)
+    victim_dir, attacker_dir = sim.open_job((1, 0), [0], (65534, 65534)), sim.open_job((2, 0), [0], (65533, 65533))
+    assert victim_dir is not None and attacker_dir is not None
+    with subprocess.Popen(["sleep", "60"], start_new_session=True,
+                          preexec_fn=lambda: (os.setgid(65534), os.setuid(65534))) as victim:  # noqa: PLW1509
+        tracker.begin(1, [0], slice_mb=4000)
+        tracker.set_session(1, victim.pid)
+        Path(victim_dir, str(victim.pid)).write_text("1000")
+        Path(attacker_dir, str(victim.pid)).write_text("900000")  # the other job's pid, in the attacker's own
+        assert tracker.sample_all() == []  # the victim stays within its slice
+        assert sim.process_memory([0]) == {victim.pid: 1000}
+        victim.kill()
 
 
 def test_usage_tracker_reports_a_job_over_its_slice_and_keeps_its_peak(tmp_path: Path) -> None:

@@ -104,6 +104,11 @@ def test_tasks_default_to_the_jobs_and_may_not_exceed_its_cpus(parts):
     assert steps.create(job, OWNER, ask(ntasks=4, overlap=True)).ntasks == 4
     with pytest.raises(SpecError, match="More processors requested than permitted"):
         steps.create(job, OWNER, ask(ntasks=5))
+    with pytest.raises(SpecError, match="More processors requested than permitted"):  # --overlap shares, no more
+        steps.create(job, OWNER, ask(ntasks=100_000, overlap=True))
+    assert steps.create(job, OWNER, ask(ntasks=512, overcommit=True, overlap=True)).ntasks == 512  # -O: as srun
+    with pytest.raises(SpecError, match="Task count specification invalid: at most 512 tasks a node"):
+        steps.create(job, OWNER, ask(ntasks=513, overcommit=True, overlap=True))
     with pytest.raises(SpecError, match="Invalid generic resource"):
         steps.create(job, OWNER, ask(gres=("gpu:3",)))
 

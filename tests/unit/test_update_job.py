@@ -1,5 +1,6 @@
-"""pscontrol update JobId=: scontrol's words (pslurm.core.jobupdate), who may change what (the job
-service, with a real SQLite store and fake agents), and the store's guarded update."""
+"""pscontrol update JobId=: scontrol's words and the update rules (pslurm.core.jobupdate, pure), who
+may change what through the job service (a real SQLite store and fake agents), and the store's
+guarded update."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pslurm.controller.jobs import JobService
 from pslurm.controller.store import Store
 from pslurm.core.config import ClusterConfig, parse_slurm_conf
 from pslurm.core.jobspec import JobRecord, JobSpec, SpecError
-from pslurm.core.jobupdate import UpdateError, checked_changes, new_time_limit, parse_job_update
+from pslurm.core.jobupdate import UpdateError, checked_changes, new_time_limit, parse_job_update, update_values
 from pslurm.core.node import NodeRecord
 from pslurm.core.states import JobState, NodeState
 
@@ -82,6 +83,49 @@ def test_a_raw_clients_changes_are_checked() -> None:
                      ({"name": "a\nb"}, "line break"), ({"num_tasks": -1}, "Invalid NumTasks value: -1")):
         with pytest.raises(ValueError, match=why):
             checked_changes(bad)
+
+
+# -- the rules, without a store -----------------------------------------------------------------
+
+
+def _record(state: JobState = JobState.PENDING, **kw: object) -> JobRecord:
+    spec = JobSpec(name="j", user="ana", uid=ANA, gid=ANA, workdir="/tmp", script="#!/bin/sh\n", account="lab1",
+                   time_limit=600, **kw)  # type: ignore[arg-type]
+    return JobRecord(job_id=14, spec=spec, state=state, partition="p", time_limit=600)
+
+
+def test_the_rules_readmit_only_what_changes_where_a_job_may_run() -> None:
+    config = parse_slurm_conf(CONF)
+    asked: list[JobSpec] = []
+
+    def readmit(spec: JobSpec) -> int | None:
+        asked.append(spec)
+        return 300
+
+    columns, request, detail = update_values(_record(), {"name": "x", "time_limit": "20"}, ANA, False, config,
+                                             readmit)
+    assert asked == [] and detail == "update TimeLimit=20:00 JobName=x"
+    assert (columns, request) == ({"time_limit": 1200, "name": "x"}, {"time_limit": 1200, "name": "x"})
+    columns, _, detail = update_values(_record(), {"partition": "short", "time_limit": "4"}, 0, True, config,
+                                       readmit)
+    assert [(s.partition, s.time_limit) for s in asked] == [("short", 240)]  # the limit asked goes with it
+    assert columns == {"partition": "short", "time_limit": 300}  # the one in force: admission's
+    assert detail == "update Partition=short TimeLimit=5:00"
+
+
+@pytest.mark.parametrize("job, changes, uid, why", [
+    (_record(), {"name": "x"}, ANA + 1, "Invalid user id"),  # another user's job, before anything else
+    (_record(JobState.COMPLETED), {"name": "x"}, ANA, "Job has already finished"),
+    (_record(JobState.RUNNING), {"partition": "short"}, ANA, "Job is no longer pending execution"),
+    (_record(), {"partition": "nowhere", "priority": 5}, ANA, "Invalid partition name specified"),  # first check first
+    (_record(), {"priority": 5}, ANA, "Access/permission denied"),
+    (_record(), {"time_limit": "2:00:00"}, ANA, "Access/permission denied"),  # over the partition's MaxTime
+    (_record(), {"name": "n" * 257}, ANA, "Invalid job request: the job name is longer than 256 characters"),
+])
+def test_the_rules_refuse_in_slurmctlds_order_and_words(job: JobRecord, changes: dict[str, object], uid: int,
+                                                         why: str) -> None:
+    with pytest.raises(SpecError, match=f"^{why}$"):
+        update_values(job, changes, uid, False, parse_slurm_conf(CONF), lambda spec: pytest.fail("readmitted"))
 
 
 # -- the job service --------------------------------------------------------------------------
@@ -279,14 +323,14 @@ def test_the_store_writes_nothing_once_the_job_left_the_state_that_was_read(stor
 def test_a_job_that_started_meanwhile_is_checked_again(service, store, monkeypatch) -> None:
     jobs, _ = service
     job_id = submit(store)
-    read = store.get_jobs
+    read = store.jobs_with_ids
 
     def racing(*args, **kw):  # type: ignore[no-untyped-def]
         found = read(*args, **kw)
         start(store, job_id)  # the scheduler starts it between the service's read and its write
         return found
 
-    monkeypatch.setattr(store, "get_jobs", racing)
+    monkeypatch.setattr(store, "jobs_with_ids", racing)
     assert jobs.update_job(str(job_id), ANA, changes={"num_tasks": 2}) == [
         f"Job is no longer pending execution for job {job_id}"]
     assert store.get_job(job_id).spec.ntasks == 1

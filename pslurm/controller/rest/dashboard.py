@@ -18,12 +18,12 @@ from collections import defaultdict
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Executor
 from importlib import resources
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import grpc
 from aiohttp import web
 
-from pslurm.auth.credential import AuthError
+from pslurm.auth.credential import AuthError, node_audience
 from pslurm.auth.transport import signed_metadata
 from pslurm.controller.observe import Observer
 from pslurm.controller.rest import access, pages
@@ -36,7 +36,17 @@ from pslurm.proto import pslurm_pb2 as pb
 from pslurm.proto import pslurm_pb2_grpc as pb_grpc
 
 if TYPE_CHECKING:
-    from pslurm.controller.rest.observed import WebObservability
+    from pslurm.auth.credential import Identity
+    from pslurm.auth.transport import Authenticator
+    from pslurm.controller.rest.session import Sessions
+
+    class WebObservability(Protocol):
+        """What the dashboard uses of rest.observed.WebObservability (its login and sessions)."""
+
+        sessions: Sessions
+        auth: Authenticator
+
+        def login(self, token: str) -> Identity: ...
 
 T = TypeVar("T")
 PAGE_SIZE = 50
@@ -309,7 +319,7 @@ class Dashboard:
             if node is None:
                 return 404, {"error": f"node {job.node} is not known"}
             try:
-                reply = _tail(node.target, job_id, self.web.auth.key)
+                reply = _tail(node.target, node.name, job_id, self.web.auth.key)
             except grpc.RpcError as exc:
                 return 200, {"state": job.state.value, "running": True, "data": "",
                              "error": exc.details() or str(exc.code())}  # type: ignore[attr-defined]
@@ -321,10 +331,12 @@ class Dashboard:
                             headers={"Cache-Control": "no-store"})
 
 
-def _tail(target: str, job_id: int, key: bytes) -> pb.TailReply:
-    """The agent's TailOutput, on a channel of its own (a page asks every few seconds, no more)."""
+def _tail(target: str, node: str, job_id: int, key: bytes) -> pb.TailReply:
+    """The agent's TailOutput, on a channel of its own (a page asks every few seconds, no more), with a
+    credential made for that node's agent."""
     with grpc.insecure_channel(target) as channel:
         reply: pb.TailReply = pb_grpc.NodeAgentStub(channel).TailOutput(
-            pb.TailRequest(job_id=job_id, max_bytes=TAIL_BYTES), metadata=signed_metadata(key), timeout=5)
+            pb.TailRequest(job_id=job_id, max_bytes=TAIL_BYTES), metadata=signed_metadata(key, node_audience(node)),
+            timeout=5)
         return reply
 

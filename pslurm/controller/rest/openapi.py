@@ -1,13 +1,29 @@
 """The API's OpenAPI 3 description, generated from the route table (``GET /openapi/v3``, as
-slurmrestd serves its own), so that it lists every route the server has."""
+slurmrestd serves its own), so that it lists every route the server has. A :class:`Route` is one
+row of that table (``routes.ROUTES``): this module describes routes and imports nothing of the
+handlers'."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
-from pslurm.controller.rest.routes import Route
+
+@dataclass(frozen=True)
+class Route:
+    """One endpoint: what the OpenAPI description says of it, and its handler's name on ``routes.Api``."""
+
+    method: str
+    path: str
+    handler: str
+    summary: str
+    query: tuple[str, ...] = ()  # query parameters
+    body: str = ""  # what the request body is ("" none)
+    streams: bool = False  # the reply is NDJSON, one object a line, as things happen
+    tags: tuple[str, ...] = field(default=())
+
 
 _PARAM = re.compile(r"{(\w+)}")
 _ERRORS = {"400": "Invalid request", "401": "No good credential (X-Pslurm-Cred)", "403": "Permission denied",

@@ -73,8 +73,8 @@ def combine_results(a: StepResult | None, b: StepResult) -> StepResult:
 class AgentRelay:
     """grpc.aio channels to the agents, one per agent, made on (and used only from) the API's loop."""
 
-    def __init__(self, credentials: Callable[[], Metadata]) -> None:
-        self._credentials = credentials  # fresh metadata for each call (a credential is good once)
+    def __init__(self, credentials: Callable[[str], Metadata]) -> None:
+        self._credentials = credentials  # fresh metadata for each call to that agent (a credential is good once)
         self._channels: dict[str, grpc.aio.Channel] = {}
 
     def _stub(self, target: str) -> pb_grpc.NodeAgentStub:
@@ -83,10 +83,10 @@ class AgentRelay:
             channel = self._channels[target] = grpc.aio.insecure_channel(target)
         return pb_grpc.NodeAgentStub(channel)
 
-    def _metadata(self, for_uid: int | None) -> Metadata:
-        """The controller's credential, naming the user a stream is relayed for (the agent counts the
-        stream against that user's share)."""
-        metadata = tuple(self._credentials())
+    def _metadata(self, target: str, for_uid: int | None) -> Metadata:
+        """The controller's credential for the agent at ``target``, naming the user a stream is relayed
+        for (the agent counts the stream against that user's share)."""
+        metadata = tuple(self._credentials(target))
         return metadata if for_uid is None else (*metadata, (FOR_UID, str(for_uid)))
 
     async def output(self, target: str, job_id: int, step_id: int, for_uid: int | None = None
@@ -94,7 +94,7 @@ class AgentRelay:
         """The agent's output stream of step ``job_id.step_id`` (0: a psrun job's command), as
         :data:`Piece` s; AgentStreamError when it fails. Leaving the iteration cancels the call."""
         call = self._stub(target).StreamOutput(pb.OutputRequest(job_id=job_id, step_id=step_id),
-                                               metadata=self._metadata(for_uid))
+                                               metadata=self._metadata(target, for_uid))
         try:
             while True:
                 msg = await call.read()
@@ -168,7 +168,7 @@ class AgentRelay:
                 if piece:
                     yield pb.InputChunk(job_id=job_id, data=piece, step_id=step_id)
 
-        call = self._stub(target).SendInput(chunks(), metadata=self._metadata(for_uid))
+        call = self._stub(target).SendInput(chunks(), metadata=self._metadata(target, for_uid))
         try:
             await call
         except grpc.aio.AioRpcError as exc:

@@ -11,10 +11,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import json
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Executor
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from aiohttp import web
@@ -25,11 +25,15 @@ from pslurm.controller.errors import NotFound
 from pslurm.controller.jobs import JobService
 from pslurm.controller.monitor import NodeMonitor
 from pslurm.controller.rest import access
+from pslurm.controller.rest.listing import HEAD, PAGE_JOBS, TAIL, Listing, whole
+from pslurm.controller.rest.openapi import Route, describe
 from pslurm.controller.rest.relay import AgentRelay, AgentStreamError
 from pslurm.controller.scheduler import Scheduler
 from pslurm.controller.steps import StepService, step_request_from_json, step_to_json
 from pslurm.controller.watch import JobWatch
 from pslurm.core import restjson
+from pslurm.core.assoc import Assoc
+from pslurm.core.errors import shown
 from pslurm.core.hostlists import expand
 from pslurm.core.jobspec import JobRecord
 from pslurm.core.lifecycle import StepBusy
@@ -52,8 +56,13 @@ class ApiError(Exception):
         self.status, self.message, self.node_target = status, message, node_target
 
 
+MAX_ERROR = 300  # characters of an error line: whatever a request echoes, the reply says it in one short line
+
+
 def error_body(message: str, status: int, source: str, **extra: Any) -> dict[str, Any]:
-    """slurmrestd's reply with one error."""
+    """slurmrestd's reply with one error (its message one line of at most MAX_ERROR characters)."""
+    message = shown(" ".join(message.split()), MAX_ERROR)
+    source = shown(source, 100)
     return {"errors": [{"error": message, "error_number": status, "description": message, "source": source,
                         **extra}], "warnings": []}
 
@@ -65,20 +74,6 @@ def _reply(data: dict[str, Any], status: int = 200) -> web.Response:
 def _dumps(data: dict[str, Any]) -> bytes:
     return json.dumps({**data, "errors": data.get("errors", []), "warnings": data.get("warnings", [])},
                       separators=(",", ":"), ensure_ascii=False).encode()
-
-
-@dataclass(frozen=True)
-class Route:
-    """One endpoint: what the OpenAPI description says of it, and its handler's name on :class:`Api`."""
-
-    method: str
-    path: str
-    handler: str
-    summary: str
-    query: tuple[str, ...] = ()  # query parameters
-    body: str = ""  # what the request body is ("" none)
-    streams: bool = False  # the reply is NDJSON, one object a line, as things happen
-    tags: tuple[str, ...] = field(default=())
 
 
 ROUTES: tuple[Route, ...] = (
@@ -146,15 +141,35 @@ ROUTES: tuple[Route, ...] = (
 )
 
 
+MAX_JSON_DEPTH = 32  # nesting of a request's JSON: a job_desc_msg needs 4
+
+
+def json_object(raw: bytes) -> dict[str, Any]:
+    """A request body: a JSON object nested at most MAX_JSON_DEPTH deep; ValueError (one short line)
+    for anything else (not UTF-8, not JSON, nested past the parser's recursion, numbers of thousands
+    of digits)."""
+    try:
+        data = json.loads(raw or b"{}")
+    except RecursionError:
+        raise ValueError(f"the body is not JSON of at most {MAX_JSON_DEPTH} levels") from None
+    except ValueError as exc:
+        raise ValueError(f"the body is not JSON ({str(exc)[:120]})") from None
+    if not isinstance(data, dict):
+        raise ValueError("the body must be a JSON object")
+    level: list[Any] = [data]
+    for _ in range(MAX_JSON_DEPTH):  # one level at a time, no recursion: containers only
+        level = [v for c in level for v in (c.values() if isinstance(c, dict) else c) if isinstance(v, (dict, list))]
+        if not level:
+            return data
+    raise ValueError(f"the body is nested more than {MAX_JSON_DEPTH} levels deep")
+
+
 def _ids(values: Sequence[str]) -> list[int]:
     out = []
     for text in values:
         for item in text.split(","):
             if item:
-                try:
-                    out.append(int(item))
-                except ValueError:
-                    raise ApiError(400, f"Invalid job id specified: {item}") from None
+                out.append(_number(item, "Invalid job id specified"))
     return out
 
 
@@ -166,27 +181,31 @@ def _flag(request: web.Request, name: str) -> bool:
     return request.query.get(name, "").lower() in _TRUE
 
 
+def _small(text: str) -> bool:
+    """A whole number of at most 10 digits: what an id or a signal can be."""
+    return text.isascii() and text.isdigit() and len(text) <= 10
+
+
+def _number(text: str, invalid: str) -> int:
+    """An id or a signal; ApiError 400 ``invalid: <text, cut>`` for anything else."""
+    if not _small(text):
+        raise ApiError(400, f"{invalid}: {shown(text)}")
+    return int(text)
+
+
 def _step_id(request: web.Request) -> int:
-    text = request.match_info["step_id"]
-    try:
-        return int(text)
-    except ValueError:
-        raise ApiError(400, f"Invalid job id specified: {request.match_info['job_id']}.{text}") from None
+    job, step = request.match_info["job_id"], request.match_info["step_id"]
+    if not _small(step):
+        raise ApiError(400, f"Invalid job id specified: {shown(job)}.{shown(step)}")
+    return int(step)
 
 
 def _signal(request: web.Request) -> int:
-    try:
-        return int(request.query.get("signal") or 0)
-    except ValueError:
-        raise ApiError(400, f"Invalid signal specified: {request.query['signal']}") from None
+    return _number(request.query.get("signal") or "0", "Invalid signal specified")
 
 
 def _job_id(request: web.Request) -> int:
-    text = request.match_info["job_id"]
-    try:
-        return int(text)
-    except ValueError:
-        raise ApiError(400, f"Invalid job id specified: {text}") from None
+    return _number(request.match_info["job_id"], "Invalid job id specified")
 
 
 IDENTITY = web.RequestKey("identity", Identity)  # set by the server's guard, from the request's credential
@@ -205,11 +224,14 @@ class Api:
         self.steps = steps or StepService(jobs.store, jobs.agents, jobs.clock, jobs.operators)
         self.config = jobs.config
         self.executor: Executor | None = None
+        self.more: list[Any] = []  # more routes over these parts: add_routes(app, wrap) (rest/acct_routes.py)
 
     def add_routes(self, app: web.Application, executor: Executor) -> None:
         self.executor = executor
         for route in ROUTES:
             app.router.add_route(route.method, route.path, self._wrap(getattr(self, route.handler)))
+        for more in self.more:
+            more.add_routes(app, self._wrap)
 
     async def close(self) -> None:
         await self.relay.close()
@@ -239,29 +261,10 @@ class Api:
             raise ApiError(_HTTP_STATUS[kind], str(exc)) from None
 
     async def _body(self, request: web.Request) -> dict[str, Any]:
-        raw = await request.read()
         try:
-            data = json.loads(raw or b"{}")
+            return json_object(await request.read())
         except ValueError as exc:
-            raise ApiError(400, f"Invalid request: the body is not JSON ({exc})") from None
-        if not isinstance(data, dict):
-            raise ApiError(400, "Invalid request: the body must be a JSON object")
-        return data
-
-    def _listing(self, uid: int, jobs: list[JobRecord], key: str = "jobs", brief: bool = False,
-                 steps: bool = False) -> bytes:
-        visible = access.visible_to(uid, self.service.operators, jobs)
-        if brief:  # each shared request once per reply (restjson.job_to_brief_json)
-            refs: dict[int, int] = {}
-            found = [restjson.job_to_brief_json(j, refs) for j in visible]
-        else:
-            specs: dict[int, restjson.Json] = {}  # an array's tasks: their shared spec converted once
-            found = [restjson.job_to_json(j, specs=specs) for j in visible]
-        if steps:  # psacct's step lines: each job's steps as pslurm.steps
-            by_job = self.service.store.steps([j.job_id for j in visible if j.start_time is not None])
-            for job, data in zip(visible, found, strict=True):
-                data.setdefault("pslurm", {})["steps"] = [step_to_json(s) for s in by_job.get(job.job_id, ())]
-        return _dumps({key: found})
+            raise ApiError(400, f"Invalid request: {exc}") from None
 
     # -- jobs ------------------------------------------------------------------------------
 
@@ -289,56 +292,76 @@ class Api:
 
         return _reply(await self._run(work))
 
-    async def jobs_reply(self, uid: int, job_ids: Sequence[int] = (), users: Sequence[str] = (),
+    async def jobs_reply(self, request: web.Request, job_ids: Sequence[int] = (), users: Sequence[str] = (),
                          states: Sequence[JobState] = (), include_finished: bool = False,
                          since: float | None = None, light: bool = False,
-                         collapse_arrays: bool = False, brief: bool = False, steps: bool = False) -> web.Response:
-        def work() -> bytes:
-            return self._listing(uid, self.service.jobs(job_ids, users, states, include_finished, since,
-                                                     light=light, collapse_arrays=collapse_arrays),
-                                 brief=brief, steps=steps)
+                         collapse_arrays: bool = False, brief: bool = False, steps: bool = False
+                         ) -> web.StreamResponse:
+        """A listing (listing.py): a collapsed one (psqueue's, of the queue alone) in one reply, any
+        other written page by page as it is read, so that psctld holds one page at a time."""
+        listing = Listing(self.service.store, _caller(request).uid, self.service.operators, brief, steps)
+        if collapse_arrays:
+            def one() -> bytes:
+                return whole(listing, self.service.jobs(job_ids, users, states, include_finished, since, light=light,
+                                                        collapse_arrays=True))
 
-        return web.Response(body=await self._run(work), content_type="application/json")
+            return web.Response(body=await self._run(one), content_type="application/json")
+
+        def page(after: int) -> tuple[bytes, int, bool]:
+            found = self.service.store.job_page(job_ids, users, states, include_finished, since, light, after,
+                                                PAGE_JOBS)
+            return listing.page(found.jobs, found.keys), found.last_id, found.full
+
+        body, after, more = await self._run(lambda: page(0))  # the first read's refusal is still a status
+        if not more:
+            return web.Response(body=HEAD + body + TAIL, content_type="application/json")
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        await response.write(HEAD + body)
+        while more:  # a failure from here on cuts the reply short: the client sees a broken reply, never a part
+            body, after, more = await self._run(functools.partial(page, after))
+            await response.write(body)
+        await response.write(TAIL)
+        await response.write_eof()
+        return response
 
     async def jobs(self, request: web.Request) -> web.StreamResponse:
         q = request.query
         try:
             states = [JobState.parse(s) for s in _strings(q.getall("state", []))]
         except ValueError as exc:
-            raise ApiError(400, str(exc)) from None
+            raise ApiError(400, shown(str(exc), 80)) from None
         since = None
         if q.get("since"):
             try:
                 since = float(q["since"])
             except ValueError:
                 raise ApiError(400, f"Invalid time specified: {q['since']}") from None
-        return await self.jobs_reply(_caller(request).uid, _ids(q.getall("job_id", [])), _strings(q.getall("user", [])),
+        return await self.jobs_reply(request, _ids(q.getall("job_id", [])), _strings(q.getall("user", [])),
                                      states, _flag(request, "include_finished"), since, _flag(request, "light"),
                                      _flag(request, "collapse_arrays"), _flag(request, "brief"),
                                      _flag(request, "steps"))
 
     async def slurm_jobs(self, request: web.Request) -> web.StreamResponse:
-        return await self.jobs_reply(_caller(request).uid)
+        return await self.jobs_reply(request)
 
     async def slurm_job(self, request: web.Request) -> web.StreamResponse:
         text = request.match_info["job_id"]
-        uid = _caller(request).uid
+        listing = Listing(self.service.store, _caller(request).uid, self.service.operators)
 
         def work() -> bytes:
-            ids = self.service.resolve(text)
-            found = self.service.jobs(ids, include_finished=True) if ids else []
+            ids = self.service.resolve(text)  # at most the array's tasks, whatever the selector spans
+            found = self.service.store.jobs_with_ids(ids) if ids else []
             if not found:
                 raise NotFound(f"Invalid job id specified: {text}")
-            return self._listing(uid, found)
+            return whole(listing, found)
 
         return web.Response(body=await self._run(work), content_type="application/json")
 
     async def slurm_cancel(self, request: web.Request) -> web.StreamResponse:
         text = request.match_info["job_id"]
-        try:
-            signal = int(request.query.get("signal") or 0)
-        except ValueError:
-            raise ApiError(400, f"Invalid signal specified: {request.query['signal']}") from None
+        signal = _signal(request)
         uid = _caller(request).uid
         lines = await self._run(lambda: self.service.cancel([], uid, signal, [text]))
         if not lines:
@@ -378,13 +401,16 @@ class Api:
         return _reply({"jobs": rows, "weights": weights})
 
     async def accounts(self, request: web.Request) -> web.StreamResponse:
-        """The configured accounts, users' default accounts, and the fair-share tree (sshare's rows)."""
+        """The accounts (the store's associations), users' default accounts, and the fair-share tree."""
         rows = await self._run(self.scheduler.fair_share)
-        cfg = self.config
-        return _reply({"accounts": [{"name": a.name, "users": ["ALL"] if a.all_users else list(a.users),
-                                     "fairshare": a.fairshare, "description": a.description}
-                                    for a in cfg.accounts.values()],
-                       "default_accounts": dict(cfg.default_accounts),
+        snap = self.service.associations()
+        return _reply({"accounts": [{"name": name, "users": ["ALL" if a.user == "*" else a.user for a in snap.assocs
+                                                             if a.account == name and a.user],
+                                     "fairshare": (snap.account_assoc(name) or Assoc(name)).fairshare,
+                                     "description": account.description}
+                                    for name, account in snap.accounts.items() if name != "root"],
+                       "default_accounts": {u.name: u.default_account for u in snap.users.values()
+                                            if u.default_account != "root"},  # not Slurm's bootstrap root
                        "shares": [dataclasses.asdict(r) for r in rows]})
 
     # -- the cluster -------------------------------------------------------------------------
@@ -566,6 +592,4 @@ class Api:
         return job_id, step_id, uid, targets
 
     async def openapi(self, request: web.Request) -> web.StreamResponse:
-        from pslurm.controller.rest.openapi import describe
-
         return web.json_response(describe(ROUTES))

@@ -25,7 +25,7 @@ MAX_SESSIONS = 10_000  # sessions kept at most: past it the least recently used 
 MAX_PER_USER = 16  # a user's sessions at most (browsers, machines): past it their oldest goes
 MAX_TOKEN = 8192  # bytes of a token at login
 
-# A JWT from `pscontrol token` (HS256, the acct branch's auth module): point this at its check at merge.
+# A JWT from `pscontrol token` (HS256: auth/jwt.py's TokenCheck.identity, wired in app.py).
 # It takes the token and now, and returns the identity or raises AuthError.
 JwtCheck = Callable[[str, float], Identity]
 

@@ -6,6 +6,7 @@ from pslurm.controller.store.records import (
     ActiveRun,
     Allocation,
     JobEvent,
+    JobPage,
     NewStep,
     NodeShare,
     QueuedJob,
@@ -17,5 +18,5 @@ from pslurm.controller.store.records import (
 )
 from pslurm.controller.store.writer import StoreError
 
-__all__ = ["ActiveRun", "Allocation", "JobEvent", "LiveJobs", "NewStep", "NodeShare", "QueuedJob", "RefRow", "RunEnd",
-           "StepEnd", "StepRecord", "Store", "StoreError", "UsageRecord"]
+__all__ = ["ActiveRun", "Allocation", "JobEvent", "JobPage", "LiveJobs", "NewStep", "NodeShare", "QueuedJob", "RefRow",
+           "RunEnd", "StepEnd", "StepRecord", "Store", "StoreError", "UsageRecord"]

@@ -14,7 +14,7 @@ import functools
 import json
 import pathlib
 import threading
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Container, Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import (
@@ -32,10 +32,12 @@ from sqlalchemy import (
     update,
 )
 
+from pslurm.controller.store.assoc import AssocStore
 from pslurm.controller.store.records import (
     ActiveRun,
     Allocation,
     JobEvent,
+    JobPage,
     NewStep,
     NodeShare,
     QueuedJob,
@@ -50,17 +52,20 @@ from pslurm.controller.store.records import (
     indices_from_column,
     indices_to_column,
     job_from_row,
+    light_spec,
     node_from_row,
     row_nodes,
     step_from_row,
+    usage_record,
 )
 from pslurm.controller.store.schema import job_events, job_nodes, job_steps, jobs, nodes
+from pslurm.controller.store.specs import SpecReader, insert_spec, merged_overrides
 from pslurm.controller.store.writer import GroupCommit
 from pslurm.core import lifecycle
 from pslurm.core.arrays import format_ranges
 from pslurm.core.gres import GresRequest
 from pslurm.core.hostlists import expand
-from pslurm.core.jobspec import JobRecord, JobSpec, spec_to_dict
+from pslurm.core.jobspec import JobRecord, JobSpec
 from pslurm.core.lifecycle import Change, JobFlags
 from pslurm.core.node import NodeRecord
 from pslurm.core.states import NODE_TRANSITIONS, InvalidTransition, JobReason, JobState, NodeState
@@ -80,6 +85,7 @@ class Store:
         self.engine: Engine = _make_engine(url)
         self._writer = GroupCommit(self.engine)  # every write: one writer, concurrent ones share a commit
         self._listeners: list[Callable[[Collection[int]], None]] = []
+        self.assoc = AssocStore(self.engine, self._writer)  # sacctmgr's associations (store/assoc.py)
         # The node table as this Store last read or wrote it: every node write goes through this object
         # (the node monitor's), so reads need no query (a pass, a heartbeat, a listing at 1000 nodes).
         self._node_lock = threading.Lock()
@@ -123,7 +129,7 @@ class Store:
             state=JobState.PENDING.value, reason=JobReason.JOB_HELD_USER if spec.hold else JobReason.NONE,
             submit_time=now, time_limit=time_limit,
             cpus=spec.cpus, mem_mb=spec.mem_mb, gres=gres_to_column(spec.gres), gpu_indices="",
-            exit_code=0, exit_signal=0, cancel_requested=False, spec=json.dumps(spec_to_dict(spec)),
+            exit_code=0, exit_signal=0, cancel_requested=False, spec="", spec_overrides="",
             account=spec.account, nice=spec.nice, dependency=spec.dependency,
             kill_on_invalid_dep=spec.kill_on_invalid_dep, hold="user" if spec.hold else "", requeue=requeue,
             requeue_requested=False, restarts=0, priority=0, array_max_running=throttle,
@@ -134,6 +140,8 @@ class Store:
         )
 
         def work(conn: Connection) -> list[int]:
+            # the request once, whatever the number of tasks (store/specs.py)
+            values["spec_id"] = insert_spec(conn, spec)
             # parameters, not .values(): the compiled statement is cached, no per-call clause building
             job_id = int(conn.execute(insert(jobs), values).inserted_primary_key[0])  # type: ignore[index]
             ids = [job_id]
@@ -204,24 +212,37 @@ class Store:
         started) in one transaction: one commit for the lot. Each end is its own compare-and-set;
         one the lifecycle refuses (a repeated report, an earlier run) is returned as its
         InvalidTransition, with nothing written for it, and the others go on."""
-        def work(conn: Connection) -> list[Change | InvalidTransition]:
-            out: list[Change | InvalidTransition] = []
-            for e in ends:
-                try:
-                    out.append(_apply(conn, e.job_id, e.end_time, _end_decision(e)))
-                except InvalidTransition as exc:
-                    out.append(exc)
-            return out
-
-        if not ends:
-            return []
-        outcome = self._writer.write(work)
-        self._jobs_changed([e.job_id for e, o in zip(ends, outcome, strict=True) if not isinstance(o, Exception)])
-        return outcome
+        return self._apply_each([(e.job_id, e.end_time, _end_decision(e)) for e in ends])
 
     def cancel(self, job_id: int, now: float, detail: str = "cancelled",
                reason: JobReason = JobReason.NONE) -> Change:
         return self._apply(job_id, now, lambda job: lifecycle.cancel(job, now, detail, reason))
+
+    def cancel_jobs(self, job_ids: Sequence[int], now: float, detail: str = "cancelled"
+                    ) -> list[Change | InvalidTransition]:
+        """``cancel`` each job in one transaction (pscancel of a whole array: one commit, not one per
+        task). Each is its own compare-and-set; one the lifecycle refuses (ended meanwhile) comes back
+        as its InvalidTransition, nothing written for it, and the others go on."""
+        return self._apply_each([(job_id, now, lambda job: lifecycle.cancel(job, now, detail)) for job_id in job_ids])
+
+    def _apply_each(self, operations: Sequence[tuple[int, float, Callable[[JobFlags], Change]]]
+                    ) -> list[Change | InvalidTransition]:
+        """Lifecycle operations (job id, time, decision) in one transaction: each its own compare-and-set,
+        a refused one returned as its InvalidTransition (nothing written for it) while the others go on."""
+        def work(conn: Connection) -> list[Change | InvalidTransition]:
+            out: list[Change | InvalidTransition] = []
+            for job_id, now, decide in operations:
+                try:
+                    out.append(_apply(conn, job_id, now, decide))
+                except InvalidTransition as exc:
+                    out.append(exc)
+            return out
+
+        if not operations:
+            return []
+        outcome = self._writer.write(work)
+        self._jobs_changed([op[0] for op, o in zip(operations, outcome, strict=True) if not isinstance(o, Exception)])
+        return outcome
 
     def relinquish(self, job_id: int, exit_code: int, now: float) -> Change:
         """psalloc's end (lifecycle.relinquish): COMPLETING until the agent reports the run's end."""
@@ -377,7 +398,8 @@ class Store:
     def update_fields(self, job_id: int, state: JobState, restarts: int, now: float, detail: str,
                       columns: Mapping[str, Any], request: Mapping[str, Any]) -> bool:
         """pscontrol update JobId=: set fields that are not the job's state (``columns``: its own
-        columns; ``request``: the same in the stored request's JSON, kept in step) as one
+        columns; ``request``: the same fields of its request, kept in step as the job's own
+        overrides of the request it shares with its array's other tasks, store/specs.py) as one
         compare-and-set on the state and run the caller read, so that a field only a pending job may
         change is never written once it started, plus an ``update`` event row. False, with nothing
         written, when the job changed meanwhile."""
@@ -387,13 +409,13 @@ class Store:
         same = (c.job_id == job_id, c.state == state.value, c.restarts == restarts)
 
         def work(conn: Connection) -> bool:
-            row = conn.execute(select(c.spec).where(*same)).first()
+            row = conn.execute(select(c.spec_overrides).where(*same)).first()
             if row is None:
                 return False
-            data = json.loads(row.spec)
-            data.update(request)
             values = {k: v for k, v in columns.items() if k in c}  # a field only the request has (comment)
-            result = conn.execute(update(jobs).where(*same).values(**values, spec=json.dumps(data)))
+            if request:
+                values["spec_overrides"] = merged_overrides(row.spec_overrides, request)
+            result = conn.execute(update(jobs).where(*same).values(**values))
             if result.rowcount != 1:
                 return False
             conn.execute(_ADD_EVENT, dict(job_id=job_id, time=now, from_state=state.value, to_state=state.value,
@@ -405,15 +427,29 @@ class Store:
             self._jobs_changed((job_id,))
         return bool(changed)
 
-    def resolve(self, job_id: int, tasks: Sequence[int] | None) -> list[int]:
-        """Job ids named by ``14`` (the job, or every task of array 14) or ``14_[tasks]``."""
-        if tasks is None:
-            query = select(jobs.c.job_id).where(or_(jobs.c.job_id == job_id, jobs.c.array_job_id == job_id))
-        else:
-            query = select(jobs.c.job_id).where(jobs.c.array_job_id == job_id,
-                                                jobs.c.array_task_id.in_(list(tasks)))
+    def resolve(self, job_id: int, tasks: Container[int] | None) -> list[int]:
+        """Job ids named by ``14`` (the job, or every task of array 14) or ``14_[tasks]``: the array's own
+        tasks (read by its index: at most its size, itself at most MaxArraySize) that ``tasks`` holds, so
+        that a selector costs what the array holds, whatever it spans (``1_[0-10000000]``)."""
+        c = jobs.c
         with self.engine.connect() as conn:
-            return sorted(r.job_id for r in conn.execute(query))
+            if tasks is None:
+                query = select(c.job_id).where(or_(c.job_id == job_id, c.array_job_id == job_id))
+                return sorted(r.job_id for r in conn.execute(query))
+            query = select(c.job_id, c.array_task_id).where(c.array_job_id == job_id)
+            return sorted(r.job_id for r in conn.execute(query) if r.array_task_id in tasks)
+
+    def jobs_with_ids(self, job_ids: Collection[int], light: bool = False) -> list[JobRecord]:
+        """The jobs with exactly these ids (an array's id is its first task here, not the array), in id
+        order, read in chunks; ``light`` as in :meth:`get_jobs`."""
+        found: list[JobRecord] = []
+        reader = SpecReader()
+        with self.engine.connect() as conn:
+            for part in _chunks(job_ids):
+                rows = list(conn.execute(select(*(_LISTED if light else _ROW)).where(jobs.c.job_id.in_(part))
+                                         .order_by(jobs.c.job_id)))
+                found.extend(self._records(conn, rows, light, reader))
+        return found
 
     def count_active(self, user: str | None = None, states: Sequence[JobState] = ()) -> int:
         """Jobs pending, running or completing (or in ``states``), of one user or all."""
@@ -479,22 +515,20 @@ class Store:
                  .order_by(e.event_id))
         with self.engine.connect() as conn:
             rows = conn.execute(query).all()
-        # a multi-node job used its share on each node: the CPUs of all, memory and GPUs (per node) times its nodes
-        records = [UsageRecord(r.job_id, r.user_name, r.account,
-                               sum(indices_from_column(r.node_cpus)) if r.node_cpus else r.cpus,
-                               r.mem_mb * (r.num_nodes or 1),
-                               len(indices_from_column(r.gpu_indices)) * (r.num_nodes or 1), r.start_time, r.end_time)
-                   for r in rows]
-        return records, rows[-1].event_id if rows else after_event
+        return [usage_record(r) for r in rows], rows[-1].event_id if rows else after_event
 
     def get_job(self, job_id: int, light: bool = False) -> JobRecord | None:
         """One job by its own id (not its array's other tasks); ``light`` as in :meth:`get_jobs`."""
-        columns = [c for c in jobs.c if c.name != "spec"] if light else [jobs]
         with self.engine.connect() as conn:
-            row = conn.execute(select(*columns).where(jobs.c.job_id == job_id)).first()
+            row = conn.execute(select(*_ROW).where(jobs.c.job_id == job_id)).first()
             if row is None:
                 return None
-            job = job_from_row(row, None, light)
+            if light:
+                job = job_from_row(row, light_spec(row, {}))
+            else:
+                reader = SpecReader()
+                reader.load(conn, (row.spec_id,))
+                job = job_from_row(row, reader.spec(row.spec_id, row.spec_overrides))
             _fill_nodes(conn, [job])
         return job
 
@@ -514,25 +548,54 @@ class Store:
         """
         c = jobs.c
         where = self._job_filter(job_ids, users, states, include_finished, since)
-        columns = _LISTED if light else [jobs]
-        specs: dict[Any, Any] = {}  # the tasks of an array share one spec: build it once (and GRES parsed once)
-        read = functools.partial(_listed_record, specs) if light else functools.partial(job_from_row, specs=specs)
+        columns = _LISTED if light else _ROW
         with self.engine.connect() as conn:
             if not collapse_arrays:
-                query = select(*columns).where(*where).order_by(c.job_id)
-                listed = [read(row) for row in conn.execute(query)]
-                _fill_nodes(conn, listed)
-                return listed
-            pending_task = (c.state == "PENDING") & c.array_job_id.is_not(None)
-            groups = self._pending_task_groups(conn, where, pending_task)  # first task's job id -> its tasks
-            rows = list(conn.execute(select(*columns).where(*where, ~pending_task)))
-            firsts = list(groups)
-            for i in range(0, len(firsts), _IN_CHUNK):
-                rows.extend(conn.execute(select(*columns).where(c.job_id.in_(firsts[i:i + _IN_CHUNK]))))
-            found = sorted((read(row) for row in rows), key=lambda job: job.job_id)
-            _fill_nodes(conn, found)
-        for job in found:
-            job.collapsed_tasks = groups.get(job.job_id, "")
+                rows = list(conn.execute(select(*columns).where(*where).order_by(c.job_id)))
+            else:
+                pending_task = (c.state == "PENDING") & c.array_job_id.is_not(None)
+                groups = self._pending_task_groups(conn, where, pending_task)  # first task's job id -> its tasks
+                rows = list(conn.execute(select(*columns).where(*where, ~pending_task)))
+                firsts = list(groups)
+                for i in range(0, len(firsts), _IN_CHUNK):
+                    rows.extend(conn.execute(select(*columns).where(c.job_id.in_(firsts[i:i + _IN_CHUNK]))))
+                rows.sort(key=lambda row: row.job_id)
+            found = self._records(conn, rows, light)
+        if collapse_arrays:
+            for job in found:
+                job.collapsed_tasks = groups.get(job.job_id, "")
+        return found
+
+    def job_page(self, job_ids: Sequence[int] = (), users: Sequence[str] = (), states: Sequence[JobState] = (),
+                 include_finished: bool = False, since: float | None = None, light: bool = False, after: int = 0,
+                 limit: int = 500) -> JobPage:
+        """One page of :meth:`get_jobs` (not collapsed): the first ``limit`` jobs with an id above
+        ``after``, and a key per job that records with the same request share (its ``job_specs`` row
+        and overrides): a listing read page by page holds one page at a time, and says each request
+        once however many pages its records span."""
+        c = jobs.c
+        where = self._job_filter(job_ids, users, states, include_finished, since)
+        query = select(*(_LISTED if light else _ROW)).where(*where, c.job_id > after).order_by(c.job_id).limit(limit)
+        with self.engine.connect() as conn:
+            rows = list(conn.execute(query))
+            found = self._records(conn, rows, light)
+        keys: list[Hashable] = ([tuple(row[_LISTED_OWN:]) for row in rows] if light
+                                else [(row.spec_id, row.spec_overrides, row.nice) for row in rows])
+        return JobPage(found, keys, rows[-1].job_id if rows else after, len(rows) == limit)
+
+    @staticmethod
+    def _records(conn: Connection, rows: Sequence[Any], light: bool, reader: SpecReader | None = None
+                 ) -> list[JobRecord]:
+        """The records of ``rows`` (of :data:`_LISTED` when ``light``, else of :data:`_ROW`), each request
+        read once for the records that share it (an array's tasks: one JobSpec), their nodes filled in."""
+        if light:
+            specs: dict[Any, Any] = {}  # the tasks of an array share one spec: built once (and GRES parsed once)
+            found = [_listed_record(specs, row) for row in rows]
+        else:
+            reader = reader or SpecReader()
+            reader.load(conn, (row.spec_id for row in rows))
+            found = [job_from_row(row, reader.spec(row.spec_id, row.spec_overrides)) for row in rows]
+        _fill_nodes(conn, found)
         return found
 
     @staticmethod
@@ -747,6 +810,8 @@ class Store:
                 self._node_writes += 1
 
 
+# A job's row as the records read it: every column but the emptied ``spec`` (the request is in job_specs)
+_ROW = tuple(c for c in jobs.c if c.name != "spec")
 # A light listing's columns (Store.get_jobs(light=True)), in the order _listed_record unpacks them:
 # the job's own columns and the request's that a listing shows; not the stored request itself.
 _LISTED = tuple(jobs.c[name] for name in (
@@ -756,21 +821,22 @@ _LISTED = tuple(jobs.c[name] for name in (
     "start_estimate", "eligible_time", "requeue", "requeue_requested", "system_comment", "nodes",
     "max_rss_kb", "name", "user_name", "uid", "cpus", "mem_mb", "gres", "account", "nice", "dependency",
     "array_max_running", "comment", "qos", "num_nodes"))
+_LISTED_OWN = 29  # where the request's own columns start in a _LISTED row (name, user_name, ...): its spec's key
 _STATES = {s.value: s for s in JobState}
 _REASONS = {r.value: r for r in JobReason}
 
 
 def _listed_record(specs: dict[Any, Any], row: Any) -> JobRecord:
-    """The JobRecord of a row of :data:`_LISTED`: what records.job_from_row(light=True) makes, read
+    """The JobRecord of a row of :data:`_LISTED`: what records.light_spec and job_from_row make, read
     as a plain tuple (a listing of 100,000 jobs reads each row's 42 columns once: attribute access
     on SQLAlchemy's rows was most of its time)."""
     (job_id, state, reason, submit_time, start_time, end_time, node, gpu_indices, exit_code, exit_signal,
      cancel_requested, partition, time_limit, gpu_seconds, peak_gpu_memory_mb, mean_gpu_util, array_job_id,
      array_task_id, priority, admin_priority, hold, restarts, start_estimate, eligible_time, requeue,
      requeue_requested, system_comment, hostlist, max_rss_kb, *own) = row
-    key = tuple(own)
+    key = tuple(own)  # row[_LISTED_OWN:]
     spec = specs.get(key)
-    if spec is None:  # as records._light_spec: of an array's expression only the throttle (%2)
+    if spec is None:  # as records.light_spec: of an array's expression only the throttle (%2)
         name, user, uid, cpus, mem_mb, gres, account, nice, dependency, throttle, comment, qos, num_nodes = own
         parsed = specs.get(gres)
         if parsed is None:
@@ -969,7 +1035,8 @@ def _make_engine(url: str) -> Engine:
         path = url.split("///", 1)[-1]
         if path and path != ":memory:":
             pathlib.Path(path).parent.mkdir(parents=True, exist_ok=True)
-        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+        # hide_parameters: an error's text never carries a request's values (a script, a million ids) into a log
+        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30}, hide_parameters=True)
 
         @event.listens_for(engine, "connect")
         def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
@@ -980,4 +1047,4 @@ def _make_engine(url: str) -> Engine:
             cursor.close()
 
         return engine
-    return create_engine(url, pool_size=8, max_overflow=8, pool_pre_ping=True)
+    return create_engine(url, pool_size=8, max_overflow=8, pool_pre_ping=True, hide_parameters=True)

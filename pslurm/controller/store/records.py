@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy.engine import Row
 
 from pslurm.core.gres import GresRequest
-from pslurm.core.jobspec import JobRecord, JobSpec, spec_from_dict
+from pslurm.core.jobspec import JobRecord, JobSpec
 from pslurm.core.node import GpuInfo, NodeRecord
 from pslurm.core.states import JobReason, JobState, NodeState
 
@@ -181,6 +181,17 @@ class UsageRecord:
     end_time: float
 
 
+def usage_record(r: Any, end_time: float = 0.0) -> UsageRecord:
+    """A run's row (job_id, user_name, account, cpus, mem_mb, gpu_indices, start_time, end_time,
+    num_nodes, node_cpus) as a UsageRecord: a multi-node job used its share on each node, the CPUs of
+    all, memory and GPUs (per node) times its nodes. ``end_time``: for a run not ended yet."""
+    nodes = r.num_nodes or 1
+    return UsageRecord(r.job_id, r.user_name, r.account,
+                       sum(indices_from_column(r.node_cpus)) if r.node_cpus else r.cpus, r.mem_mb * nodes,
+                       len(indices_from_column(r.gpu_indices)) * nodes, r.start_time,
+                       r.end_time if r.end_time is not None else end_time)
+
+
 @dataclass(frozen=True)
 class RefRow:
     """A job a dependency may name, as dependency evaluation needs it."""
@@ -192,6 +203,17 @@ class RefRow:
     array_task_id: int | None
     user: str
     name: str
+
+
+@dataclass(frozen=True)
+class JobPage:
+    """A page of a listing (Store.job_page): the jobs, a key per job (jobs with equal keys have equal
+    requests), the last job's id (where the next page starts) and whether there may be more."""
+
+    jobs: list[JobRecord]
+    keys: list[Hashable]
+    last_id: int
+    full: bool
 
 
 @dataclass(frozen=True)
@@ -226,13 +248,9 @@ def gres_from_column(text: str) -> tuple[GresRequest, ...]:
     return tuple(out)
 
 
-def job_from_row(row: Row[Any], specs: dict[Any, JobSpec] | None = None, light: bool = False) -> JobRecord:
-    key = _light_key(row) if light else row.spec
-    spec = specs.get(key) if specs is not None else None
-    if spec is None:
-        spec = _light_spec(row) if light else spec_from_dict(json.loads(row.spec))
-        if specs is not None:
-            specs[key] = spec
+def job_from_row(row: Row[Any], spec: JobSpec) -> JobRecord:
+    """The record of a ``jobs`` row (its columns but ``spec``) with its request ``spec`` (read from
+    ``job_specs``, or :func:`light_spec` for a listing)."""
     if spec.nice != row.nice:  # changed since submit (pscontrol update Nice=): the column is the truth
         spec = dataclasses.replace(spec, nice=row.nice)
     return JobRecord(
@@ -264,20 +282,21 @@ def row_nodes(node: str | None, hostlist: str | None) -> tuple[str, ...]:
     return (node, *(n for n in expand(hostlist) if n != node))
 
 
-def _light_key(row: Row[Any]) -> tuple[Any, ...]:
-    return (row.name, row.user_name, row.uid, row.partition, row.time_limit, row.cpus, row.mem_mb, row.gres,
-            row.account, row.nice, row.dependency, row.array_max_running, row.comment, row.qos, row.num_nodes)
-
-
-def _light_spec(row: Row[Any]) -> JobSpec:
-    """A listing's spec, from the job's own columns (see Store.get_jobs(light=True)). Of an array's
-    expression only the throttle is kept (``%2``): that is what a listing shows of it."""
-    return JobSpec(name=row.name, user=row.user_name, uid=row.uid, gid=0, workdir="", partition=row.partition,
-                   time_limit=row.time_limit, cpus_per_task=row.cpus, mem_mb=row.mem_mb,
-                   gres=gres_from_column(row.gres),
-                   account=row.account or "", nice=row.nice or 0, dependency=row.dependency or "",
-                   array=f"%{row.array_max_running}" if row.array_max_running else "", comment=row.comment or "",
-                   qos=row.qos or "", num_nodes=row.num_nodes or 1)
+def light_spec(row: Row[Any], specs: dict[Any, JobSpec]) -> JobSpec:
+    """A listing's spec, from the job's own columns (see Store.get_jobs(light=True)); the rows that
+    agree on them (an array's tasks) share one, kept in ``specs``. Of an array's expression only the
+    throttle is kept (``%2``): that is what a listing shows of it."""
+    key = (row.name, row.user_name, row.uid, row.partition, row.time_limit, row.cpus, row.mem_mb, row.gres,
+           row.account, row.nice, row.dependency, row.array_max_running, row.comment, row.qos, row.num_nodes)
+    found = specs.get(key)
+    if found is None:
+        found = specs[key] = JobSpec(
+            name=row.name, user=row.user_name, uid=row.uid, gid=0, workdir="", partition=row.partition,
+            time_limit=row.time_limit, cpus_per_task=row.cpus, mem_mb=row.mem_mb, gres=gres_from_column(row.gres),
+            account=row.account or "", nice=row.nice or 0, dependency=row.dependency or "",
+            array=f"%{row.array_max_running}" if row.array_max_running else "", comment=row.comment or "",
+            qos=row.qos or "", num_nodes=row.num_nodes or 1)
+    return found
 
 
 def node_from_row(row: Row[Any]) -> NodeRecord:

@@ -2,7 +2,19 @@
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Boolean, Column, Float, ForeignKey, Integer, MetaData, String, Table, Text
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    Float,
+    ForeignKey,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
 
 metadata = MetaData()
 
@@ -32,7 +44,14 @@ jobs = Table(
     Column("peak_gpu_memory_mb", Integer),
     Column("mean_gpu_util", Float),
     Column("max_rss_kb", BigInteger),  # the job's memory cgroup's peak, KiB (0010); NULL: not measured
-    Column("spec", Text, nullable=False),  # the whole JobSpec as JSON
+    Column("total_cpu_seconds", Float),  # its cgroup's CPU time, user and system (0011); NULL: not measured
+    # the request: ``job_specs`` row ``spec_id`` (an array's tasks share one), with the fields changed on this
+    # job alone since (pscontrol update) in ``spec_overrides``, a JSON object ("" none) (migration 0012).
+    # ``spec`` held the whole request per row before 0012; it is "" since (dropping a column on SQLite rebuilds
+    # the table and every table that refers to it)
+    Column("spec", Text, nullable=False),
+    Column("spec_id", Integer, index=True),
+    Column("spec_overrides", Text, nullable=False, default=""),
     # scheduling (migration 0002)
     Column("account", String(64), nullable=False, default=""),
     Column("nice", Integer, nullable=False, default=0),
@@ -66,6 +85,15 @@ jobs = Table(
     Column("nodes", String(1024), nullable=False, default=""),
     Column("num_nodes", Integer, nullable=False, default=1),  # -N: the nodes it asks
     Column("node_cpus", String(1024), nullable=False, default=""),  # each node's CPUs, "8,4" ("" one node)
+)
+
+# What a submit asked (migration 0012): the whole JobSpec as JSON, stored once per submit, so that the tasks
+# of an array (up to MaxArraySize rows) refer to one copy of their script and environment.
+job_specs = Table(
+    "job_specs",
+    metadata,
+    Column("spec_id", Integer, primary_key=True, autoincrement=True),
+    Column("spec", Text, nullable=False),
 )
 
 # The nodes of each job's allocation (migration 0007), written by ``start`` (one row for a single-node
@@ -139,4 +167,55 @@ nodes = Table(
     Column("last_heartbeat", Float, nullable=False, default=0.0),
     Column("gpus", Text, nullable=False, default="[]"),  # JSON list of GpuInfo the agent reported
     Column("isolation", String(256), nullable=False, default=""),
+)
+
+# Associations (migration 0011): sacctmgr's accounts, users, associations and QOS (core/assoc.py), written
+# only by store/assoc.py
+acct_qos = Table(
+    "acct_qos",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("name", String(64), nullable=False, unique=True),
+    Column("description", String(256), nullable=False, default=""),
+    Column("priority", BigInteger, nullable=False, default=0),
+    Column("max_jobs_per_user", Integer),  # NULL: no limit
+    Column("max_submit_jobs_per_user", Integer),
+    Column("max_tres_per_user", String(256), nullable=False, default=""),
+    Column("max_wall", Integer),  # seconds
+    Column("preempt", String(1024), nullable=False, default=""),  # QOS names, comma-separated
+)
+
+acct_accounts = Table(
+    "acct_accounts",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("description", String(256), nullable=False, default=""),
+    Column("organization", String(256), nullable=False, default=""),
+)
+
+acct_users = Table(
+    "acct_users",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("default_account", String(64), nullable=False, default=""),
+    Column("admin_level", String(16), nullable=False, default="None"),
+)
+
+acct_assocs = Table(
+    "acct_assocs",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("account", String(64), nullable=False, index=True),
+    Column("user_name", String(64), nullable=False, default=""),  # "": the account's own association
+    Column("partition", String(64), nullable=False, default=""),
+    Column("parent", String(64), nullable=False, default=""),
+    Column("fairshare", Integer, nullable=False, default=1),
+    Column("max_jobs", Integer),
+    Column("max_submit_jobs", Integer),
+    Column("max_wall", Integer),  # seconds
+    Column("grp_tres", String(256), nullable=False, default=""),
+    Column("max_tres_per_job", String(256), nullable=False, default=""),
+    Column("qos", String(1024), nullable=False, default="normal"),  # QOS names, comma-separated
+    Column("default_qos", String(64), nullable=False, default=""),
+    UniqueConstraint("account", "user_name", "partition", name="uq_acct_assocs_key"),
 )

@@ -16,7 +16,8 @@ value the database refuses, a lost connection) rolls the transaction back; that 
 itself fails, each work of the group is committed alone, so that only the one the database
 refuses fails. When no connection can be had at all, every caller in the group gets the
 StoreError. A StoreError's message is one line for the user, without SQL or driver text; the
-full error goes to the ``psctld`` log. A BaseException that is not an Exception
+driver's message goes to the ``psctld`` log, cut to MAX_LOGGED characters (the statement, as long
+as a request makes it, only at debug level). A BaseException that is not an Exception
 (KeyboardInterrupt, SystemExit) is not handled: the transaction is rolled back, and the leading
 caller and every caller whose work was still to run get it raised.
 """
@@ -54,6 +55,22 @@ def store_error(exc: Exception) -> StoreError:
     error = StoreError(message)
     error.__cause__ = exc
     return error
+
+
+MAX_LOGGED = 300  # characters of a database error in the log: its statement and values could be megabytes
+
+
+def brief(exc: BaseException) -> str:
+    """A database error in one bounded line: the driver's own message, without the statement."""
+    cause = exc.orig if isinstance(exc, StatementError) and exc.orig is not None else exc
+    text = " ".join(str(cause).split())
+    return f"{type(cause).__name__}: {text[:MAX_LOGGED]}{'...' if len(text) > MAX_LOGGED else ''}"
+
+
+def _log_failure(what: str, exc: BaseException) -> None:
+    """One bounded warning line; the traceback only at debug level (its statement can be long)."""
+    log.warning("%s: %s", what, brief(exc))
+    log.debug("%s", what, exc_info=exc)
 
 
 class _Work(Generic[T]):
@@ -126,16 +143,16 @@ class GroupCommit:
                         raise  # rolls back
         except Exception as exc:
             if culprit is not None:
-                log.warning("a write failed and was rolled back (%d other(s) in its transaction run again)",
-                            len(works) - 1, exc_info=exc)
+                _log_failure(f"a write failed and was rolled back ({len(works) - 1} other(s) in its transaction "
+                             "run again)", exc)
                 culprit.error = store_error(exc)
                 return [work for work in works if work is not culprit]
             if len(works) == 1 or not connected:  # its own commit failed, or no connection at all
-                log.warning("the store could not commit %d write(s)", len(works), exc_info=exc)
+                _log_failure(f"the store could not commit {len(works)} write(s)", exc)
                 for work in works:
                     work.result, work.error = None, store_error(exc)
                 return []
-            log.warning("a commit of %d writes failed: committing each alone", len(works), exc_info=exc)
+            _log_failure(f"a commit of {len(works)} writes failed: committing each alone", exc)
             for work in works:
                 self._transaction([work])  # settles it: committed, or its StoreError
             return []
