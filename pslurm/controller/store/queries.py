@@ -355,11 +355,9 @@ class Store:
 
     def running_steps_on(self, node: str) -> list[StepRecord]:
         """The steps the controller holds RUNNING with tasks on ``node``: what its agent should run."""
-        s = job_steps.c
-        query = (select(job_steps).join_from(job_steps, jobs, s.job_id == jobs.c.job_id)
-                 .where(s.state == JobState.RUNNING.value, jobs.c.node == node))
         with self.engine.connect() as conn:
-            return [step for step in map(step_from_row, conn.execute(query)) if node in expand(step.nodes)]
+            return [step for step in map(step_from_row, conn.execute(_STEPS_ON, {"b_node": node}))
+                    if node in expand(step.nodes)]
 
     # -- what is not the lifecycle: a pass's notes on pending jobs, operators' settings ---------
 
@@ -695,11 +693,9 @@ class Store:
 
     def runs_on(self, node: str) -> list[ActiveRun]:
         """The runs the controller holds RUNNING or COMPLETING on ``node``: what its agent should have."""
-        c = jobs.c
-        held = select(job_nodes.c.job_id).where(job_nodes.c.node == node)
-        query = select(c.job_id, c.restarts, c.start_time).where(c.job_id.in_(held), c.state.in_(_ACTIVE))
         with self.engine.connect() as conn:
-            return [ActiveRun(r.job_id, r.restarts, r.start_time or 0.0) for r in conn.execute(query)]
+            rows = conn.execute(_RUNS_ON, {"b_node": node})
+            return [ActiveRun(r.job_id, r.restarts, r.start_time or 0.0) for r in rows]
 
     def events(self, job_id: int) -> list[JobEvent]:
         """A job's history, oldest first."""
@@ -1008,6 +1004,13 @@ def _end_step(conn: Connection, e: StepEnd) -> StepRecord:
     return step_from_row(step)
 
 
+# The node monitor's reads on every heartbeat, built once (building a statement cost more than running it):
+# the runs held RUNNING or COMPLETING on a node, and the RUNNING steps of the jobs whose first node it is
+_RUNS_ON = select(jobs.c.job_id, jobs.c.restarts, jobs.c.start_time).where(
+    jobs.c.job_id.in_(select(job_nodes.c.job_id).where(job_nodes.c.node == bindparam("b_node"))),
+    jobs.c.state.in_(_ACTIVE))
+_STEPS_ON = (select(job_steps).join_from(job_steps, jobs, job_steps.c.job_id == jobs.c.job_id)
+             .where(job_steps.c.state == JobState.RUNNING.value, jobs.c.node == bindparam("b_node")))
 _HEARD = update(nodes).where(nodes.c.name == bindparam("b_name")).values(last_heartbeat=bindparam("b_time"))
 
 
