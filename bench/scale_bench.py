@@ -21,8 +21,8 @@ node's own port, jobs real processes), then, in turn:
    in a window of ``--rest`` seconds while a trivial job is submitted every half second, which rings
    for main passes, and the last), psctld's CPU and RSS at rest, and the cold commands
    again: ``psqueue`` (one line per separate job: a listing of all of them), ``psinfo``;
-5. ``--arrays K``: K held arrays of 1000 tasks (at the largest size only): ``psqueue`` (one line per
-   array) and ``psqueue -r`` (one per task).
+5. ``--arrays K``: K held arrays of 1000 tasks (at the first size only, after the load, cancelled
+   after): ``psqueue`` (one line per array) and ``psqueue -r`` (one line per task).
 
 Prints a markdown table per size. Figures are measured, never asserted; the machine (2 cores here,
 shared) is in them: run it on a quiet machine and say the load average with the figures.
@@ -198,6 +198,15 @@ def measure(size: int, args: argparse.Namespace, tmp: str) -> list[tuple[str, st
         rows.append((f"psctld CPU under {args.rate:.0f} jobs/s ({jobs} trivial jobs)",
                      f"{100 * (proc_cost(ctld)[0] - before) / window:.1f} % of a core; all ended "
                      f"{lag:.1f} s after the last submit; RSS {rss_mb(ctld):.0f} MB"))
+        if args.arrays and size == int(args.nodes.split(",")[0]):
+            arrays = submit_many(conf, [script_spec(tmp, "true", array="0-999", hold=True)] * args.arrays,
+                                 args.threads)
+            rows.append((f"{args.arrays} held arrays of 1000 tasks: cold psqueue / psqueue -r (one line per task)",
+                         f"{1000 * cold(env, tmp, args.repeat, 'psqueue'):.0f} / "
+                         f"{1000 * cold(env, tmp, args.repeat, 'psqueue', '-r'):.0f} ms"))
+            for part in range(0, len(arrays), 50):
+                subprocess.run([str(BIN / "pscancel"), *map(str, arrays[part:part + 50])], env=env, check=True,
+                               capture_output=True)
         # every node one sleeping one-GPU job: the pending jobs below need a whole node and wait
         blockers = submit_many(conf, [script_spec(tmp, "sleep 100000", gres="gpu:1", nodelist=f"c{i:03d}")
                                       for i in range(size)], args.threads)
@@ -226,11 +235,6 @@ def measure(size: int, args: argparse.Namespace, tmp: str) -> list[tuple[str, st
             rows.append((f"{target} pending: cold psqueue (every job a line) / psinfo",
                          f"{1000 * cold(env, tmp, args.repeat, 'psqueue'):.0f} / "
                          f"{1000 * cold(env, tmp, args.repeat, 'psinfo'):.0f} ms"))
-        if args.arrays and size == max(int(n) for n in args.nodes.split(",")):
-            submit_many(conf, [script_spec(tmp, "true", array="0-999", hold=True)] * args.arrays, args.threads)
-            rows.append((f"{args.arrays} held arrays of 1000 more: cold psqueue / psqueue -r",
-                         f"{1000 * cold(env, tmp, args.repeat, 'psqueue'):.0f} / "
-                         f"{1000 * cold(env, tmp, args.repeat, 'psqueue', '-r'):.0f} ms"))
     finally:
         subprocess.run([str(BIN / "pslurm"), "down", "--state-dir", str(state)], capture_output=True)
     return rows
