@@ -40,18 +40,46 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'store.db'}"
         return
+    with fresh_pg_database(f"pslurm_t{os.getpid()}_{abs(hash(request.node.nodeid)) % 10**8}") as url:
+        yield url
+
+
+@contextlib.contextmanager
+def fresh_pg_database(name: str) -> Iterator[str]:
+    """A new, empty PostgreSQL database on the test server (PSLURM_TEST_PG_URL's), dropped afterwards."""
     base = require_pg()
     from sqlalchemy import create_engine, text
 
-    name = f"pslurm_t{os.getpid()}_{abs(hash(request.node.nodeid)) % 10**8}"
     admin = create_engine(base, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
         conn.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
         conn.execute(text(f'CREATE DATABASE "{name}"'))
-    yield base.rsplit("/", 1)[0] + "/" + name
-    with admin.connect() as conn:
-        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-    admin.dispose()
+    try:
+        yield base.rsplit("/", 1)[0] + "/" + name
+    finally:
+        _drop_database(admin, name)
+        admin.dispose()
+
+
+def _drop_database(admin: Any, name: str) -> None:
+    """Drop a test's database, ending the sessions left in it. Ending another role's session needs
+    rights the test's role may not have (a busy server once had one there as the test ended): then
+    wait for it to go, and at worst leave the database (a later run's name is another)."""
+    import warnings
+
+    from sqlalchemy import text
+    from sqlalchemy.exc import DBAPIError
+
+    for attempt in range(20):
+        try:
+            with admin.connect() as conn:
+                force = " WITH (FORCE)" if attempt == 0 else ""
+                conn.execute(text(f'DROP DATABASE IF EXISTS "{name}"{force}'))
+            return
+        except DBAPIError as exc:
+            last = exc
+            time.sleep(0.25)
+    warnings.warn(f"test database {name} left in place: {str(last).splitlines()[0]}", stacklevel=1)
 
 
 def wait_for(predicate: Any, timeout: float = 30.0, interval: float = 0.1) -> Any:

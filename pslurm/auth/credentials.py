@@ -8,9 +8,8 @@ these names.
 from __future__ import annotations
 
 import os
-import socket
-import threading
 import time
+from _thread import allocate_lock
 from collections.abc import Callable
 
 from pslurm.auth.credential import AuthError, Identity, load_key, sign
@@ -34,7 +33,7 @@ class Credentials:
         self.key_path, self.socket_path, self._clock = key_path, socket_path, clock
         self._key: bytes | None = None
         self._unreadable: AuthError | None = None  # why the key could not be read: ask the socket
-        self._lock = threading.Lock()
+        self._lock = allocate_lock()  # threading's Lock, without importing threading at every command's start
 
     @classmethod
     def for_cluster(cls, config: ClusterConfig) -> Credentials:
@@ -72,10 +71,7 @@ def ask_credential_socket(path: str) -> str:
     growing wait, while the socket says this user asks too fast."""
     for attempt in range(RETRIES + 1):
         try:
-            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-                sock.settimeout(5)
-                sock.connect(path)
-                line = sock.makefile("rb").readline(4096).decode(errors="replace").strip()
+            line = _ask(path)
         except OSError as exc:
             raise AuthError(f"no credential service at {path}: {exc.strerror or exc}") from None
         if not line.startswith("error:"):
@@ -86,3 +82,23 @@ def ask_credential_socket(path: str) -> str:
     if not line:
         raise AuthError(f"the credential service at {path} gave no credential")
     return line
+
+
+def _ask(path: str) -> str:
+    """The credential socket's one line (at most 4096 bytes), through ``_socket`` as the client's
+    HTTP is (:mod:`pslurm.client.http`: :mod:`socket` costs a command's start milliseconds)."""
+    import _socket
+
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    try:
+        sock.settimeout(5)
+        sock.connect(path)
+        data = b""
+        while b"\n" not in data and len(data) < 4096:
+            piece = sock.recv(4096)
+            if not piece:
+                break
+            data += piece
+    finally:
+        sock.close()
+    return data.split(b"\n", 1)[0][:4096].decode(errors="replace").strip()

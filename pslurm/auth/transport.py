@@ -13,9 +13,10 @@ from typing import Any
 
 import grpc
 
-from pslurm.auth.credential import API, AuthError, Identity, ReplayCache, sign, verify
+from pslurm.auth.credential import API, AuthError, Identity, sign, verify
 from pslurm.auth.credentials import METADATA_KEY, Clock, Credentials, Metadata, ask_credential_socket
 from pslurm.auth.ratelimit import TokenBuckets
+from pslurm.auth.replay import ReplayCache
 
 __all__ = ["METADATA_KEY", "MAX_REQUEST_BYTES", "SERVER_OPTIONS", "Authenticator", "Clock", "CredentialService",
            "Credentials", "Metadata", "ask_credential_socket", "signed_metadata"]

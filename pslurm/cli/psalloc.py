@@ -126,7 +126,7 @@ def wait_granted(prog: str, api: Api, job_id: int, salloc: bool) -> JobInfo | No
 def job_environment(job: JobInfo, cluster: str, ntasks: bool) -> dict[str, str]:
     """The variables salloc gives its command (Slurm's env_array_for_job): the job's id, name, nodes,
     partition, CPUs, its submit directory and host; SLURM_NTASKS only when -n was given."""
-    import socket
+    import _socket
 
     from pslurm.cli.jobview import node_count, nodelist_text
     from pslurm.core.layout import compress_counts, tasks_per_node
@@ -140,7 +140,7 @@ def job_environment(job: JobInfo, cluster: str, ntasks: bool) -> dict[str, str]:
         "SLURM_JOB_NODELIST": node, "SLURM_NODELIST": node, "SLURM_JOB_NUM_NODES": str(nodes),
         "SLURM_NNODES": str(nodes), "SLURM_JOB_PARTITION": job.partition,
         "SLURM_JOB_CPUS_PER_NODE": compress_counts(cpus), "SLURM_TASKS_PER_NODE": compress_counts(tasks),
-        "SLURM_SUBMIT_DIR": spec.workdir, "SLURM_SUBMIT_HOST": socket.gethostname(), "SLURM_CLUSTER_NAME": cluster,
+        "SLURM_SUBMIT_DIR": spec.workdir, "SLURM_SUBMIT_HOST": _socket.gethostname(), "SLURM_CLUSTER_NAME": cluster,
     }
     if spec.account:
         env["SLURM_JOB_ACCOUNT"] = spec.account

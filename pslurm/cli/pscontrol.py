@@ -145,7 +145,8 @@ DESCRIPTION = ("show job ID | show node [NAME] | show partition | update NodeNam
                "  MinMemoryNode=MB Priority=P Nice=N | hold ID.. | uhold ID.. | release ID.. | requeue ID.. |\n"
                "  show hostnames [HOSTLIST] (default $SLURM_NODELIST) | show hostlist NAME,NAME.. (neither asks the\n"
                "  controller) | show config (read from the local pslurm.conf, not from the controller) |\n"
-               "  write batch_script ID [FILE|-] (default slurm-ID.sh; - for stdout; the owner or an operator)")
+               "  write batch_script ID [FILE|-] (default slurm-ID.sh; - for stdout; the owner or an operator) |\n"
+               "  ping (each controller: UP or DOWN) | takeover [INDEX] (backup INDEX, default 1, takes control)")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -169,6 +170,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         return
     if verb == "update":
         _update(words[1:])
+        return
+    if verb in ("ping", "takeover"):  # the controllers themselves (SlurmctldHost= lines)
+        from pslurm.cli import controllers_cmd
+
+        controllers_cmd.run(PROG, verb, words[1:])
         return
     if verb == "token":  # scontrol token: cli/token_cmd.py
         return token_cmd.token(PROG, words[1:])
@@ -289,8 +295,9 @@ def config_pairs(cfg: ClusterConfig) -> list[tuple[str, str]]:
         *((key, str(value)) for key, value in weights),
         ("RestPort", str(cfg.rest_port)),
         ("SchedulerParameters", extra.get("schedulerparameters") or "(null)"),
-        ("SlurmctldHost[0]", f"{cfg.controller_host}({cfg.controller_addr})"),
+        *((f"SlurmctldHost[{i}]", f"{name}({addr})") for i, (name, addr) in enumerate(cfg.controller_hosts)),
         ("SlurmctldPort", str(cfg.controller_port)),
+        ("SlurmctldTimeout", f"{cfg.slurmctld_timeout} sec"),
         ("SlurmdPort", str(ports[0]) if ports else "6818"),
         ("SlurmdSpoolDir", cfg.spool_dir),
         ("SlurmdTimeout", f"{cfg.slurmd_timeout} sec"),

@@ -32,6 +32,8 @@ def make_app() -> typer.Typer:
         shards: Annotated[int, typer.Option("--shards", help="shards per GPU (--gres=shard:K)")] = 0,
         virtual: Annotated[bool, typer.Option(
             "--virtual", help="host the agents in a few processes (one per 250 nodes), not one each")] = False,
+        controllers: Annotated[int, typer.Option(
+            "--controllers", help="controllers: the first active, the others standing by (needs --db PostgreSQL)")] = 1,
     ) -> None:
         """Start a controller and NODES agents on loopback; returns once every node is idle."""
         from pslurm.cluster.local import ClusterError, LocalCluster, virtual_hosts
@@ -40,8 +42,10 @@ def make_app() -> typer.Typer:
             fail(PROG, "--nodes must be 1..1000, --gpus-per-node >= 0, --cpus >= 1")
         if (gpu_memory is not None and gpu_memory < 1) or shards < 0:
             fail(PROG, "--gpu-memory must be >= 1 (MB), --shards >= 0")
-        if conf is not None and (gpu_memory is not None or shards):
-            fail(PROG, "--gpu-memory and --shards shape simulated GPUs: with --conf, gres.conf says it")
+        if conf is not None and (gpu_memory is not None or shards or controllers != 1):
+            fail(PROG, "--gpu-memory, --shards and --controllers shape the cluster: with --conf, its files say it")
+        if not 1 <= controllers <= 8:
+            fail(PROG, "--controllers must be 1..8")
         directory, default = _state_dir(state_dir)
         cluster = LocalCluster(directory)
         if cluster.running():
@@ -52,7 +56,7 @@ def make_app() -> typer.Typer:
         try:
             config = (cluster.write_config_from(conf.resolve(), db) if conf is not None
                       else cluster.write_config(nodes, gpus_per_node, cpus, memory, db, gpu_memory_mb=gpu_memory,
-                                                shards=shards))
+                                                shards=shards, controllers=controllers))
         except ClusterError as exc:
             fail(PROG, str(exc))
         try:
@@ -72,9 +76,10 @@ def make_app() -> typer.Typer:
         else:
             each = ", ".join(x for x in (f"{gpu_memory} MB" if gpu_memory else "",
                                           f"{shards} shards" if shards else "") if x)
+            backups = "".join(f", backup on {addr}:{config.controller_port}" for _, addr in config.backup_controllers)
             print(f"pslurm: cluster '{config.cluster_name}' is up: {nodes} nodes {collect(config.nodes)} "
                   f"with {gpus_per_node} GPUs{f' ({each} each)' if each and gpus_per_node else ''} and {cpus} CPUs "
-                  f"each, controller on {config.controller_target}")
+                  f"each, controller on {config.controller_target}{backups}")
         if not default:
             print(f"pslurm: use it with: export PSLURM_CONF={cluster.conf_path}")
         print("pslurm: try: psrun --gres=gpu:1 sh -c 'echo $SLURMD_NODENAME GPU $CUDA_VISIBLE_DEVICES'")
@@ -91,9 +96,26 @@ def make_app() -> typer.Typer:
         stopped = LocalCluster(directory).stop()
         print(f"pslurm: stopped {len(stopped)} processes" if stopped else f"pslurm: no cluster running in {directory}")
 
-    from pslurm.cli import accounts_cmd, compat, lxc_cmd  # light: lxc's commands import pslurm.lxc when they run
+    @app.command()
+    def doctor(
+        conf: Annotated[Optional[Path], typer.Option("--conf", "-f", help="pslurm.conf (default: $PSLURM_CONF, "
+                                                     "/etc/pslurm/pslurm.conf, the per-user cluster's)")] = None,
+        node_name: Annotated[Optional[str], typer.Option("--node-name", "-N", help="the node to check "
+                                                         "(default: this host's name)")] = None,
+        gpu: Annotated[bool, typer.Option("--gpu", help="also run a CUDA program in a probe job on each GPU")] = False,
+    ) -> None:
+        """Check this host for what pslurm needs: one line per check, what holds and what to fix."""
+        import sys
+
+        argv = [sys.executable, "-m", "pslurm.doctor", *(["-f", str(conf)] if conf else []),
+                *(["-N", node_name] if node_name else []), *(["--gpu"] if gpu else [])]
+        os.execv(sys.executable, argv)  # a program of its own: it runs the agent's cgroup and GPU code
+
+    # light: lxc's commands import pslurm.lxc when they run
+    from pslurm.cli import accounts_cmd, compat, lxc_cmd, units_cmd
 
     app.command("accounts")(accounts_cmd.accounts)
+    app.command("install-units")(units_cmd.install_units)
 
     app.add_typer(lxc_cmd.make_app(), name="lxc")
     app.add_typer(compat.make_app(), name="compat")

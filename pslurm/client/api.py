@@ -7,8 +7,8 @@ turns that JSON into domain objects; the commands on the hot path (psqueue, psba
 psacct, pscontrol, psrun) use it directly and read the JSON with :mod:`pslurm.cli.jobview`, so a
 command's start imports neither the domain's dataclasses nor ``typing``.
 
-Standard library only, and little of it (``json``, ``socket``, ``threading``): every command
-imports this on its path.
+Standard library only, and little of it (``json``, ``_socket``): every command imports this on its
+path.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from __future__ import annotations
 import gc
 import json
 import os
-import threading
 import time
+from _thread import allocate_lock
 
 from pslurm.client.errors import (
     AuthenticationFailed,
@@ -47,6 +47,12 @@ if TYPE_CHECKING:
         @property
         def controller_addr(self) -> str: ...
         @property
+        def controller_port(self) -> int: ...
+        @property
+        def controller_hosts(self) -> tuple[tuple[str, str], ...]: ...
+        @property
+        def slurmctld_timeout(self) -> int: ...
+        @property
         def rest_port(self) -> int: ...
         @property
         def controller_target(self) -> str: ...
@@ -64,6 +70,8 @@ INPUT_CLOSE_TIMEOUT = 5.0
 IDLE_KEPT = 4  # idle connections kept for reuse
 BACKOFF_TRIES = 12  # a request refused with 429 is sent this many times in all (waits of 0.1 s to 2 s: ~15 s)
 DEFAULT_TIMEOUT = 30.0  # seconds a request may take before the controller counts as unreachable
+CONNECT_TIMEOUT = 5.0  # with backup controllers: seconds to connect before trying the next one
+FAILOVER_RETRY = 0.5  # seconds between rounds over the controllers while none serves (a backup taking over)
 
 # An error reply's HTTP status -> what it means to the caller (502: the job's node did not answer).
 _ERRORS: dict[int, type[ClientError]] = {400: InvalidRequest, 409: InvalidRequest, 413: InvalidRequest,
@@ -104,9 +112,12 @@ class Api:
     def __init__(self, config: WireConfig, timeout: float = DEFAULT_TIMEOUT) -> None:
         self.config = config
         self.timeout = timeout
-        self.target = config.controller_target  # what ControllerUnreachable names (the controller, as ever)
+        self._hosts = [addr for _, addr in config.controller_hosts]  # SlurmctldHost= order: primary first
+        self._serving = self._hosts[0]  # the controller that answered last: asked first
+        # what ControllerUnreachable names: the controller, or every one of them
+        self.target = ", ".join(f"{addr}:{config.controller_port}" for addr in self._hosts)
         self._credentials: Credentials | None = None
-        self._lock = threading.Lock()
+        self._lock = allocate_lock()  # threading's Lock: threading itself is imported only to stream input
         self._idle: list[Connection] = []
 
     @classmethod
@@ -153,10 +164,28 @@ class Api:
         return headers
 
     def _connect(self, timeout: float | None) -> Connection:
-        try:
-            return Connection(self.config.controller_addr, self.config.rest_port, timeout)
+        """A connection to the first controller that takes one: the one that served last, then the
+        others in SlurmctldHost= order (an input stream's; requests go through :meth:`_open`)."""
+        for host in self._in_order():
+            conn = self._connect_to(host, timeout)
+            if conn is not None:
+                return conn
+        raise ControllerUnreachable(self.target)
+
+    def _connect_to(self, host: str, timeout: float | None) -> Connection | None:
+        """A connection to ``host``'s API, or None when it takes none (refused, or no answer in time)."""
+        several = len(self._hosts) > 1
+        try:  # with backups to try, a dead host is given up on sooner than a request may take
+            conn = Connection(host, self.config.rest_port, min(timeout or CONNECT_TIMEOUT, CONNECT_TIMEOUT)
+                              if several else timeout)
         except OSError:
-            raise ControllerUnreachable(self.target) from None
+            return None
+        if several:
+            conn.settimeout(timeout)
+        return conn
+
+    def _in_order(self) -> list[str]:
+        return [self._serving, *(h for h in self._hosts if h != self._serving)]
 
     def _open(self, method: str, path: str, body: bytes | None, stream: bool) -> Response:
         """Send a request and read its reply's head. Refused with 429 (this user has too many
@@ -175,25 +204,70 @@ class Api:
         raise AssertionError("unreachable")
 
     def _open_once(self, method: str, path: str, body: bytes | None, stream: bool) -> Response:
-        """Send a request and read its reply's head. A kept-alive connection the server has closed
-        meanwhile is replaced once (safe: a request the server did handle spent its credential, so
-        its replay would be refused, never done twice)."""
-        headers = self._headers()
+        """Send a request and read its reply's head, once (429 aside).
+
+        With several controllers (SlurmctldHost= lines) it goes to the one that served last, then to
+        the others in order: a host that takes no connection, or answers 503 (it stands by, or lost
+        the lease: it did nothing), passes the request on; a GET also when its connection failed.
+        When none serves, it asks again for up to 1.5 x SlurmctldTimeout, the time a backup has to
+        take over (Slurm's commands wait so too); then ControllerUnreachable. A request that was
+        sent and not answered is never sent elsewhere: it may have been done."""
+        deadline = None
+        while True:
+            for host in self._in_order():
+                response = self._open_at(host, method, path, body, stream)
+                if response is None:
+                    continue
+                if response.status == 503 and len(self._hosts) > 1:
+                    response.conn.close()  # not served here: nothing was done
+                    continue
+                self._serving = host
+                return response
+            if len(self._hosts) == 1:
+                raise ControllerUnreachable(self.target)
+            now = time.monotonic()
+            deadline = deadline or now + 1.5 * self.config.slurmctld_timeout
+            if now >= deadline:
+                raise ControllerUnreachable(self.target)
+            time.sleep(min(FAILOVER_RETRY, deadline - now))
+
+    def _open_at(self, host: str, method: str, path: str, body: bytes | None, stream: bool) -> Response | None:
+        """The request sent to ``host``, its reply's head read; None when it was not sent (no
+        connection), or when a GET's connection failed and other controllers may answer it. A kept-alive
+        connection the server has closed meanwhile is replaced once, to the same host with the same
+        credential (safe: a request the server did handle spent it, so its replay would be refused,
+        never done twice); when that host takes no new connection (it died: perhaps after doing it),
+        ControllerUnreachable, never another controller."""
+        headers = self._headers()  # a credential per controller: each keeps its own replay cache
+        sent = False  # the request went out to this host: it may have been done there
         for attempt in (0, 1):
             conn = None
             if not stream and attempt == 0:
                 with self._lock:
-                    conn = self._idle.pop() if self._idle else None
+                    mine = [c for c in self._idle if c.host == host]
+                    if mine:
+                        conn = mine[-1]
+                        self._idle.remove(conn)
+                if conn is not None and conn.dropped():  # closed while idle (its server went): nothing sent
+                    conn.close()
+                    conn = None
             fresh = conn is None
             if conn is None:
-                conn = self._connect(self.timeout)
+                conn = self._connect_to(host, self.timeout)
+                if conn is None:
+                    if sent and method != "GET":  # its kept-alive connection died: done there or not, unknown
+                        raise ControllerUnreachable(self.target)
+                    return None
             try:
+                sent = True
                 conn.send(method, path, headers, body)
                 response = conn.response()
             except (OSError, ProtocolError) as exc:
                 conn.close()
                 if not fresh and not isinstance(exc, TimeoutError):
                     continue
+                if method == "GET" and len(self._hosts) > 1:
+                    return None
                 raise ControllerUnreachable(self.target) from None
             if stream:
                 conn.settimeout(None)  # a stream's next line comes when something happens
@@ -289,8 +363,23 @@ class Api:
 
     def wait(self, job_id: int) -> Iterator[Json]:
         """The job's ``job_info`` now and at each change, until it ends (see Client.wait)."""
-        for data in self.stream(f"{PSLURM}/job/{int(job_id)}/wait"):
+        for data in self._resumed(f"{PSLURM}/job/{int(job_id)}/wait"):
             yield data["job"]
+
+    def _resumed(self, path: str) -> Iterator[Json]:
+        """A wait's stream (:meth:`stream`); with several controllers, opened again when the one that
+        served it went away mid-stream: a backup takes over and sends the state again, so a waiter
+        misses no end. A stream that could not be opened again raises ControllerUnreachable."""
+        while True:
+            got = False
+            try:
+                for data in self.stream(path):
+                    got = True
+                    yield data
+                return
+            except ControllerUnreachable:
+                if not got or len(self._hosts) == 1:
+                    raise
 
     def cancel(self, job_ids: Iterable[int] = (), signal: int = 0, job_specs: Iterable[str] = ()) -> list[str]:
         """Cancel or signal jobs; one error line per job that could not be."""
@@ -325,6 +414,31 @@ class Api:
     def cluster(self) -> Json:
         """``{"cluster_name", "partitions", "nodes"}``."""
         return self.request("GET", f"{PSLURM}/cluster")
+
+    def ping(self, host: str) -> Json:
+        """Controller ``host`` (an address of a SlurmctldHost= line) about itself, asked of it alone:
+        ``{"name", "index", "role", "mode", "active", "database", "time"}``. ControllerUnreachable when it
+        does not answer."""
+        return self._at(host, "GET", f"{PSLURM}/ping")
+
+    def takeover(self, host: str) -> Json:
+        """Ask controller ``host`` to take control (scontrol takeover; operators only): ``{"name", "mode"}``."""
+        return self._at(host, "POST", f"{PSLURM}/takeover", {})
+
+    def _at(self, host: str, method: str, path: str, payload: Json | None = None) -> Json:
+        body = None if payload is None else json.dumps(payload).encode()
+        response = self._open_at(host, method, path, body, stream=False)
+        if response is None:
+            raise ControllerUnreachable(f"{host}:{self.config.controller_port}")
+        try:
+            data = json.loads(response.read() or b"{}")
+        except (OSError, ValueError):
+            raise ControllerUnreachable(f"{host}:{self.config.controller_port}") from None
+        finally:
+            response.conn.close()
+        if response.status >= 300:
+            raise _error(data, response.status)
+        return data  # type: ignore[no-any-return]
 
     def update_node(self, name: str, state: str, reason: str = "") -> Json:
         """The node as it is after the change."""
@@ -361,7 +475,7 @@ class Api:
 
     def wait_step(self, job_id: int, step_id: int) -> Iterator[Json]:
         """The step now and at each change, until it ended."""
-        for data in self.stream(f"{PSLURM}/job/{int(job_id)}/step/{int(step_id)}/wait"):
+        for data in self._resumed(f"{PSLURM}/job/{int(job_id)}/step/{int(step_id)}/wait"):
             yield data["step"]
 
     def cancel_step(self, job_id: int, step_id: int, signal: int = 0) -> None:
@@ -383,6 +497,8 @@ class InputCall:
     def __init__(self, connect: Callable[[], Connection], path: str, headers: dict[str, str],
                  chunks: Iterable[bytes]) -> None:
         self._conn: Connection | None = None
+        import threading
+
         self._thread = threading.Thread(target=self._send, args=(connect, path, headers, chunks), daemon=True,
                                         name="input")
         self._thread.start()

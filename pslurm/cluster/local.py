@@ -96,16 +96,23 @@ class LocalCluster:
 
     def write_config(self, nodes: int, gpus_per_node: int, cpus: int, memory_mb: int, db_url: str | None,
                      cluster_name: str | None = None, gpu_memory_mb: int | None = None,
-                     shards: int = 0) -> ClusterConfig:
+                     shards: int = 0, controllers: int = 1) -> ClusterConfig:
         """pslurm.conf with free ports and gres.conf with simulated GPUs (Count=). The cluster is
         named ``pslurm`` in the default state dir, else ``pslurm-`` and a digest of the state dir:
         clusters on one machine need names of their own, since their agents' job cgroups live
         under ``pslurm_<ClusterName>/<node>`` and each agent clears what it finds there at start.
         ``gpu_memory_mb``: each simulated GPU's memory (gres.conf ``Memory=``: jobs may then ask
         ``--gpu-mem`` and declare their use, see :mod:`pslurm.nodeagent.simgpu`); ``shards``: shards
-        per GPU (``Name=shard`` in gres.conf, ``shard:N`` in the nodes' Gres=)."""
+        per GPU (``Name=shard`` in gres.conf, ``shard:N`` in the nodes' Gres=). ``controllers``: with more
+        than one, ``ctl0`` on 127.0.0.1 and its backups ``ctl1``, ... on 127.0.0.2, ... (the same ports on
+        addresses of their own), sharing ``db_url``, which must then be PostgreSQL (ClusterError)."""
         if cluster_name is None:
             cluster_name = self.default_cluster_name()
+        if controllers > 1 and not (db_url or "").startswith("postgresql"):
+            raise ClusterError(f"{controllers} controllers share one PostgreSQL database: give --db "
+                               "postgresql+psycopg://USER:PASSWORD@HOST/DB (SQLite is one controller's file)")
+        hosts = ([("localhost", "127.0.0.1")] if controllers == 1
+                 else [(f"ctl{i}", f"127.0.0.{i + 1}") for i in range(controllers)])
         ports = free_ports(nodes + 2)
         rest_port = ports.pop()
         names = [f"c{i:03d}" for i in range(nodes)]
@@ -113,8 +120,9 @@ class LocalCluster:
         if gpus_per_node and shards:
             gres += (GresRequest("shard", None, shards * gpus_per_node),)
         config = ClusterConfig(
-            path=str(self.conf_path), cluster_name=cluster_name, controller_host="localhost",
-            controller_addr="127.0.0.1", controller_port=ports[0], rest_port=rest_port,
+            path=str(self.conf_path), cluster_name=cluster_name, controller_host=hosts[0][0],
+            controller_addr=hosts[0][1], backup_controllers=tuple(hosts[1:]), controller_port=ports[0],
+            rest_port=rest_port,
             database_url=db_url or f"sqlite:///{self.controller_dir / 'pslurm.db'}",
             state_dir=str(self.controller_dir), spool_dir=str(self.state_dir / "spool"),
             slurmd_timeout=10, kill_wait=5,
@@ -199,7 +207,10 @@ class LocalCluster:
         create_key(config.auth_key_path)  # before any daemon starts: each of them reads it
         check_ports(config)  # a port another program holds: say which, rather than a daemon dying on it
         try:
-            self._spawn("psctld", ["pslurm.controller.app", "-f", str(self.conf_path)])
+            for index, (name, args) in enumerate(controller_processes(config)):
+                self._spawn(name, ["pslurm.controller.app", "-f", str(self.conf_path), *args])
+                if index == 0 and config.backup_controllers:  # the primary takes control before a backup starts
+                    wait_controller(config, config.controller_addr, timeout, self._check_alive, "active")
             if virtual:
                 names = list(config.nodes)
                 size = -(-len(names) // virtual)
@@ -209,6 +220,8 @@ class LocalCluster:
             else:
                 for name in config.nodes:
                     self._spawn(f"psd-{name}", ["pslurm.nodeagent.app", "-f", str(self.conf_path), "-N", name])
+            for _, addr in config.backup_controllers:  # each backup answers, standing by
+                wait_controller(config, addr, timeout, self._check_alive)
             return wait_idle(config, set(config.nodes), timeout, self._check_alive)
         except BaseException:
             self.stop()
@@ -248,7 +261,7 @@ class LocalCluster:
     def stop(self, grace: float = 10.0) -> list[str]:
         """SIGTERM every process (agents first, they end their jobs), SIGKILL what is left."""
         procs = {**self.running(), **{n: p for n, p in self.processes.items() if _is_ours(p)}}
-        order = sorted(procs, key=lambda n: n == "psctld")  # agents first: they report their jobs' end
+        order = sorted(procs, key=lambda n: n.startswith("psctld"))  # agents first: they report their jobs' end
         for name in order:
             _signal(procs[name], signal.SIGTERM)
         deadline = time.time() + grace
@@ -269,6 +282,14 @@ def virtual_hosts(nodes: int) -> int:
     """How many processes ``pslurm up --virtual`` hosts ``nodes`` agents in: one per 250 nodes (a
     few processes, as Slurm's multiple-slurmd on one host), at least one."""
     return max(1, -(-nodes // NODES_PER_VIRTUAL_HOST))
+
+
+def controller_processes(config: ClusterConfig) -> list[tuple[str, list[str]]]:
+    """Each controller's process name (its pid and log file) and its psctld arguments: ``psctld``
+    alone, or ``psctld-NAME`` with ``--host NAME`` for each of several SlurmctldHost= lines."""
+    if not config.backup_controllers:
+        return [("psctld", [])]
+    return [(f"psctld-{name}", ["--host", name]) for name, _ in config.controller_hosts]
 
 
 def free_ports(count: int) -> list[int]:
@@ -301,8 +322,8 @@ def check_ports(config: ClusterConfig) -> None:
     """ClusterError naming the first port of ``config`` that another program listens on (e.g. a real
     Slurm's slurmctld on 6817): SlurmctldPort, RestPort, then each node's Port (where its address is
     this machine's)."""
-    wanted = [("SlurmctldPort", config.controller_addr, config.controller_port),
-              ("RestPort", config.controller_addr, config.rest_port)]
+    wanted = [(key, addr, port) for _, addr in config.controller_hosts
+              for key, port in (("SlurmctldPort", config.controller_port), ("RestPort", config.rest_port))]
     wanted += [(f"node {n.name}'s Port", n.addr, n.port) for n in config.nodes.values()]
     for what, addr, port in wanted:
         try:
@@ -356,6 +377,27 @@ def wait_idle(config: ClusterConfig, names: set[str], timeout: float, check: obj
     if len(waiting) > 10:
         seen += f" and {len(waiting) - 10} more"
     raise ClusterError(f"nodes not idle after {timeout:.0f}s: {seen or 'not all registered'}")
+
+
+def wait_controller(config: ClusterConfig, addr: str, timeout: float, check: object = None,
+                    mode: str | None = None) -> None:
+    """Poll the controller at ``addr`` until it answers (in ``mode``, active or standby, if given)."""
+    from pslurm.client.api import Api
+    from pslurm.client.errors import ClientError
+
+    deadline = time.time() + timeout
+    with Api(config, timeout=2) as api:
+        while time.time() < deadline:
+            if callable(check):
+                check()
+            try:
+                if mode in (None, api.ping(addr).get("mode")):
+                    return
+            except ClientError:
+                pass
+            time.sleep(0.05)
+    raise ClusterError(f"the controller on {addr} did not {'answer' if mode is None else 'take control'} "
+                       f"in {timeout:.0f}s")
 
 
 _COMMENT = re.compile(r"#.*")

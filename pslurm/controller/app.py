@@ -28,6 +28,7 @@ from sqlalchemy.exc import ArgumentError
 from pslurm.auth.credential import CONTROLLER, AuthError, create_key, load_key, node_audience
 from pslurm.auth.secretfiles import check_cluster_secrets, read_database_url
 from pslurm.auth.transport import SERVER_OPTIONS, Authenticator, CredentialService, Metadata, signed_metadata
+from pslurm.controller import failover
 from pslurm.controller.agents import AgentClient
 from pslurm.controller.assocs import AssocService
 from pslurm.controller.jobs import JobService
@@ -38,14 +39,17 @@ from pslurm.controller.ports import Agents
 from pslurm.controller.scheduler import Scheduler
 from pslurm.controller.servicer import ControllerServicer
 from pslurm.controller.steps import StepService
-from pslurm.controller.store import Store
+from pslurm.controller.store import Lease, Store
 from pslurm.controller.watch import JobWatch
 from pslurm.core.config import ClusterConfig, ConfigError, find_config_path, load_cluster_config
 from pslurm.core.ratelog import bound_logging
 from pslurm.proto import pslurm_pb2_grpc as pb_grpc
 
 if TYPE_CHECKING:
-    from pslurm.controller.rest.server import RestServer
+    from pslurm.auth.jwt import TokenCheck
+    from pslurm.controller.rest.observed import WebObservability
+    from pslurm.controller.rest.routes import Api
+    from pslurm.controller.rest.server import RestServer, Routes
 
 # Every RPC (an agent's registration, heartbeat or job ends) holds one of these threads while it runs;
 # users' requests, waits included, are the HTTP API's (its own loop and pool), not these.
@@ -106,9 +110,16 @@ def _crash(started: list[int]) -> None:
     os._exit(86)
 
 
-def serve(conf_path: str, ready: threading.Event | None = None, stop: threading.Event | None = None) -> None:
-    """Run the controller until ``stop`` is set (or SIGTERM/SIGINT when run as a program)."""
+def serve(conf_path: str, ready: threading.Event | None = None, stop: threading.Event | None = None,
+          host: str | None = None) -> None:
+    """Run the controller until ``stop`` is set (or SIGTERM/SIGINT when run as a program). With several
+    SlurmctldHost= lines, ``host`` (else this machine's name) says which of them this one is: it
+    stands by until it holds the controller lease (:mod:`pslurm.controller.failover`)."""
     config = load_cluster_config(conf_path)
+    me = failover.this_controller(config, host)
+    config = failover.as_seen_by(config, me)
+    if config.database_url:  # before anything is made: several controllers on SQLite is refused
+        failover.require_shared_database(config, config.database_url)
     if create_key(config.auth_key_path):
         log.info("created the cluster key %s: every node's agent needs a copy", config.auth_key_path)
     check_cluster_secrets(config)  # before anything is served: a readable secret is no secret
@@ -116,12 +127,44 @@ def serve(conf_path: str, ready: threading.Event | None = None, stop: threading.
     raise_descriptor_limit()
     limits = server_limits(config)
     database_url = config.database_url or read_database_url(config.database_url_file)
+    failover.require_shared_database(config, database_url)
     make_state_private(config, database_url)
     store = Store(database_url)
     store.migrate()
+    operators = frozenset({0, os.getuid()})
+    poll = config.slurmctld_timeout * failover.RENEW_SHARE
+    lease = Lease(store.engine, me.name, config.slurmctld_timeout * failover.LEASE_SHARE,
+                  grace=max(0, me.index - 1) * poll)  # backups take over in order
+    role = failover.Role(config, me, lease, operators)
+    stop = stop or threading.Event()
+    try:
+        if not config.backup_controllers:
+            _serve_active(config, key, limits, store, role, ready, stop)
+            return
+
+        def stand_by() -> Callable[[], None]:
+            from pslurm.controller.rest.standby import StandbyApi
+
+            rest = _rest_server(config, Authenticator(key), StandbyApi(role), limits=limits, operators=operators)
+            log.info("psctld %s (%s) standing by on http://%s: the controller lease is another's", me.name,
+                     role.me.role(role.count), config.rest_target)
+            if ready is not None:
+                ready.set()
+            return rest.stop
+
+        failover.run(role, stop, stand_by, lambda end: _serve_active(config, key, limits, store, role, ready, end),
+                     lambda held: store.fence(None if held is None else held.check))
+    finally:
+        store.close()
+
+
+def _serve_active(config: ClusterConfig, key: bytes, limits: ServerLimits, store: Store, role: failover.Role,
+                  ready: threading.Event | None, stop: threading.Event) -> None:
+    """Serve as the active controller until ``stop`` is set: the agents' gRPC, the user API, the
+    credential socket and the two loops, then stop them all."""
     for_agent = _agent_credentials(config, key)
     agents = AgentClient(for_agent)
-    operators = frozenset({0, os.getuid()})
+    operators = role.operators
     parts = assemble(config, store, agents, operators=operators)
     observer = Observer(parts, config).attach()  # metrics and the GPU history, fed by the parts' hooks
     # the agents' path: credentials made for the controller's gRPC, from daemons only, with their own replay
@@ -133,7 +176,9 @@ def serve(conf_path: str, ready: threading.Event | None = None, stop: threading.
     pb_grpc.add_ControllerServicer_to_server(servicer, server)
     server.add_insecure_port(config.controller_target)
     server.start()
-    rest = _rest_server(parts, Authenticator(key), config, limits, for_agent, observer)
+    api_auth = Authenticator(key)  # the API's: its credentials' audience, its own replay cache
+    rest = _rest_server(config, api_auth, *_api(parts, api_auth, config, role, for_agent, observer), limits=limits,
+                        operators=parts.jobs.operators)
     # Users who cannot read the key get credentials here. Only a controller running as root serves
     # them: a personal cluster's agents cannot run jobs as anybody but its owner, so only they may use it.
     credentials = (CredentialService(config.auth_socket_path, key, rate=limits.credential_rate)
@@ -147,7 +192,6 @@ def serve(conf_path: str, ready: threading.Event | None = None, stop: threading.
              config.controller_target, config.rest_target, store.engine.url.render_as_string())
     if ready is not None:
         ready.set()
-    stop = stop or threading.Event()
     stop.wait()
     stopping.set()
     parts.scheduler.stop()
@@ -157,7 +201,6 @@ def serve(conf_path: str, ready: threading.Event | None = None, stop: threading.
     rest.stop()
     server.stop(grace=1).wait()
     agents.close()
-    store.close()
 
 
 def _agent_credentials(config: ClusterConfig, key: bytes) -> Callable[[str], Metadata]:
@@ -167,25 +210,33 @@ def _agent_credentials(config: ClusterConfig, key: bytes) -> Callable[[str], Met
     return lambda target: signed_metadata(key, node_audience(names.get(target, target)))
 
 
-def _rest_server(parts: Parts, auth: Authenticator, config: ClusterConfig, limits: ServerLimits,
-                 for_agent: Callable[[str], Metadata], observer: Observer) -> RestServer:
-    """The user API (HTTP/JSON), metrics and the dashboard on RestPort, serving from its own thread and
-    event loop; ``auth``: the API's (its credentials' audience, its own replay cache)."""
+def _api(parts: Parts, auth: Authenticator, config: ClusterConfig, role: failover.Role,
+         for_agent: Callable[[str], Metadata], observer: Observer) -> tuple[Api, WebObservability, TokenCheck]:
+    """The user API over the parts (with sacctmgr's, sdiag's and sstat's routes), metrics and the dashboard
+    beside it, and the check of scontrol token's JWTs; ``auth``: the API's."""
     from pslurm.auth.jwt import TokenCheck, key_path, load_or_create_key
     from pslurm.controller.diag import Diag
     from pslurm.controller.rest.acct_routes import AcctApi
     from pslurm.controller.rest.observed import WebObservability
     from pslurm.controller.rest.relay import AgentRelay
     from pslurm.controller.rest.routes import Api
-    from pslurm.controller.rest.server import RestServer
     from pslurm.controller.rest.stats_relay import StatsRelay
 
-    api = Api(parts.jobs, parts.scheduler, parts.monitor, parts.watch, AgentRelay(for_agent), parts.steps)
+    api = Api(parts.jobs, parts.scheduler, parts.monitor, parts.watch, AgentRelay(for_agent), parts.steps, role=role)
     tokens = TokenCheck(load_or_create_key(key_path(config.state_dir, config.extra)))  # scontrol token's JWT
     diag = Diag(parts.store, observer.measurements)  # sdiag's figures: the observer's scheduler passes
     api.more.append(AcctApi(api, parts.assocs, tokens, diag, StatsRelay(for_agent)))
-    rest = RestServer(api, auth, config.controller_addr, config.rest_port, limits, parts.jobs.operators,
-                      observed=WebObservability(observer, auth, api, tokens.identity), tokens=tokens)
+    return api, WebObservability(observer, auth, api, tokens.identity), tokens
+
+
+def _rest_server(config: ClusterConfig, auth: Authenticator, api: Routes, observed: WebObservability | None = None,
+                 tokens: TokenCheck | None = None, *, limits: ServerLimits, operators: frozenset[int]) -> RestServer:
+    """The user API (HTTP/JSON; metrics and the dashboard with ``observed``) on RestPort, serving from
+    its own thread and event loop."""
+    from pslurm.controller.rest.server import RestServer
+
+    rest = RestServer(api, auth, config.controller_addr, config.rest_port, limits, operators, observed=observed,
+                      tokens=tokens)
     try:
         rest.start()
     except OSError as exc:
@@ -235,6 +286,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="psctld", description="pslurm controller")
     parser.add_argument("-f", "--conf", default=None, help="pslurm.conf (default: $PSLURM_CONF, ...)")
     parser.add_argument("-v", "--verbose", action="store_true")
+    parser.add_argument("--host", default=None, help="which SlurmctldHost= this controller is (default: this "
+                        "machine's name; pslurm's own, for several controllers on one machine)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
@@ -245,7 +298,7 @@ def main(argv: list[str] | None = None) -> None:
         signal.signal(sig, lambda *_: stop.set())
     os.umask(0o077)  # whatever psctld creates (the store, its journals, a new key) is its user's alone
     try:
-        serve(args.conf or find_config_path(), stop=stop)
+        serve(args.conf or find_config_path(), stop=stop, host=args.host)
     except (ConfigError, AuthError) as exc:
         sys.exit(f"psctld: error: {exc}")
     except RuntimeError as exc:  # grpc: the port is taken

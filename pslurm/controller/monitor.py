@@ -326,7 +326,7 @@ class NodeMonitor:
         return next(s for s in self.nodes() if s.node.name == name)
 
     def nodes(self) -> list[NodeStatus]:
-        """Each node with what is allocated on it and its sinfo state word."""
+        """Each configured node with what is allocated on it and its sinfo state word."""
         allocations = self.store.allocations()
         usage = usage_by_node(allocations)
         on_node: dict[str, list[Allocation]] = defaultdict(list)
@@ -334,6 +334,8 @@ class NodeMonitor:
             on_node[alloc.node].append(alloc)
         out = []
         for node in self.store.get_nodes():
+            if node.name not in self.config.nodes:  # removed from pslurm.conf: its row stays, unshown
+                continue
             if (heard := self.last_heard(node)) != node.last_heartbeat:  # not flushed to the store yet
                 node = dataclasses.replace(node, last_heartbeat=heard)
             used = usage.get(node.name, NodeUsage())

@@ -23,7 +23,8 @@ NODE_MESSAGES_ONLY_FROM_AGENTS = "node messages come only from an agent (root or
 
 
 _CODES = {access.INVALID: grpc.StatusCode.INVALID_ARGUMENT, access.NOT_FOUND: grpc.StatusCode.NOT_FOUND,
-          access.PERMISSION: grpc.StatusCode.PERMISSION_DENIED, access.CONFLICT: grpc.StatusCode.FAILED_PRECONDITION}
+          access.PERMISSION: grpc.StatusCode.PERMISSION_DENIED, access.CONFLICT: grpc.StatusCode.FAILED_PRECONDITION,
+          access.UNAVAILABLE: grpc.StatusCode.UNAVAILABLE}
 
 
 def _guard(context: grpc.ServicerContext, fn: Callable[[], T]) -> T:

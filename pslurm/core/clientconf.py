@@ -18,9 +18,11 @@ if TYPE_CHECKING:
 
 # The keys a client reads (lower case), and the global keys with whole-number values that
 # confparse reads with the same check.
-CLIENT_KEYS = ("slurmctldhost", "controlmachine", "slurmctldport", "restport", "authkey", "authsocket", "clustername")
+CLIENT_KEYS = ("slurmctldhost", "controlmachine", "slurmctldport", "restport", "authkey", "authsocket", "clustername",
+               "slurmctldtimeout")
 DEFAULT_CONTROLLER_PORT = 6817
 DEFAULT_REST_PORT = 6820
+DEFAULT_SLURMCTLD_TIMEOUT = 10  # seconds (Slurm's default is 120; a lab's cluster fails over sooner)
 
 
 class ConfigError(ValueError):
@@ -64,21 +66,66 @@ def logical_lines(text: str, path: str, wanted: tuple[str, ...] = ()) -> Iterato
 
 _SHELL_SPECIAL = frozenset("'\"\\")
 _BLANKS = str.maketrans("\t\r\n", "   ")  # shlex's whitespace
+_WHITESPACE = frozenset(" \t\r\n")
 
 
 def _tokens(line: str, path: str, lineno: int) -> list[str]:
-    """The line's words as ``shlex`` (POSIX, whitespace-split, ``#`` comments) makes them; shlex
-    itself only for a line with quotes or backslashes."""
+    """The line's words as ``shlex`` (POSIX, whitespace-split, ``#`` comments) makes them: quotes
+    (``'...'`` as it is, ``"..."`` with ``\\"`` and ``\\\\``), backslashes, a ``#`` outside a quote
+    ending the line. Not shlex itself: it imports ``re`` (and ``enum``), milliseconds of every command's
+    start, and pslurm.conf's writers quote values such as ``SlurmctldHost='host(addr)'``."""
     if _SHELL_SPECIAL.isdisjoint(line):  # the common line: words and a comment, nothing to unquote
         return [word for word in line.partition("#")[0].translate(_BLANKS).split(" ") if word]
-    import shlex
-
-    lexer = shlex.shlex(line, posix=True)
-    lexer.whitespace_split, lexer.commenters = True, "#"
     try:
-        return list(lexer)
+        return _split_quoted(line)
     except ValueError as exc:
         raise config_error(path, lineno, f"cannot parse line: {exc}") from None
+
+
+def _split_quoted(line: str) -> list[str]:
+    """shlex.split(line, comments=True) in POSIX mode (tests/unit/test_clientconf.py holds the two
+    side by side); ValueError with shlex's words for an open quote or a trailing backslash."""
+    words: list[str] = []
+    word: list[str] = []
+    started = False  # a word is under way (an empty quoted word counts: '' is a word)
+    i, n = 0, len(line)
+    while i < n:
+        c = line[i]
+        if c in _WHITESPACE or c == "#":
+            if started:
+                words.append("".join(word))
+                word, started = [], False
+            if c == "#":
+                break
+        elif c == "\\":
+            if i + 1 >= n:
+                raise ValueError("No escaped character")
+            i += 1
+            word.append(line[i])
+            started = True
+        elif c in "'\"":
+            end = i + 1
+            while True:
+                if end >= n:
+                    raise ValueError("No closing quotation")
+                if line[end] == c:
+                    break
+                if c == '"' and line[end] == "\\":
+                    if end + 1 >= n:
+                        raise ValueError("No escaped character")
+                    if line[end + 1] in '"\\':
+                        end += 1
+                word.append(line[end])
+                end += 1
+            i = end
+            started = True
+        else:
+            word.append(c)
+            started = True
+        i += 1
+    if started:
+        words.append("".join(word))
+    return words
 
 
 def whole_number(path: str, lineno: int, key: str, value: str, hi: int = 2**31 - 1) -> int:
@@ -112,7 +159,10 @@ class ClientAddresses:
 
     __slots__ = ()
     path: str
+    controller_host: str
     controller_addr: str
+    backup_controllers: tuple[tuple[str, str], ...]
+    slurmctld_timeout: int
     controller_port: int
     rest_port: int
     auth_key: str
@@ -132,6 +182,11 @@ class ClientAddresses:
         return self.auth_socket or os.path.join(os.path.dirname(os.path.abspath(self.path)), "pslurm.sock")
 
     @property
+    def controller_hosts(self) -> tuple[tuple[str, str], ...]:
+        """Every controller, (name, address) each, in SlurmctldHost= order: the primary, then its backups."""
+        return ((self.controller_host, self.controller_addr), *self.backup_controllers)
+
+    @property
     def controller_target(self) -> str:
         """host:port of the controller's gRPC (what an unreachable controller is named by)."""
         return f"{self.controller_addr}:{self.controller_port}"
@@ -146,14 +201,18 @@ class ClientConf(ClientAddresses):
     """The client's part of a pslurm.conf (the attributes :class:`pslurm.core.config.ClusterConfig`
     has by the same names, so either serves a client)."""
 
-    __slots__ = ("path", "controller_addr", "controller_port", "rest_port", "auth_key", "auth_socket", "cluster_name")
+    __slots__ = ("path", "controller_host", "controller_addr", "controller_port", "rest_port", "auth_key",
+                 "auth_socket", "cluster_name", "backup_controllers", "slurmctld_timeout")
 
     def __init__(self, path: str, controller_addr: str = "127.0.0.1", controller_port: int = DEFAULT_CONTROLLER_PORT,
                  rest_port: int = DEFAULT_REST_PORT, auth_key: str = "", auth_socket: str = "",
-                 cluster_name: str = "pslurm") -> None:
+                 cluster_name: str = "pslurm", controller_host: str = "localhost") -> None:
         self.path, self.controller_addr, self.controller_port = path, controller_addr, controller_port
         self.rest_port, self.auth_key, self.auth_socket = rest_port, auth_key, auth_socket
         self.cluster_name = cluster_name  # ClusterName= (ClusterConfig's default): the commands' JSON names it
+        self.controller_host = controller_host
+        self.backup_controllers: tuple[tuple[str, str], ...] = ()
+        self.slurmctld_timeout = DEFAULT_SLURMCTLD_TIMEOUT
 
 
 
@@ -182,10 +241,14 @@ def read_client_conf(path: str) -> ClientConf:
                 conf.auth_socket = value
             elif low == "clustername":
                 conf.cluster_name = value
+            elif low == "slurmctldtimeout":
+                conf.slurmctld_timeout = whole_number(path, lineno, key, value)
             elif low in ("slurmctldhost", "controlmachine"):
-                _, addr = controller_host(path, lineno, key, value)
-                if not host_seen:  # later lines name backup controllers
-                    conf.controller_addr, host_seen = addr, True
+                name, addr = controller_host(path, lineno, key, value)
+                if not host_seen:
+                    conf.controller_host, conf.controller_addr, host_seen = name, addr, True
+                else:  # later lines name backup controllers
+                    conf.backup_controllers += ((name, addr),)
     return conf
 
 

@@ -97,6 +97,9 @@ class ClusterConfig(ClientAddresses):
     controller_host: str = "localhost"  # SlurmctldHost=name(addr): the name
     controller_addr: str = "127.0.0.1"  # ... and the address to reach it on
     controller_port: int = 6817  # SlurmctldPort=
+    # SlurmctldHost= lines after the first: the backup controllers, in order, (name, address) each
+    backup_controllers: tuple[tuple[str, str], ...] = ()
+    slurmctld_timeout: int = 10  # SlurmctldTimeout=: seconds before a backup takes over from a silent primary
     rest_port: int = 6820  # RestPort= (pslurm's own): the user API (HTTP/JSON) on the controller's address
     database_url: str = ""  # DatabaseURL= (pslurm's own key); "" -> sqlite in state_dir
     # DatabaseURLFile= (pslurm's own): a file only the controller's user reads, holding the URL (and

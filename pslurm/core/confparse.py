@@ -48,7 +48,8 @@ _GLOBAL_STR = {"clustername": "cluster_name", "databaseurl": "database_url", "da
                "statesavelocation": "state_dir", "slurmdspooldir": "spool_dir",
                "authkey": "auth_key", "authsocket": "auth_socket"}  # fmt: skip
 _GLOBAL_INT = {"slurmctldport": "controller_port", "restport": "rest_port", "slurmdtimeout": "slurmd_timeout",
-               "killwait": "kill_wait", "batchstarttimeout": "batch_start_timeout"}
+               "killwait": "kill_wait", "batchstarttimeout": "batch_start_timeout",
+               "slurmctldtimeout": "slurmctld_timeout"}
 _PART_STATES = ("UP", "DOWN", "DRAIN", "INACTIVE")
 
 
@@ -112,7 +113,8 @@ def parse_slurm_conf(text: str, path: str = "<string>") -> ClusterConfig:
     """Parse pslurm.conf, written in slurm.conf syntax, into a ClusterConfig.
 
     Keys are case-insensitive. Globals: ClusterName, SlurmctldHost (``name`` or ``name(addr)``;
-    without an address, ``localhost`` is reached on 127.0.0.1 and any other name on itself),
+    without an address, ``localhost`` is reached on 127.0.0.1 and any other name on itself; the
+    first line is the primary controller, later lines its backups), SlurmctldTimeout,
     SlurmctldPort, RestPort, DatabaseURL, DatabaseURLFile, AuthKey and AuthSocket (pslurm's own), StateSaveLocation,
     SlurmdSpoolDir, SlurmdTimeout, KillWait, BatchStartTimeout; other global keys are kept in ``extra``.
     ``NodeName=c[000-003]`` lines take NodeAddr (one address for all nodes, or a hostlist with one per
@@ -134,6 +136,7 @@ def parse_slurm_conf(text: str, path: str = "<string>") -> ClusterConfig:
     part_lines: list[tuple[int, dict[str, str]]] = []
     accounts: dict[str, AccountConfig] = {}  # pslurm's own AccountName= and UserName= lines (core.accounts)
     user_lines: list[tuple[int, str, str]] = []
+    backups: list[tuple[str, str]] = []  # SlurmctldHost= lines after the first
     for lineno, pairs in _logical_lines(text, path):
         kind = pairs[0][0].lower()
         kv = {k.lower(): v for k, v in pairs}
@@ -170,6 +173,8 @@ def parse_slurm_conf(text: str, path: str = "<string>") -> ClusterConfig:
                 host, addr = controller_host(path, lineno, key, value)
                 if "controller_host" not in values:  # later lines name backup controllers
                     values["controller_host"], values["controller_addr"] = host, addr
+                else:
+                    backups.append((host, addr))
             else:
                 extra[key] = value
     partitions: dict[str, PartitionConfig] = {}
@@ -179,6 +184,8 @@ def parse_slurm_conf(text: str, path: str = "<string>") -> ClusterConfig:
             raise _err(path, lineno, f"partition {part.name} is defined twice")
         partitions[part.name] = part
     default_accounts = check_accounts(path, accounts, user_lines)
+    if backups:
+        values["backup_controllers"] = tuple(backups)
     return ClusterConfig(path=path, nodes=nodes, partitions=partitions, accounts=accounts,
                          default_accounts=default_accounts, extra=extra, **values)  # type: ignore[arg-type]
 
@@ -311,7 +318,7 @@ def render_slurm_conf(cfg: ClusterConfig) -> str:
     lines = [
         "# pslurm cluster configuration (slurm.conf syntax)",
         f"ClusterName={q(cfg.cluster_name)}",
-        f"SlurmctldHost={q(f'{cfg.controller_host}({cfg.controller_addr})')}",
+        *(f"SlurmctldHost={q(f'{name}({addr})')}" for name, addr in cfg.controller_hosts),
         f"SlurmctldPort={cfg.controller_port}",
         f"RestPort={cfg.rest_port}",
         f"DatabaseURL={q(cfg.database_url)}",
@@ -320,6 +327,7 @@ def render_slurm_conf(cfg: ClusterConfig) -> str:
         f"SlurmdTimeout={cfg.slurmd_timeout}",
         f"KillWait={cfg.kill_wait}",
         f"BatchStartTimeout={cfg.batch_start_timeout}",
+        f"SlurmctldTimeout={cfg.slurmctld_timeout}",
     ]
     lines += [f"{key}={q(value)}" for key, value in (("DatabaseURLFile", cfg.database_url_file),
                                                      ("AuthKey", cfg.auth_key), ("AuthSocket", cfg.auth_socket))

@@ -19,6 +19,7 @@ from pslurm.core.steplaunch import StepLaunch
 from pslurm.core.steps import StepResult, step_name
 from pslurm.nodeagent.cgroupnode import NodeCgroups
 from pslurm.nodeagent.cgroups import CgroupError, JobCgroup
+from pslurm.nodeagent.controllers import controller_stub
 from pslurm.nodeagent.cpus import affinity_for, pick_cpus
 from pslurm.nodeagent.environment import job_environment, node_counts
 from pslurm.nodeagent.gpumon import GpuMeter, JobGpuUsage, SliceOverrun, UsageTracker
@@ -30,7 +31,6 @@ from pslurm.nodeagent.stepd import StepSupervisor, describe
 from pslurm.nodeagent.steps import JobStep, Steps
 from pslurm.proto import convert
 from pslurm.proto import pslurm_pb2 as pb
-from pslurm.proto import pslurm_pb2_grpc as pb_grpc
 
 log = logging.getLogger("psd")
 
@@ -115,8 +115,7 @@ class Agent:
         self._launched = threading.Condition(self._lock)  # psrun may ask for output before the launch
         self._stop = threading.Event()
         self.heartbeat_interval = 2.0
-        channel = grpc.insecure_channel(config.controller_target)
-        self.controller = pb_grpc.ControllerStub(channel)
+        self.controller = controller_stub(config)  # the active one of the SlurmctldHost= lines
         self._credentials = credentials  # gRPC metadata with a fresh credential, for each call
 
     def recover(self) -> None:

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pslurm.auth.credential import (
@@ -20,7 +20,6 @@ from pslurm.auth.credential import (
     TTL,
     AuthError,
     Identity,
-    ReplayCache,
     create_key,
     load_key,
     node_audience,
@@ -28,6 +27,7 @@ from pslurm.auth.credential import (
     verify,
 )
 from pslurm.auth.ratelimit import TokenBuckets
+from pslurm.auth.replay import ReplayCache
 from pslurm.auth.secretfiles import (
     check_cluster_secrets,
     check_private,
@@ -371,3 +371,16 @@ def test_psctld_secrets_check(open_dir):
     conf.write_text(f"DatabaseURL={url}\nDatabaseURLFile={url_file}\n")
     with pytest.raises(ConfigError, match="DatabaseURL and DatabaseURLFile are both set"):
         load_cluster_config(str(conf))
+
+
+@settings(max_examples=200)
+@given(st.binary(min_size=0, max_size=200), st.text(max_size=300))
+def test_the_mac_is_hmac_sha256_without_hashlib(key: bytes, body: str) -> None:
+    """The credential's MAC, over CPython's own SHA-256 (no OpenSSL at a command's start), is RFC 2104's
+    HMAC-SHA256 as the standard library makes it, short and long keys alike."""
+    import hashlib
+    import hmac
+
+    from pslurm.auth.credential import _mac
+
+    assert _mac(key, body) == hmac.new(key, body.encode(), hashlib.sha256).hexdigest()

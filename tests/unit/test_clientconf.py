@@ -7,6 +7,8 @@ import shlex
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pslurm.core.clientconf import ClientConf, ConfigError, _tokens, read_client_conf
 from pslurm.core.config import load_cluster_config
@@ -57,3 +59,20 @@ def test_defaults_sit_beside_the_file() -> None:
     conf = ClientConf("/srv/c/pslurm.conf")
     assert (conf.auth_key_path, conf.auth_socket_path) == ("/srv/c/pslurm.key", "/srv/c/pslurm.sock")
     assert (conf.controller_target, conf.rest_port) == ("127.0.0.1:6817", 6820)
+
+
+@settings(max_examples=2000)
+@given(st.text(alphabet=" \t'\"\\#ab=(.)é", max_size=40))
+def test_quoted_words_split_as_shlex_splits_them(line: str) -> None:
+    """pslurm.conf's words are shlex's (POSIX, comments), without shlex (it costs commands ``re``)."""
+    import shlex
+
+    from pslurm.core.clientconf import _split_quoted
+
+    try:
+        want = shlex.split(line, comments=True)
+    except ValueError as exc:
+        with pytest.raises(ValueError, match=str(exc)):
+            _split_quoted(line)
+        return
+    assert _split_quoted(line) == want

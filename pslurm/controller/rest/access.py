@@ -12,7 +12,7 @@ from pslurm.controller.errors import NotFound, PermissionDenied
 from pslurm.controller.monitor import NodeMonitor
 from pslurm.controller.monitor import NodeStatus as MonitorNodeStatus
 from pslurm.controller.scheduler import Scheduler
-from pslurm.controller.store import StoreError
+from pslurm.controller.store import Fenced, StoreError
 from pslurm.core.config import ClusterConfig, PartitionConfig
 from pslurm.core.jobspec import JobRecord, JobSpec, SpecError, display_id
 from pslurm.core.node import NodeStatus
@@ -20,7 +20,9 @@ from pslurm.core.states import InvalidTransition
 
 # A part's exception -> the kind of error the caller gets (gRPC status / HTTP status pick from it).
 INVALID, NOT_FOUND, PERMISSION, CONFLICT = "invalid", "not_found", "permission", "conflict"
+UNAVAILABLE = "unavailable"  # not done here, ask the active controller (this one lost the lease)
 ERROR_KINDS: tuple[tuple[type[Exception], str], ...] = (
+    (Fenced, UNAVAILABLE),
     (SpecError, INVALID), (NotFound, NOT_FOUND), (PermissionDenied, PERMISSION),
     (InvalidTransition, CONFLICT),  # not in the job's present state
     (StoreError, INVALID),  # one line, no SQL: the store logged the rest

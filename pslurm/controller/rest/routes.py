@@ -22,6 +22,7 @@ from aiohttp import web
 from pslurm.auth.credential import Identity
 from pslurm.auth.transport import MAX_REQUEST_BYTES
 from pslurm.controller.errors import NotFound
+from pslurm.controller.failover import Role
 from pslurm.controller.jobs import JobService
 from pslurm.controller.monitor import NodeMonitor
 from pslurm.controller.rest import access
@@ -44,7 +45,8 @@ T = TypeVar("T")
 SLURM = "/slurm/v0.0.40"
 PSLURM = "/pslurm/v1"
 NDJSON = "application/x-ndjson"
-_HTTP_STATUS = {access.INVALID: 400, access.NOT_FOUND: 404, access.PERMISSION: 403, access.CONFLICT: 409}
+_HTTP_STATUS = {access.INVALID: 400, access.NOT_FOUND: 404, access.PERMISSION: 403, access.CONFLICT: 409,
+                access.UNAVAILABLE: 503}
 _TRUE = frozenset({"1", "true", "yes", "y", "on"})
 
 
@@ -74,6 +76,19 @@ def _reply(data: dict[str, Any], status: int = 200) -> web.Response:
 def _dumps(data: dict[str, Any]) -> bytes:
     return json.dumps({**data, "errors": data.get("errors", []), "warnings": data.get("warnings", [])},
                       separators=(",", ":"), ensure_ascii=False).encode()
+
+
+async def role_ping(role: Role, executor: Executor | None, request: web.Request) -> web.StreamResponse:
+    """This controller's name, role and mode, the active one's name, the database's state, its clock
+    (scontrol ping; answered by an active controller and by one standing by, rest/standby.py)."""
+    return _reply(await asyncio.get_running_loop().run_in_executor(executor, role.ping))
+
+
+async def role_takeover(role: Role, executor: Executor | None, request: web.Request) -> web.StreamResponse:
+    """scontrol takeover, asked of this controller: operators only."""
+    if request[IDENTITY].uid not in role.operators:
+        return _reply(error_body("Access/permission denied", 403, request.path), 403)
+    return _reply(await asyncio.get_running_loop().run_in_executor(executor, role.takeover))
 
 
 ROUTES: tuple[Route, ...] = (
@@ -137,6 +152,11 @@ ROUTES: tuple[Route, ...] = (
           tags=("pslurm",)),
     Route("DELETE", f"{PSLURM}/job/{{job_id}}/step/{{step_id}}", "cancel_step", "Cancel a step (J.S) or signal it",
           query=("signal",), tags=("pslurm",)),
+    Route("GET", f"{PSLURM}/ping", "ping", "This controller (scontrol ping): name, role, mode (active or standby), "
+          "the active controller's name, whether its database answers, its clock", tags=("pslurm",)),
+    Route("POST", f"{PSLURM}/takeover", "takeover", "scontrol takeover: a standing-by controller asks the active "
+          "one to hand over (operators only); a standing-by controller answers every other request 503",
+          tags=("pslurm",)),
     Route("GET", "/openapi/v3", "openapi", "This description (no credential needed)", tags=("openapi",)),
 )
 
@@ -219,8 +239,9 @@ class Api:
     """The handlers, over the controller's parts. Blocking calls run on ``executor``."""
 
     def __init__(self, jobs: JobService, scheduler: Scheduler, monitor: NodeMonitor, watch: JobWatch,
-                 relay: AgentRelay, steps: StepService | None = None) -> None:
+                 relay: AgentRelay, steps: StepService | None = None, role: Role | None = None) -> None:
         self.service, self.scheduler, self.monitor, self.watch, self.relay = jobs, scheduler, monitor, watch, relay
+        self.role = role  # ping and takeover (pslurm.controller.failover); None: answered 404
         self.steps = steps or StepService(jobs.store, jobs.agents, jobs.clock, jobs.operators)
         self.config = jobs.config
         self.executor: Executor | None = None
@@ -593,3 +614,15 @@ class Api:
 
     async def openapi(self, request: web.Request) -> web.StreamResponse:
         return web.json_response(describe(ROUTES))
+
+    async def ping(self, request: web.Request) -> web.StreamResponse:
+        return await role_ping(self._role(), self.executor, request)
+
+    async def takeover(self, request: web.Request) -> web.StreamResponse:
+        return await role_takeover(self._role(), self.executor, request)
+
+    def _role(self) -> Role:
+        if self.role is None:
+            raise ApiError(404, "this controller has no role to report (assembled without one)")
+        return self.role
+

@@ -26,8 +26,8 @@ import json
 import logging
 import threading
 from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING
+from concurrent.futures import Executor, ThreadPoolExecutor
+from typing import TYPE_CHECKING, Protocol
 
 from aiohttp import web
 from aiohttp.typedefs import Middleware
@@ -39,12 +39,13 @@ from pslurm.auth.jwt import TOKEN_HEADER, TokenCheck
 from pslurm.auth.ratelimit import TokenBuckets
 from pslurm.auth.transport import MAX_REQUEST_BYTES, METADATA_KEY, Authenticator
 from pslurm.controller.limits import ServerLimits
-from pslurm.controller.rest.routes import IDENTITY, ROUTES, Api, error_body
+from pslurm.controller.rest.routes import IDENTITY, ROUTES, error_body
 
 if TYPE_CHECKING:
     from pslurm.controller.rest.observed import WebObservability
 
 log = logging.getLogger("psctld")
+SHUTDOWN_GRACE = 1.0  # seconds a stopping server gives the requests under way
 OPEN_PATHS = frozenset({"/openapi/v3"})  # served without a credential: it says nothing about the cluster
 # the routes whose handler lasts as long as what it follows: a job's or step's updates, output, input
 STREAMS = frozenset((r.method, r.path) for r in ROUTES if r.streams or r.body.startswith("bytes"))
@@ -52,6 +53,14 @@ RATE_LIMITED = "Rate limit exceeded, please retry momentarily"  # slurm_strerror
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 _BUSY = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nConnection: close\r\n"
          b"Content-Length: %d\r\n\r\n%b")
+
+
+class Routes(Protocol):
+    """What the server serves: the API's routes (routes.Api), or a standing-by controller's (standby.StandbyApi)."""
+
+    def add_routes(self, app: web.Application, executor: Executor) -> None: ...
+
+    async def close(self) -> None: ...
 
 
 def _refusal(request: web.Request, status: int, message: str) -> web.Response:
@@ -228,7 +237,7 @@ class RestServer:
     """The API's server: :meth:`start` binds ``host:port`` (raising OSError when it cannot) and
     serves from a thread of its own until :meth:`stop`."""
 
-    def __init__(self, api: Api, auth: Authenticator, host: str, port: int, limits: ServerLimits | None = None,
+    def __init__(self, api: Routes, auth: Authenticator, host: str, port: int, limits: ServerLimits | None = None,
                  operators: frozenset[int] = frozenset({0}), observed: WebObservability | None = None,
                  tokens: TokenCheck | None = None) -> None:
         self.api, self.auth, self.host, self.port, self.tokens = api, auth, host, port, tokens
@@ -284,9 +293,11 @@ class RestServer:
         # handler_cancellation: a client that goes away (a waiter, an output stream) ends its handler at once;
         # keepalive_timeout: a connection without a whole request's head that long (since it opened, or since
         # its last reply: idle, half-sent, or sent a byte at a time) is closed
-        # (the connections' handlers are made by _connection, with the same options)
+        # (the connections' handlers are made by _connection, with the same options);
+        # shutdown_timeout: a stopping controller (one that lost its lease, too) cuts the requests under way
+        # at once, so their clients go to the next controller rather than wait for a reply that never comes
         self._runner = web.AppRunner(self.make_app(), handler_cancellation=True, access_log=None,
-                                     keepalive_timeout=self.limits.read_timeout)
+                                     keepalive_timeout=self.limits.read_timeout, shutdown_timeout=SHUTDOWN_GRACE)
         await self._runner.setup()
         self._listener = await asyncio.get_running_loop().create_server(
             self._connection, self.host, self.port, reuse_address=True, backlog=512)

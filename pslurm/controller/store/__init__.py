@@ -1,5 +1,6 @@
 """The store: the only place pslurm touches SQL."""
 
+from pslurm.controller.store.lease import Lease, LeaseLost, LeaseState
 from pslurm.controller.store.live import LiveJobs
 from pslurm.controller.store.queries import Store
 from pslurm.controller.store.records import (
@@ -16,7 +17,8 @@ from pslurm.controller.store.records import (
     StepRecord,
     UsageRecord,
 )
-from pslurm.controller.store.writer import StoreError
+from pslurm.controller.store.writer import Fenced, StoreError
 
-__all__ = ["ActiveRun", "Allocation", "JobEvent", "JobPage", "LiveJobs", "NewStep", "NodeShare", "QueuedJob", "RefRow",
-           "RunEnd", "StepEnd", "StepRecord", "Store", "StoreError", "UsageRecord"]
+__all__ = ["ActiveRun", "Allocation", "Fenced", "JobEvent", "JobPage", "Lease", "LeaseLost", "LeaseState",
+           "LiveJobs", "NewStep", "NodeShare", "QueuedJob", "RefRow", "RunEnd", "StepEnd", "StepRecord", "Store",
+           "StoreError", "UsageRecord"]

@@ -74,6 +74,7 @@ _ACTIVE = (JobState.RUNNING.value, JobState.COMPLETING.value)
 _FINAL = tuple(s.value for s in JobState if s.is_final)
 
 
+MIGRATION_LOCK = 0x70736C75  # the advisory lock key under which PostgreSQL's schema is migrated ("pslu")
 _IN_CHUNK = 1000  # ids per IN list: well under SQLite's and PostgreSQL's bound-parameter limits
 
 
@@ -88,6 +89,8 @@ class Store:
         self.assoc = AssocStore(self.engine, self._writer)  # sacctmgr's associations (store/assoc.py)
         # The node table as this Store last read or wrote it: every node write goes through this object
         # (the node monitor's), so reads need no query (a pass, a heartbeat, a listing at 1000 nodes).
+        # A controller that takes control (again: another wrote meanwhile) starts with ensure_nodes,
+        # which drops it.
         self._node_lock = threading.Lock()
         self._nodes: dict[str, NodeRecord] | None = None  # by name, in name order; None: read it again
         self._node_writes = 0  # a read that overlapped a write is not kept
@@ -112,8 +115,16 @@ class Store:
         cfg = Config()
         cfg.set_main_option("script_location", str(pathlib.Path(__file__).parent / "migrations"))
         with self.engine.begin() as conn:
+            if conn.dialect.name == "postgresql":  # controllers starting together migrate one at a time
+                conn.execute(select(func.pg_advisory_xact_lock(MIGRATION_LOCK)))
             cfg.attributes["connection"] = conn
             command.upgrade(cfg, "head")
+
+    def fence(self, check: Callable[[Connection], None] | None) -> None:
+        """Run ``check`` first in every write transaction (the controller lease's token check,
+        :mod:`pslurm.controller.store.lease`): when it raises Fenced, nothing of that transaction is
+        written. None: no fence (one controller)."""
+        self._writer.fence = check
 
     def close(self) -> None:
         self.engine.dispose()

@@ -219,3 +219,14 @@ acct_assocs = Table(
     Column("default_qos", String(64), nullable=False, default=""),
     UniqueConstraint("account", "user_name", "partition", name="uq_acct_assocs_key"),
 )
+
+# One row (id 1): which controller is active, and the fencing token its every write carries (0013).
+controller_lease = Table(
+    "controller_lease",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("token", BigInteger, nullable=False),  # one more at every change of holder
+    Column("holder", String(255), nullable=False, default=""),  # the active controller's name; "" none
+    Column("expires", Float, nullable=False, default=0.0),  # the database's clock, seconds since the epoch
+    Column("handover", String(255), nullable=False, default=""),  # a backup that asked for control (takeover)
+)

@@ -17,7 +17,9 @@ itself fails, each work of the group is committed alone, so that only the one th
 refuses fails. When no connection can be had at all, every caller in the group gets the
 StoreError. A StoreError's message is one line for the user, without SQL or driver text; the
 driver's message goes to the ``psctld`` log, cut to MAX_LOGGED characters (the statement, as long
-as a request makes it, only at debug level). A BaseException that is not an Exception
+as a request makes it, only at debug level). With several controllers, a fence runs first in every
+transaction (the lease's token check): when it refuses, every caller of the group gets
+:class:`Fenced` and nothing is written. A BaseException that is not an Exception
 (KeyboardInterrupt, SystemExit) is not handled: the transaction is rolled back, and the leading
 caller and every caller whose work was still to run get it raised.
 """
@@ -41,6 +43,12 @@ log = logging.getLogger("psctld")
 class StoreError(Exception):
     """A write the store could not make; the message is one line for the user (no SQL, no driver
     text), the error that caused it is its ``__cause__`` and in the controller's log."""
+
+
+class Fenced(StoreError):
+    """A write refused because this controller is no longer the active one (the lease's fence,
+    :mod:`pslurm.controller.store.lease`): nothing of it was written, so the request may be sent to
+    the active controller."""
 
 
 def store_error(exc: Exception) -> StoreError:
@@ -90,6 +98,8 @@ class GroupCommit:
         self._queue_lock = threading.Lock()
         self._queue: list[_Work[Any]] = []
         self.commits = 0  # transactions committed (what group commit saves shows against writes)
+        # run first in every transaction; raises Fenced when this controller may no longer write
+        self.fence: Callable[[Connection], None] | None = None
 
     def write(self, fn: Callable[[Connection], T]) -> T:
         """Run ``fn(conn)`` in a committed transaction (perhaps shared); return its result.
@@ -133,6 +143,8 @@ class GroupCommit:
         try:
             with self._engine.begin() as conn:
                 connected = True
+                if self.fence is not None:
+                    self.fence(conn)
                 for work in works:
                     try:
                         work.result = work.fn(conn)
@@ -141,6 +153,10 @@ class GroupCommit:
                     except Exception:
                         culprit = work
                         raise  # rolls back
+        except Fenced as exc:  # before any work ran: none is written, each caller hears why
+            for work in works:
+                work.result, work.error = None, exc
+            return []
         except Exception as exc:
             if culprit is not None:
                 _log_failure(f"a write failed and was rolled back ({len(works) - 1} other(s) in its transaction "
