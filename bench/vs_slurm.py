@@ -225,12 +225,15 @@ def _field(job: dict, *names: str) -> object:
     for name in names:
         if name in job:
             value = job[name]
+            if isinstance(value, dict) and "current" in value:  # sacct 22.05's --json: state: {current: ..}
+                value = value["current"]
             if isinstance(value, list):  # slurmrestd style: ["COMPLETED"]
                 value = value[0] if value else None
             return value
         time_block = job.get("time")  # slurmrestd v0.0.40 style: time: {start: ..}
-        if isinstance(time_block, dict) and name.removesuffix("_time") in time_block:
-            return time_block[name.removesuffix("_time")]
+        key = {"submit": "submission"}.get(name.removesuffix("_time"), name.removesuffix("_time"))
+        if isinstance(time_block, dict) and key in time_block:
+            return time_block[key]
     return None
 
 
