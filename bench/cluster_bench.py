@@ -73,7 +73,21 @@ def throughput(conf: Path, cwd: str, count: int, gres: str) -> tuple[float, floa
 
 
 def daemon_pids(state: Path) -> dict[str, int]:
-    return {p.stem: int(p.read_text()) for p in sorted((state / "run").glob("*.pid"))}
+    """The cluster's daemons by name (pid files), and each agent's job runner as ``<agent>-runner``
+    (a child of the agent that forks its jobs' processes: its CPU is the agent's)."""
+    pids = {p.stem: int(p.read_text()) for p in sorted((state / "run").glob("*.pid"))}
+    agents = {pid: name for name, pid in pids.items() if name != "psctld"}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            runner = parent in agents and b"pslurm.nodeagent.runner" in (entry / "cmdline").read_bytes()
+        except (OSError, ValueError, IndexError):
+            continue
+        if runner:
+            pids[f"{agents[parent]}-runner"] = int(entry.name)
+    return pids
 
 
 def proc_cost(pid: int) -> tuple[float, int, int]:

@@ -41,6 +41,10 @@ What it measures
        (what a user waits), and, a second row, minus the moment it returned (pslurm's can be negative:
        the job runs before psbatch has exited).
 
+    ``--throughput-only`` measures part 2 alone; ``--accept-drained`` (with ``--no-setup``) measures a
+    Slurm whose nodes are not all up (another bench's drain) as it is, with as many pslurm nodes as
+    Slurm has up, and says so in the notes.
+
     Children run with PYTHONDONTWRITEBYTECODE unset, so the ps* commands use cached bytecode as a
     user's would. Counts: full (default) 20 runs a command, 300-job loop, 100 one-GPU jobs, 1000 jobs,
     1000-task array, 20 latency jobs; ``--quick`` 5 / 30 / 10 / 100 / 100 / 5 (to check the script,
@@ -221,12 +225,15 @@ def _field(job: dict, *names: str) -> object:
     for name in names:
         if name in job:
             value = job[name]
+            if isinstance(value, dict) and "current" in value:  # sacct 22.05's --json: state: {current: ..}
+                value = value["current"]
             if isinstance(value, list):  # slurmrestd style: ["COMPLETED"]
                 value = value[0] if value else None
             return value
         time_block = job.get("time")  # slurmrestd v0.0.40 style: time: {start: ..}
-        if isinstance(time_block, dict) and name.removesuffix("_time") in time_block:
-            return time_block[name.removesuffix("_time")]
+        key = {"submit": "submission"}.get(name.removesuffix("_time"), name.removesuffix("_time"))
+        if isinstance(time_block, dict) and key in time_block:
+            return time_block[key]
     return None
 
 
@@ -543,6 +550,35 @@ def yes_no(ok: bool | None) -> str:
     return "n/a" if ok is None else ("yes" if ok else "**no**")
 
 
+def cold_commands(measure: Callable[[str, Callable[[Side], Callable[[], list[str]]]], None], slurm: Side,
+                  pslurm: Side, held: dict[str, str], acct_up: bool,
+                  rows: list[tuple[str, Series | None, Series | None, Series, str | None]]) -> None:
+    """The cold commands, each measured in turn on both sides (``measure``)."""
+    measure("sbatch -o /dev/null --wrap true", lambda side: lambda: [side.cmd("sbatch"), "-o", "/dev/null",
+                                                                     "--wrap", "true"])
+    measure("squeue", lambda side: lambda: [side.cmd("squeue")])
+
+    def cancel_argv(side: Side) -> Callable[[], list[str]]:
+        return lambda: [side.cmd("scancel"), side.submit("-H", "-o", "/dev/null", "--wrap", "true")]
+
+    measure("scancel ID (a held job)", cancel_argv)
+    done_id = {side.name: side.submit("-o", "/dev/null", "--wrap", "true") for side in (slurm, pslurm)}
+    for side in (slurm, pslurm):
+        wait_done(side, {done_id[side.name]}, 60)
+    if acct_up:
+        time.sleep(1)  # slurmdbd records the end a moment after the queue drops it
+        measure("sacct -j ID (a finished job)", lambda side: lambda: [side.cmd("sacct"), "-j", done_id[side.name]])
+    else:
+        rows.append(("sacct -j ID", None, None, Series(), "Slurm runs without slurmdbd (ACCT=none)"))
+    held.update({side.name: side.submit("-H", "-o", "/dev/null", "--wrap", "true") for side in (slurm, pslurm)})
+    measure("scontrol show job ID (a held job)",
+            lambda side: lambda: [side.cmd("scontrol"), "show", "job", held[side.name]])
+    for side in (slurm, pslurm):
+        side.cancel([held.pop(side.name)])
+        wait_done(side, side.submitted, 60)
+    measure("srun true", lambda side: lambda: [side.cmd("srun"), "true"])
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -556,6 +592,11 @@ def main() -> int:
     parser.add_argument("--no-setup", action="store_true", help="use the Slurm that is running as it is")
     parser.add_argument("--runs", type=int, help="runs of each cold command (default 20, quick 5)")
     parser.add_argument("--keep", action="store_true", help="keep the pslurm state dir (logs) afterwards")
+    parser.add_argument("--throughput-only", action="store_true",
+                        help="only the end-to-end figures (no cold commands, no submit-to-start)")
+    parser.add_argument("--accept-drained", action="store_true",
+                        help="with --no-setup: a Slurm whose nodes are not all up is measured as it is, and "
+                             "pslurm gets as many nodes as Slurm has up (the bench still drains or resumes nothing)")
     args = parser.parse_args()
     q = args.quick
     runs = args.runs or (5 if q else 20)
@@ -580,8 +621,10 @@ def main() -> int:
         if not (SLURM_BIN / name).exists():
             raise BenchError(f"{SLURM_BIN / name} is missing")
     nodes = run([str(SLURM_BIN / "sinfo"), "-h", "-o", "%t %D"], base_env, "/").stdout.split()
-    if any(s not in ("idle", "mix", "alloc") for s in nodes[0::2]):
+    up = sum(int(n) for st, n in zip(nodes[0::2], nodes[1::2], strict=False) if st in ("idle", "mix", "alloc"))
+    if any(s not in ("idle", "mix", "alloc") for s in nodes[0::2]) and not (args.accept_drained and up):
         raise BenchError(f"Slurm's nodes are not all up ({' '.join(nodes)}): this bench drains or resumes nothing")
+    ps_nodes = min(4, up)
     slurm_version = run([str(SLURM_BIN / "sbatch"), "--version"], base_env, "/").stdout.strip()
 
     tmp = Path(tempfile.mkdtemp(prefix="vs-slurm-"))
@@ -602,8 +645,11 @@ def main() -> int:
     load_start = os.getloadavg()
     try:
         log(f"pslurm up (state dir {state})")
-        run([str(bin_dir / "pslurm"), "up", "--state-dir", str(state), "-N", "4", "-G", "2", "--cpus", "8",
+        run([str(bin_dir / "pslurm"), "up", "--state-dir", str(state), "-N", str(ps_nodes), "-G", "2", "--cpus", "8",
              "--memory", "4000"], base_env, str(work), timeout=180)
+        if ps_nodes < 4:
+            notes.append(f"Slurm had {up} of its nodes up ({' '.join(nodes)}; another bench's): pslurm ran "
+                         f"{ps_nodes} nodes too")
         ps_ports = conf_ports(state / "pslurm.conf")
         clash = ps_ports & slurm_ports()
         if clash:
@@ -633,33 +679,16 @@ def main() -> int:
             for side in (slurm, pslurm):
                 wait_done(side, side.submitted - set(held.values()), 120)
 
-        measure("sbatch -o /dev/null --wrap true", lambda side: lambda: [side.cmd("sbatch"), "-o", "/dev/null",
-                                                                         "--wrap", "true"])
-        measure("squeue", lambda side: lambda: [side.cmd("squeue")])
+        if not args.throughput_only:
+            cold_commands(measure, slurm, pslurm, held, acct_up, rows)
+        lat: dict[str, list[float]] = {}
+        lat_after: dict[str, list[float]] = {}
+        if not args.throughput_only:
+            log(f"submit-to-start x {n_lat}")
+            lat, lat_after = latency([slurm, pslurm], n_lat, work)
 
-        def cancel_argv(side: Side) -> Callable[[], list[str]]:
-            return lambda: [side.cmd("scancel"), side.submit("-H", "-o", "/dev/null", "--wrap", "true")]
-
-        measure("scancel ID (a held job)", cancel_argv)
-        done_id = {side.name: side.submit("-o", "/dev/null", "--wrap", "true") for side in (slurm, pslurm)}
-        for side in (slurm, pslurm):
-            wait_done(side, {done_id[side.name]}, 60)
-        if acct_up:
-            time.sleep(1)  # slurmdbd records the end a moment after the queue drops it
-            measure("sacct -j ID (a finished job)", lambda side: lambda: [side.cmd("sacct"), "-j", done_id[side.name]])
-        else:
-            rows.append(("sacct -j ID", None, None, Series(), "Slurm runs without slurmdbd (ACCT=none)"))
-        held.update({side.name: side.submit("-H", "-o", "/dev/null", "--wrap", "true") for side in (slurm, pslurm)})
-        measure("scontrol show job ID (a held job)",
-                lambda side: lambda: [side.cmd("scontrol"), "show", "job", held[side.name]])
-        for side in (slurm, pslurm):
-            side.cancel([held.pop(side.name)])
-            wait_done(side, side.submitted, 60)
-        measure("srun true", lambda side: lambda: [side.cmd("srun"), "true"])
 
         # ---- end to end ----------------------------------------------------------------------
-        log(f"submit-to-start x {n_lat}")
-        lat, lat_after = latency([slurm, pslurm], n_lat, work)
         timeout = lambda n: 120 + 2.0 * n  # noqa: E731  (a 300-job loop at 3 jobs/s fits)
         tp: dict[str, dict[str, Throughput | str]] = {}
 
@@ -707,7 +736,7 @@ def main() -> int:
             f"- python: {run([py, '-V'], base_env, '/').stdout.strip()} ({py}); PYTHONDONTWRITEBYTECODE unset for "
             f"the commands{' (it was set in the calling shell)' if had_no_bytecode else ''}",
             f"- Slurm: {slurm_version} from setup.sh, {knobs}; commands from {SLURM_BIN}",
-            f"- pslurm: commit {commit()}, `pslurm up -N 4 -G 2 --cpus 8` (private state dir), "
+            f"- pslurm: commit {commit()}, `pslurm up -N {ps_nodes} -G 2 --cpus 8` (private state dir), "
             f"commands from {bin_dir}",
             f"- cold commands: {runs} runs each after a warm-up, in turn Slurm, pslurm, `python -c pass`; "
             f"medians of the runs; ratios are medians of run-by-run ratios; floor (all rotations): {ms(floor_med)}",
@@ -734,13 +763,14 @@ def main() -> int:
                          f"{goal} | {yes_no(met)} |")
             details.append(f"| `{label}` | {spread(s.cpu)} | {spread(p.cpu)} | {spread(f.cpu)} |")
 
-        ls, lp = lat["Slurm"], lat["pslurm"]
-        lines.append(f"| batch submit-to-start, {n_lat} jobs (submit command started -> job's first command) | "
-                     f"{spread(ls)} | {spread(lp)} | "
-                     f"{ratio_word(statistics.median(lp) / statistics.median(ls), True)} | | |")
-        ls, lp = lat_after["Slurm"], lat_after["pslurm"]
-        lines.append(f"| the same from the submit command's exit (< 0: the job ran before it exited) | "
-                     f"{spread(ls)} | {spread(lp)} | | | |")
+        if lat:
+            ls, lp = lat["Slurm"], lat["pslurm"]
+            lines.append(f"| batch submit-to-start, {n_lat} jobs (submit command started -> job's first command) | "
+                         f"{spread(ls)} | {spread(lp)} | "
+                         f"{ratio_word(statistics.median(lp) / statistics.median(ls), True)} | | |")
+            ls, lp = lat_after["Slurm"], lat_after["pslurm"]
+            lines.append(f"| the same from the submit command's exit (< 0: the job ran before it exited) | "
+                         f"{spread(ls)} | {spread(lp)} | | | |")
 
         def tp_row(key: str, label: str, goal: str, check: Callable[[Throughput, Throughput | str], bool] | None,
                    scheduled: bool = False) -> None:

@@ -30,11 +30,13 @@ def make_app() -> typer.Typer:
         gpu_memory: Annotated[Optional[int], typer.Option(
             "--gpu-memory", help="memory of each simulated GPU, MB (jobs may then use --gpu-mem)")] = None,
         shards: Annotated[int, typer.Option("--shards", help="shards per GPU (--gres=shard:K)")] = 0,
+        virtual: Annotated[bool, typer.Option(
+            "--virtual", help="host the agents in a few processes (one per 250 nodes), not one each")] = False,
         controllers: Annotated[int, typer.Option(
             "--controllers", help="controllers: the first active, the others standing by (needs --db PostgreSQL)")] = 1,
     ) -> None:
         """Start a controller and NODES agents on loopback; returns once every node is idle."""
-        from pslurm.cluster.local import ClusterError, LocalCluster
+        from pslurm.cluster.local import ClusterError, LocalCluster, virtual_hosts
 
         if nodes < 1 or nodes > 1000 or gpus_per_node < 0 or cpus < 1:
             fail(PROG, "--nodes must be 1..1000, --gpus-per-node >= 0, --cpus >= 1")
@@ -58,7 +60,8 @@ def make_app() -> typer.Typer:
         except ClusterError as exc:
             fail(PROG, str(exc))
         try:
-            drained = cluster.start(config)
+            hosts = virtual_hosts(len(config.nodes)) if virtual else 0
+            drained = cluster.start(config, timeout=60.0 + len(config.nodes) / 10, virtual=hosts)
         except ClusterError as exc:
             fail(PROG, f"{exc} (logs in {cluster.log_dir})")
         from pslurm.core.hostlists import collect

@@ -40,12 +40,14 @@ from pslurm.core.config import (
     render_slurm_conf,
 )
 from pslurm.core.gres import GresRequest
+from pslurm.core.hostlists import collect
 
 # Inside the state directory: the controller's own (StateSaveLocation: the SQLite store, 0700, psctld's
 # user's alone), and the database URL when it holds a password (DatabaseURLFile, 0600). The state
 # directory itself stays open: the agents' spool, and for a root cluster its users' config and socket.
 CONTROLLER_DIR = "ctld"
 DATABASE_URL_FILE = "database.url"
+NODES_PER_VIRTUAL_HOST = 250  # pslurm up --virtual: agents per hosting process
 
 
 class ClusterError(Exception):
@@ -196,9 +198,10 @@ class LocalCluster:
         self.conf_path.write_text(render_slurm_conf(config))
         return config
 
-    def start(self, config: ClusterConfig, timeout: float = 60.0) -> dict[str, str]:
+    def start(self, config: ClusterConfig, timeout: float = 60.0, virtual: int = 0) -> dict[str, str]:
         """Start the controller and the agents, and return once every node is up (idle, or
-        drained by its agent: those are returned, name -> reason)."""
+        drained by its agent: those are returned, name -> reason). ``virtual``: host the agents in
+        that many processes (``psd --virtual``, named ``psd-virtual-K``), not one each."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         create_key(config.auth_key_path)  # before any daemon starts: each of them reads it
@@ -208,8 +211,15 @@ class LocalCluster:
                 self._spawn(name, ["pslurm.controller.app", "-f", str(self.conf_path), *args])
                 if index == 0 and config.backup_controllers:  # the primary takes control before a backup starts
                     wait_controller(config, config.controller_addr, timeout, self._check_alive, "active")
-            for name in config.nodes:
-                self._spawn(f"psd-{name}", ["pslurm.nodeagent.app", "-f", str(self.conf_path), "-N", name])
+            if virtual:
+                names = list(config.nodes)
+                size = -(-len(names) // virtual)
+                for k, at in enumerate(range(0, len(names), size)):
+                    self._spawn(f"psd-virtual-{k}", ["pslurm.nodeagent.app", "-f", str(self.conf_path), "--virtual",
+                                                      "-N", collect(names[at:at + size])])
+            else:
+                for name in config.nodes:
+                    self._spawn(f"psd-{name}", ["pslurm.nodeagent.app", "-f", str(self.conf_path), "-N", name])
             for _, addr in config.backup_controllers:  # each backup answers, standing by
                 wait_controller(config, addr, timeout, self._check_alive)
             return wait_idle(config, set(config.nodes), timeout, self._check_alive)
@@ -266,6 +276,12 @@ class LocalCluster:
             pid_file.unlink()
         self.processes.clear()
         return order
+
+
+def virtual_hosts(nodes: int) -> int:
+    """How many processes ``pslurm up --virtual`` hosts ``nodes`` agents in: one per 250 nodes (a
+    few processes, as Slurm's multiple-slurmd on one host), at least one."""
+    return max(1, -(-nodes // NODES_PER_VIRTUAL_HOST))
 
 
 def controller_processes(config: ClusterConfig) -> list[tuple[str, list[str]]]:
@@ -344,6 +360,7 @@ def wait_idle(config: ClusterConfig, names: set[str], timeout: float, check: obj
         while time.time() < deadline:
             if callable(check):
                 check()
+            asked = time.monotonic()
             try:
                 mine = [n for n in client.nodes() if n.name in names]
                 states = {n.name: n.display_state for n in mine}
@@ -352,9 +369,14 @@ def wait_idle(config: ClusterConfig, names: set[str], timeout: float, check: obj
                     return {n.name: n.reason for n in mine if n.drain}
             except ClientError:
                 pass
-            time.sleep(0.05)
-    seen = ", ".join(f"{n}={s}" for n, s in sorted(states.items()))
-    raise ClusterError(f"nodes not idle after {timeout:.0f}s: {seen or 'controller not answering'}")
+            time.sleep(max(0.05, time.monotonic() - asked))  # a 1000-node listing is no free poll
+    if not states:
+        raise ClusterError(f"nodes not idle after {timeout:.0f}s: controller not answering")
+    waiting = [(n, states.get(n, "unlisted")) for n in sorted(names) if states.get(n) not in ("idle", "drain")]
+    seen = ", ".join(f"{n}={s}" for n, s in waiting[:10])
+    if len(waiting) > 10:
+        seen += f" and {len(waiting) - 10} more"
+    raise ClusterError(f"nodes not idle after {timeout:.0f}s: {seen or 'not all registered'}")
 
 
 def wait_controller(config: ClusterConfig, addr: str, timeout: float, check: object = None,

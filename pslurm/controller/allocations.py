@@ -61,6 +61,28 @@ def node_view(node: NodeRecord, used: NodeUsage, partitions: frozenset[str],
     )
 
 
+class NodeViews:
+    """:func:`node_view` kept per node and made again only when what it is made of changed: the
+    node's record (the store hands out the same record until the node is written), what is held on
+    it, its partitions, its measured GPU use. At 1000 nodes a pass spent most of its snapshot
+    remaking the views of nodes nothing had changed on."""
+
+    def __init__(self) -> None:
+        self._made: dict[str, tuple[NodeRecord, tuple[int, int, tuple[int, ...]], frozenset[str],
+                                    Mapping[int, tuple[int, float]], NodeView]] = {}
+
+    def view(self, node: NodeRecord, used: NodeUsage, partitions: frozenset[str],
+             gpu_use: Mapping[int, tuple[int, float]] | None = None) -> NodeView:
+        held = (used.cpus, used.mem_mb, tuple(used.gpus))
+        measured = gpu_use or {}
+        made = self._made.get(node.name)
+        if made is not None and made[0] is node and made[1] == held and made[2] == partitions and made[3] == measured:
+            return made[4]
+        view = node_view(node, used, partitions, measured)
+        self._made[node.name] = (node, held, partitions, dict(measured), view)
+        return view
+
+
 def configured_shares(inventory: Sequence[tuple[int, str | None]], gres: Iterable[GresRequest],
                       measured: Mapping[int, tuple[int, float]]) -> tuple[SharedGpu, ...]:
     """The GPUs of a node known only by its configured Gres, with its ``shard:S`` and ``mps:M`` split

@@ -19,6 +19,7 @@ job's run it no longer has).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from collections import defaultdict
@@ -72,7 +73,19 @@ class NodeMonitor:
         self.heartbeat_interval = max(0.5, min(HEARTBEAT_INTERVAL * 15, config.slurmd_timeout / 4))
         self.launch_grace = float(config.batch_start_timeout)
         self._started = clock()  # after a restart every node gets a full SlurmdTimeout to be heard again
-        self._lock = threading.Lock()  # one reconciliation of a node at a time
+        # one reconciliation of a node at a time (its heartbeats and registration); nodes go in parallel
+        self._locks = {name: threading.Lock() for name in config.nodes}
+        # When each node was last heard, kept here and written to the store once a second (flush_heard):
+        # a write per heartbeat was most of a heartbeat's cost (1000 nodes: 400 commits a second).
+        self._seen_lock = threading.Lock()  # the figures below: heartbeats and store notices come from any thread
+        self._heard: dict[str, float] = {}
+        self._unwritten: dict[str, float] = {}
+        # Reconciliation is skipped while nothing could have changed its outcome: a node whose runs
+        # and steps agreed with the store, reporting the same again, with no job changed since (the
+        # store's change notices count up ``_changes``). node -> (changes then, runs, steps) reported.
+        self._changes = 0
+        self._agreed: dict[str, tuple[int, frozenset[tuple[int, int]], frozenset[tuple[int, int]] | None]] = {}
+        store.subscribe(self._jobs_changed)
         self.measured: dict[str, Measured] = {}  # per node, per GPU: (memory used MB, util %) at its last heartbeat
         # a multi-node job's run ended: end its runs on these other nodes (JobService.end_on_nodes)
         self.end_on_nodes: Callable[[int, Sequence[str]], None] = lambda job_id, nodes: None
@@ -86,6 +99,10 @@ class NodeMonitor:
         store.ensure_nodes([
             NodeRecord(n.name, n.addr, n.port, n.cpus, n.real_memory, n.gres) for n in config.nodes.values()
         ])
+
+    def _jobs_changed(self, job_ids: Collection[int]) -> None:
+        with self._seen_lock:
+            self._changes += 1
 
     def partitions_of(self, node: str) -> frozenset[str]:
         return self._partitions_of[node]
@@ -114,25 +131,55 @@ class NodeMonitor:
 
     def heartbeat(self, name: str, runs: Sequence[Run], health_reason: str,
                   measured: Measured | None = None,
-                  steps: Collection[tuple[int, int]] | None = None) -> tuple[bool, list[Run]]:
+                  steps: Collection[tuple[int, int]] | None = None,
+                  sent_at: float | None = None) -> tuple[bool, list[Run]]:
         """Returns (register again?, runs to kill). A node the controller does not hold UP is asked to
         register again; its runs are reconciled all the same. ``measured``: what the agent measured on
         each GPU (kept in memory, for psinfo and the packing policy's tie-break). ``steps``: the
-        (job id, step id) of the steps the agent runs, reconciled too (None: not said)."""
+        (job id, step id) of the steps the agent runs, reconciled too (None: not said). ``sent_at``:
+        when the agent listed them (its clock; None: now): a run started less than the launch grace
+        before then may not have reached it yet, however late the heartbeat is handled."""
         node = self._known(name)
         now = self.clock()
         if measured is not None:
             self.measured[name] = measured
         self.on_heartbeat(name, measured, now)
-        values: dict[str, object] = {"last_heartbeat": now}
         if health_reason and not node.drain and node.state is NodeState.UP:
-            values.update(drain=True, reason=health_reason)
+            self.store.update_node(name, drain=True, reason=health_reason, last_heartbeat=now)
             self.reschedule()
-        self.store.update_node(name, **values)
-        kill = self.reconcile(name, runs, now)
-        if steps is not None:
-            self.reconcile_steps(name, steps, now)
+        reported = frozenset((r.job_id, r.restarts) for r in runs)
+        listed = frozenset(steps) if steps is not None else None
+        with self._seen_lock:
+            self._heard[name] = self._unwritten[name] = now
+            agreed = self._agreed.get(name)
+            changes = self._changes  # taken before the store is read: a change after it is not missed
+        if agreed is not None and agreed[:2] == (changes, reported) and (listed is None or agreed[2] == listed):
+            kill: list[Run] = []
+        else:
+            listed_at = now if sent_at is None else min(now, sent_at)  # an agent's clock ahead of ours: ours
+            kill, runs_agree = self._reconcile(name, runs, now, listed_at)
+            steps_agree = self._reconcile_steps(name, steps, now, listed_at) if steps is not None else True
+            with self._seen_lock:
+                if runs_agree and steps_agree:
+                    self._agreed[name] = (changes, reported, listed)
+                else:
+                    self._agreed.pop(name, None)
         return node.state is not NodeState.UP and not _down_by_operator(node), kill
+
+    def last_heard(self, node: NodeRecord) -> float:
+        """When the node's agent was last heard: this controller's heartbeats, else the store's."""
+        return max(node.last_heartbeat, self._heard.get(node.name, 0.0))
+
+    def flush_heard(self) -> None:
+        """Write the heartbeats heard since the last flush to the store, in one transaction."""
+        with self._seen_lock:
+            times, self._unwritten = self._unwritten, {}
+        try:
+            self.store.heard(times)
+        except Exception:
+            with self._seen_lock:  # written with the next flush, unless a newer heartbeat came meanwhile
+                self._unwritten = {**times, **self._unwritten}
+            raise
 
     def gpu_measured(self, node: str) -> Measured:
         """What the node's agent measured on each GPU at its last heartbeat ({} when nothing)."""
@@ -141,10 +188,20 @@ class NodeMonitor:
     def reconcile(self, name: str, runs: Sequence[Run], now: float) -> list[Run]:
         """Compare what the agent runs with what the controller holds on the node (see the module's
         docstring). Returns the runs the agent must kill."""
+        with self._seen_lock:
+            self._agreed.pop(name, None)
+        return self._reconcile(name, runs, now)[0]
+
+    def _reconcile(self, name: str, runs: Sequence[Run], now: float,
+                   listed_at: float | None = None) -> tuple[list[Run], bool]:
+        """:meth:`reconcile`, and whether the agent runs exactly the runs held on the node.
+        ``listed_at``: when the agent listed ``runs`` (default ``now``)."""
         reported = {run.job_id: run.restarts for run in runs}
-        with self._lock:
+        since = now if listed_at is None else listed_at
+        with self._locks.setdefault(name, threading.Lock()):
             held = self.store.runs_on(name)
-            lost = [r for r in held if reported.get(r.job_id) != r.restarts and now - r.start_time > self.launch_grace]
+            lost = [r for r in held
+                    if reported.get(r.job_id) != r.restarts and since - r.start_time > self.launch_grace]
             for run in lost:
                 why = (f"the agent on {name} does not run it" if run.job_id not in reported
                        else f"the agent on {name} runs an earlier run of it")
@@ -154,22 +211,32 @@ class NodeMonitor:
         if kill:
             log.info("node %s runs %s, which the controller has ended: the agent kills them", name,
                      ", ".join(f"{r.job_id}.{r.restarts}" for r in kill))
-        return kill
+        return kill, not kill and mine == {(run.job_id, run.restarts) for run in runs}
 
     def reconcile_steps(self, name: str, steps: Collection[tuple[int, int]], now: float) -> None:
         """End NODE_FAIL the steps held RUNNING on the node that its agent does not list (once the
         launch grace has passed since they started: a launch may still be on its way)."""
+        with self._seen_lock:
+            self._agreed.pop(name, None)
+        self._reconcile_steps(name, steps, now)
+
+    def _reconcile_steps(self, name: str, steps: Collection[tuple[int, int]], now: float,
+                         listed_at: float | None = None) -> bool:
+        """:meth:`reconcile_steps`, and whether the agent lists exactly the steps held on the node."""
         reported = set(steps)
-        with self._lock:
-            lost = [s for s in self.store.running_steps_on(name)
-                    if (s.job_id, s.step_id) not in reported and now - s.start_time > self.launch_grace]
+        since = now if listed_at is None else listed_at
+        with self._locks.setdefault(name, threading.Lock()):
+            held = self.store.running_steps_on(name)
+            lost = [s for s in held
+                    if (s.job_id, s.step_id) not in reported and since - s.start_time > self.launch_grace]
             if not lost:
-                return
+                return reported == {(s.job_id, s.step_id) for s in held}
             ends = [StepEnd(s.job_id, s.step_id, name, JobState.NODE_FAIL, 0, 0, now) for s in lost]
             for end, outcome in zip(ends, self.store.end_steps(ends), strict=True):
                 if not isinstance(outcome, InvalidTransition):
                     log.warning("step %d.%d on %s: the agent does not run it; NODE_FAIL", end.job_id, end.step_id,
                                 name)
+        return False
 
     def runs_ended(self, name: str, ends: Sequence[RunEnd]) -> None:
         """An agent's batch of ends (JobsEnded), applied in one transaction; the doorbell rings once.
@@ -211,7 +278,7 @@ class NodeMonitor:
         """Nodes silent for longer than SlurmdTimeout go DOWN; their jobs are lost."""
         now = self.clock()
         for node in self.store.get_nodes():
-            heard = max(node.last_heartbeat, self._started)
+            heard = max(self.last_heard(node), self._started)
             if node.state is NodeState.UP and now - heard > self.config.slurmd_timeout:
                 self.unreachable(node.name, "node not responding")
 
@@ -229,6 +296,7 @@ class NodeMonitor:
         """Watch heartbeats every ``interval`` seconds until ``stop``."""
         while not stop.wait(interval):
             try:
+                self.flush_heard()
                 self.check_heartbeats()
             except Exception:  # the loop must outlive a failing check; the next one retries
                 log.exception("heartbeat check failed")
@@ -246,7 +314,7 @@ class NodeMonitor:
             self.store.update_node(name, drain=True, reason=reason)
         elif state in ("RESUME", "UNDRAIN", "IDLE"):
             self.store.update_node(name, drain=False, reason="")
-            if node.state is NodeState.DOWN and now - node.last_heartbeat < self.config.slurmd_timeout:
+            if node.state is NodeState.DOWN and now - self.last_heard(node) < self.config.slurmd_timeout:
                 self.store.set_node_state(name, NodeState.UP, now)
         elif state == "DOWN":
             if node.state is not NodeState.DOWN:
@@ -268,6 +336,8 @@ class NodeMonitor:
         for node in self.store.get_nodes():
             if node.name not in self.config.nodes:  # removed from pslurm.conf: its row stays, unshown
                 continue
+            if (heard := self.last_heard(node)) != node.last_heartbeat:  # not flushed to the store yet
+                node = dataclasses.replace(node, last_heartbeat=heard)
             used = usage.get(node.name, NodeUsage())
             total_gpus = len(node.gpus) or sum(g.count for g in node.gres if g.name == "gpu")
             word = node_display_state(node.state, node.drain, len(set(used.gpus)), total_gpus, used.cpus,

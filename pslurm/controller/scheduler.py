@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from pslurm.controller import priority as prio
 from pslurm.controller.agents import AgentUnreachable
-from pslurm.controller.allocations import NodeUsage, node_view, usage_by_node
+from pslurm.controller.allocations import NodeUsage, NodeViews, usage_by_node
 from pslurm.controller.policy import (
     UNLIMITED,
     Limits,
@@ -86,6 +86,9 @@ class Scheduler:
         self._allowed_cache: dict[tuple[str, ...], frozenset[str]] = {}
         # the pending queue and the allocations in memory, kept current from the store's change notices
         self._live = LiveJobs(store)
+        self._views = NodeViews()  # the nodes as the policy sees them, remade only where something changed
+        # the pending jobs as the policy saw them in the last pass: (queue entry, priority, dependency, view)
+        self._pending_made: dict[int, tuple[QueuedJob, int, DepStatus, PendingJob]] = {}
         self._wake = threading.Event()
         self._stopping = threading.Event()
         # after each pass of the loop: (backfill?, its seconds, jobs it started); observe.py's metrics
@@ -219,26 +222,42 @@ class Scheduler:
         # every weight 0 (FIFO, the default): no factor to compute, the sum is 0 less nice
         return {q.job_id: q.admin_priority if q.admin_priority is not None else max(0, -q.nice) for q in pending}
 
+    def _pending_view(self, q: QueuedJob, priority: int, dep: DepStatus, now: float) -> PendingJob:
+        """A pending job as the policy sees it: the last pass's while its queue entry (the same object
+        until the job changes), priority and dependency status are the same."""
+        made = self._pending_made.get(q.job_id)
+        if made is not None and made[0] is q and made[1] == priority and made[2] is dep:
+            return made[3]
+        return PendingJob(q.job_id, q.partition, q.cpus, q.mem_mb, q.gres, priority,
+                          q.time_limit if q.deadline is None else deadline_time_limit(q.deadline, q.time_limit, now),
+                          q.user, q.array_job_id, q.array_max_running, dep.value, q.hold,
+                          self._allowed_nodes(q.req_nodes, q.exc_nodes, q.num_nodes, q.constraint),
+                          share_of(q.gres), q.begin_time, q.num_nodes, tuple((c, q.mem_mb) for c in q.node_cpus),
+                          self._required_nodes(q.req_nodes, q.num_nodes), q.exclusive)
+
     def _snapshot(self, pending: Sequence[QueuedJob], priorities: dict[int, int], deps: dict[int, DepStatus],
-                  nodes: Sequence[NodeRecord], allocations: Sequence[Allocation], now: float) -> Snapshot:
+                  nodes: Sequence[NodeRecord], allocations: Sequence[Allocation], now: float,
+                  keep: bool = True) -> Snapshot:
         """What :func:`plan` decides on: the pending jobs (a job with a deadline and no time limit is
-        planned to run until its deadline), the nodes with what is free on them, the running jobs."""
+        planned to run until its deadline), the nodes with what is free on them, the running jobs.
+        ``keep``: remember the pending jobs' views for the next pass (the scheduler's passes, not a
+        question such as will_run's)."""
         usage = usage_by_node(allocations)
         sched = self.sched
         parts = self.config.partitions.values()
+        made: dict[int, tuple[QueuedJob, int, DepStatus, PendingJob]] = {}
+        views = []
+        for q in pending:
+            view = self._pending_view(q, priorities[q.job_id], deps.get(q.job_id, DepStatus.SATISFIED), now)
+            views.append(view)
+            if q.deadline is None:  # a deadline's limit is the time left to it: made again each pass
+                made[q.job_id] = (q, priorities[q.job_id], deps.get(q.job_id, DepStatus.SATISFIED), view)
+        if keep:
+            self._pending_made = made
         return Snapshot(
-            pending=[PendingJob(q.job_id, q.partition, q.cpus, q.mem_mb, q.gres, priorities[q.job_id],
-                                q.time_limit if q.deadline is None else deadline_time_limit(q.deadline, q.time_limit,
-                                                                                             now),
-                                q.user, q.array_job_id, q.array_max_running,
-                                deps.get(q.job_id, DepStatus.SATISFIED).value, q.hold,
-                                self._allowed_nodes(q.req_nodes, q.exc_nodes, q.num_nodes, q.constraint),
-                                share_of(q.gres),
-                                q.begin_time, q.num_nodes, tuple((c, q.mem_mb) for c in q.node_cpus),
-                                self._required_nodes(q.req_nodes, q.num_nodes), q.exclusive)
-                     for q in pending],
-            nodes=[node_view(n, usage.get(n.name, NodeUsage()), self.partitions_of(n.name),
-                             self.nodes.gpu_measured(n.name)) for n in nodes],
+            pending=views,
+            nodes=[self._views.view(n, usage.get(n.name, NodeUsage()), self.partitions_of(n.name),
+                                    self.nodes.gpu_measured(n.name)) for n in nodes],
             now=now,
             running=[RunningJob(a.job_id, a.node, a.cpus, a.mem_mb, a.gpu_indices,
                                 None if a.time_limit is None or a.start_time is None else a.start_time + a.time_limit,
@@ -268,7 +287,7 @@ class Scheduler:
         queue = [*pending, probe]
         priorities = self._priority_of(queue, allocations, now)
         snapshot = self._snapshot(queue, priorities, self._dependencies(pending), self.store.get_nodes(),
-                                  allocations, now)
+                                  allocations, now, keep=False)
         decided = plan(dataclasses.replace(snapshot, max_reservations=len(queue)), backfill=True)
         placed = next((p for p in decided.placements if p.job_id == job_id), None)
         if placed is not None:

@@ -76,7 +76,8 @@ class ControllerServicer(pb_grpc.ControllerServicer):
         again, kill = _guard(context, lambda: self.monitor.heartbeat(request.name, _runs(request.runs),
                                                                      request.health_reason,
                                                                      _measured(request.gpu_use),
-                                                                     [(s.job_id, s.step_id) for s in request.steps]))
+                                                                     [(s.job_id, s.step_id) for s in request.steps],
+                                                                     request.sent_at or None))
         return pb.HeartbeatReply(reregister=again, kill=_runs_pb(kill))
 
     def JobEnded(self, request: pb.JobEndedRequest, context: grpc.ServicerContext) -> pb.Empty:

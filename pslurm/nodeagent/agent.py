@@ -104,6 +104,8 @@ class Agent:
         self.launcher.on_begin = self._begun
         self.jobs: dict[int, RunningJob] = {}  # the newest run of each job (signals, psrun's streams)
         self._runs: dict[RunKey, RunningJob] = {}  # every run, until its end is reported and it is forgotten
+        self._runs_of: dict[int, set[RunKey]] = {}  # job id -> its keys in _runs (a node keeps thousands of runs)
+        self._whole = {name: n.cpus for name, n in config.nodes.items()}  # each node's CPUs (see _whole_cpus)
         # time limits changed for runs not launched here yet (the change overtook the launch), a few kept
         self._early_limits: dict[RunKey, int | None] = {}
         self._unreported: dict[RunKey, RunningJob] = {}  # ended runs the controller has not acknowledged
@@ -173,10 +175,11 @@ class Agent:
         """One heartbeat: report ends, send health and running jobs, act on the reply."""
         self._report_ends()
         health = self.check_health()
+        sent_at = time.time()  # before the runs are listed: a run launched after it may be missing
         try:
             reply = self.controller.Heartbeat(pb.HeartbeatRequest(
                 name=self.node.name, runs=self.runs(), health_reason=health or "", gpu_use=self.gpu_use(),
-                steps=[pb.StepRef(job_id=j, step_id=s) for j, s in self.steps.refs()]), timeout=5,
+                steps=[pb.StepRef(job_id=j, step_id=s) for j, s in self.steps.refs()], sent_at=sent_at), timeout=5,
                 metadata=self._credentials())
         except grpc.RpcError:
             return
@@ -238,9 +241,9 @@ class Agent:
     def runs(self) -> list[pb.JobRun]:
         """What this agent runs (or is about to start), or ran and has not had the end of
         acknowledged: every heartbeat says it."""
-        with self._lock:
+        with self._lock:  # an ended run is unsettled until its end is queued for the controller (_ended)
             return [pb.JobRun(job_id=k[0], restarts=k[1]) for k, r in sorted(self._runs.items())
-                    if r.end is None or k in self._unreported]
+                    if r.end is None or not r.settled.is_set() or k in self._unreported]
 
     def _ended(self, running: RunningJob) -> None:
         end = running.end
@@ -365,6 +368,7 @@ class Agent:
                 if newest and now - running.end.end_time <= KEEP_ENDED:
                     continue
                 del self._runs[key]
+                self._forget_run_of(key)
                 if newest:
                     del self.jobs[key[0]]
 
@@ -400,9 +404,11 @@ class Agent:
                 if node_index > 0:
                     job = replace(job, spec=replace(job.spec, allocation=True))
                 running = RunningJob(job, node_index=node_index)
-                older = [r for k, r in self._runs.items() if k[0] == job.job_id and not r.settled.is_set()]
+                runs_of_job = self._runs_of.setdefault(job.job_id, set())
+                older = [r for k in runs_of_job if not (r := self._runs[k]).settled.is_set()]
                 self.jobs[job.job_id] = running
                 self._runs[_key(running)] = running
+                runs_of_job.add(_key(running))
         except Exception:
             log.exception("job %d: launch failed", job.job_id)
             return
@@ -469,7 +475,14 @@ class Agent:
 
     def _whole_cpus(self) -> dict[str, int]:
         """Each node's configured CPUs: an --exclusive job's CPUs there."""
-        return {name: n.cpus for name, n in self.config.nodes.items()}
+        return self._whole
+
+    def _forget_run_of(self, key: RunKey) -> None:
+        keys = self._runs_of.get(key[0])
+        if keys is not None:
+            keys.discard(key)
+            if not keys:
+                del self._runs_of[key[0]]
 
     def _cgroup_for(self, job: JobRecord) -> tuple[JobCgroup | None, set[int] | None]:
         """The run's cgroup (None where the agent cannot make cgroups) and the CPUs to pin it to

@@ -17,6 +17,7 @@ from pslurm.core.config import (
     CgroupConfig,
     ClusterConfig,
     ConfigError,
+    GresConfLine,
     NodeConfig,
     find_config_path,
     load_cgroup_conf,
@@ -46,11 +47,15 @@ RPC_WORKERS_KEPT_FREE = 16  # the agent's RPC threads psrun's streams may never 
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``psd [-f CONF] [-N NODE] [-G]``: serve one node, or print its GPUs as gres.conf lines."""
+    """``psd [-f CONF] [-N NODE] [-G]``: serve one node, or print its GPUs as gres.conf lines.
+    ``psd --virtual -N HOSTLIST``: serve every node of the hostlist in this process (scale tests:
+    :mod:`pslurm.nodeagent.virtual`)."""
     parser = argparse.ArgumentParser(prog="psd", description="pslurm node agent")
     parser.add_argument("-f", "--conf", default=None, help="pslurm.conf (default: $PSLURM_CONF, ...)")
     parser.add_argument("-N", "--node-name", default=None, help="this node's NodeName in pslurm.conf")
     parser.add_argument("-G", "--print-gres", action="store_true", help="print the GPUs found, as gres.conf")
+    parser.add_argument("--virtual", action="store_true",
+                        help="-N is a hostlist: serve all its nodes in this process, each on its own port")
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
@@ -65,37 +70,61 @@ def main(argv: list[str] | None = None) -> None:
         cgroup_conf = load_cgroup_conf(conf_path)
     except ConfigError as exc:
         sys.exit(f"psd: error: {exc}")
-    name = args.node_name or _guess_node()
-    node = config.nodes.get(name)
-    if node is None and not args.print_gres:  # -G only reads gres.conf, like slurmd -G
-        sys.exit(f"psd: error: node {name} is not in {conf_path}")
-    try:
-        devices, autodetect = inventory_from_gres_conf(gres_lines, name)
-    except (GpuDiscoveryError, ConfigError) as exc:  # e.g. AutoDetect=nvml without the NVML library: one line
-        sys.exit(f"psd: error: {exc}")
-    if args.print_gres:
-        sys.stdout.write(format_gres_conf(devices))
-        return
-    assert node is not None
-    if not devices and node.gpus():  # Gres= in pslurm.conf and no gres.conf lines: simulated GPUs
-        devices = simulated_devices(node)
-    devices = default_shares(devices, node.gres)
-    typed = {g.type: g.count for g in node.gres if g.name == "gpu" and g.type}
-    shares = {name: total for name in SHARED if (total := sum(g.count for g in node.gres if g.name == name))}
-    drain = check_inventory(devices, node.gpus(), typed or None, shares or None)
-    if drain:
-        logging.getLogger("psd").warning("node will register drained: %s", drain)
-    monitor = None
-    if autodetect:
-        from pslurm.nodeagent.gpumon import GpuMonitor
+    names = [args.node_name or _guess_node()]
+    if args.virtual:
+        from pslurm.core.hostlists import expand
 
-        monitor = GpuMonitor(devices)  # without it, GPUs with gres.conf Memory= get a simulated one (Agent)
+        names = expand(args.node_name or "")
+    inventories: dict[str, tuple[list[GpuDevice], str | None, GpuMeter | None]] = {}
+    for name in names:
+        if name not in config.nodes and not args.print_gres:  # -G only reads gres.conf, like slurmd -G
+            sys.exit(f"psd: error: node {name} is not in {conf_path}")
+        try:
+            inventories[name] = node_inventory(config.nodes.get(name), gres_lines, name, print_only=args.print_gres)
+        except (GpuDiscoveryError, ConfigError) as exc:  # e.g. AutoDetect=nvml without the NVML library: one line
+            sys.exit(f"psd: error: {exc}")
+    if args.print_gres:
+        sys.stdout.write(format_gres_conf(inventories[names[0]][0]))
+        return
     try:
         key = load_key(config.auth_key_path)
         check_private(config.auth_key_path, "the cluster key")  # whoever reads it can sign as root
     except AuthError as exc:
         sys.exit(f"psd: error: {exc} (every node needs a copy of the controller's key)")
-    serve(config, node, devices, cgroup_conf, drain, key, monitor=monitor)
+    if args.virtual:
+        from pslurm.nodeagent.virtual import serve_nodes
+
+        if not names or any(monitor is not None for _, _, monitor in inventories.values()):
+            sys.exit("psd: error: --virtual needs nodes (-N) without GPUs of their own to detect (AutoDetect=nvml)")
+        serve_nodes(config, names, cgroup_conf, key, {n: (d, drain) for n, (d, drain, _) in inventories.items()},
+                    RPC_WORKERS_KEPT_FREE)
+        return
+    devices, drain, monitor = inventories[names[0]]
+    serve(config, config.nodes[names[0]], devices, cgroup_conf, drain, key, monitor=monitor)
+
+
+def node_inventory(node: NodeConfig | None, gres_lines: list[GresConfLine], name: str, print_only: bool = False
+                   ) -> tuple[list[GpuDevice], str | None, GpuMeter | None]:
+    """The node's GPUs (gres.conf, NVML, or simulated for a ``Gres=`` without gres.conf lines), the
+    drain reason when fewer were found than configured, and NVML's monitor when autodetected.
+    ``print_only`` (psd -G): the gres.conf devices alone. GpuDiscoveryError, ConfigError."""
+    devices, autodetect = inventory_from_gres_conf(gres_lines, name)
+    if print_only or node is None:
+        return devices, None, None
+    if not devices and node.gpus():  # Gres= in pslurm.conf and no gres.conf lines: simulated GPUs
+        devices = simulated_devices(node)
+    devices = default_shares(devices, node.gres)
+    typed = {g.type: g.count for g in node.gres if g.name == "gpu" and g.type}
+    shares = {kind: total for kind in SHARED if (total := sum(g.count for g in node.gres if g.name == kind))}
+    drain = check_inventory(devices, node.gpus(), typed or None, shares or None)
+    if drain:
+        logging.getLogger("psd").warning("node %s will register drained: %s", name, drain)
+    monitor = None
+    if autodetect:
+        from pslurm.nodeagent.gpumon import GpuMonitor
+
+        monitor = GpuMonitor(devices)  # without it, GPUs with gres.conf Memory= get a simulated one (Agent)
+    return devices, drain, monitor
 
 
 def simulated_devices(node: NodeConfig) -> list[GpuDevice]:
@@ -112,10 +141,12 @@ def serve(config: ClusterConfig, node: NodeConfig, devices: list[GpuDevice], cgr
 
     from pslurm.auth.credential import CONTROLLER, node_audience
     from pslurm.auth.transport import SERVER_OPTIONS, Authenticator, signed_metadata
+    from pslurm.nodeagent import runner as job_runner
     from pslurm.nodeagent.agent import Agent
     from pslurm.nodeagent.servicer import AgentServicer
     from pslurm.proto import pslurm_pb2_grpc as pb_grpc
 
+    job_runner.begin()  # the jobs' processes are forked there, not in this threaded process
     auth = Authenticator(key, audience=node_audience(node.name))  # credentials made for this node only
     agent = Agent(config, node, devices, cgroup_conf, drain, monitor,
                   credentials=lambda: signed_metadata(key, CONTROLLER))
@@ -152,6 +183,7 @@ def serve(config: ClusterConfig, node: NodeConfig, devices: list[GpuDevice], cgr
     threading.Thread(target=run, name="heartbeat", daemon=True).start()
     stop.wait()
     agent.stop()
+    job_runner.end()
     server.stop(grace=1).wait()
 
 

@@ -35,6 +35,7 @@ from pslurm.nodeagent.cgroups import (
 from pslurm.nodeagent.cpus import format_cpu_list
 
 log = logging.getLogger("psd")
+PARENT_ATTEMPTS = 5  # tries at making a node's parent cgroups that another agent may be removing
 
 _MOUNT_FLAGS = {"rw", "ro", "relatime", "noatime", "nodiratime", "strictatime", "nosuid", "nodev", "noexec",
                 "clone_children", "noprefix", "xattr"}
@@ -186,15 +187,20 @@ class NodeCgroups:
 
     def _make_parents(self, root: str) -> str | None:
         """Create ``pslurm_<cluster>/<node>`` in ``root``; a reason when it cannot be used."""
-        path = root
-        try:
-            for part in self.relative.split(os.sep):
-                parent, path = path, os.path.join(path, part)
-                os.makedirs(path, exist_ok=True)
-                if root == self.layout.cpuset and root != self.layout.v2:
-                    _inherit_cpuset(parent, path)  # v1: an empty cpuset takes no tasks
-        except OSError as exc:
-            return f"cannot use {path}: {exc.strerror}"
+        for attempt in range(PARENT_ATTEMPTS):
+            path = root
+            try:
+                for part in self.relative.split(os.sep):
+                    parent, path = path, os.path.join(path, part)
+                    os.makedirs(path, exist_ok=True)
+                    if root == self.layout.cpuset and root != self.layout.v2:
+                        _inherit_cpuset(parent, path)  # v1: an empty cpuset takes no tasks
+                break
+            except OSError as exc:
+                # another node's agent of this cluster removed the cluster's directory between our
+                # makedirs (remove_parents: agents starting together, many in a process with --virtual)
+                if exc.errno not in (errno.ENOENT, errno.EEXIST) or attempt == PARENT_ATTEMPTS - 1:
+                    return f"cannot use {path}: {exc.strerror}"
         if root == self.layout.v2:
             self._enable_v2_controllers(root)
         return None

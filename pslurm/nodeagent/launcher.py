@@ -30,23 +30,19 @@ from pslurm.core.states import JobState
 from pslurm.core.steps import BATCH_STEP, EXTERN_STEP, INTERACTIVE_STEP, StepResult
 from pslurm.core.timefmt import format_timestamp
 from pslurm.nodeagent.cgroups import JobCgroup
+from pslurm.nodeagent.childstart import LaunchError, TaskProcess, check_strings, describe, os_error
 from pslurm.nodeagent.runs import RunRecord, RunRecords, boot_id, kill_pgid
-from pslurm.nodeagent.stepd import (
-    LaunchError,
-    StepHooks,
-    StepSupervisor,
-    Task,
-    check_strings,
-    describe,
-    job_user,
-    os_error,
-)
+from pslurm.nodeagent.stepd import StepHooks, StepSupervisor, Task, job_user
 from pslurm.nodeagent.stepio import Files, Null, Pipes, Stdio
 from pslurm.nodeagent.userfiles import file_umask, write_private_file
 
 log = logging.getLogger("psd")
 
 OUTPUT_DIR_WAIT = 10.0  # seconds a launch waits for its output file's directory to appear (tools make it late)
+# A fork in one thread while another has a script open for writing makes that script's exec fail
+# with ETXTBSY: script writes and forks take turns, in the whole process (psd --virtual runs the
+# launchers of many nodes in one).
+SPAWN_LOCK = threading.Lock()
 
 
 @dataclass
@@ -77,7 +73,7 @@ class RunningJob:
     node_index: int = 0  # this node's position in the job's allocation (> 0: it holds the run for steps only)
 
     @property
-    def proc(self) -> subprocess.Popen[bytes] | None:
+    def proc(self) -> TaskProcess | None:
         """The run's leader: its own step's task (None until it started)."""
         return self.step.leader if self.step is not None else None
 
@@ -120,9 +116,7 @@ class Launcher:
         self.output_dir_wait = OUTPUT_DIR_WAIT
         self._boot_id = boot_id()
         self.as_root = os.geteuid() == 0
-        # A fork in one thread while another has a script open for writing makes that script's
-        # exec fail with ETXTBSY: script writes and forks take turns.
-        self.spawn_lock = threading.Lock()
+        self.spawn_lock = SPAWN_LOCK
         # told when a run begins to end (cancel, time limit, the leader's exit), before its processes
         # are killed: the agent ends the run's steps first (CANCELLED)
         self.on_ending: Callable[[RunningJob], None] = lambda running: None

@@ -53,8 +53,9 @@ class _UserStreams:
     A stream's user is the one the controller relays it for (its ``x-pslurm-for-uid`` metadata,
     taken from an operator's call only), else its caller."""
 
-    def __init__(self, slots: int) -> None:
-        self._slots = threading.BoundedSemaphore(slots)
+    def __init__(self, slots: int | threading.BoundedSemaphore) -> None:
+        # a number, or the semaphore of a process whose nodes share their threads (pslurm.nodeagent.virtual)
+        self._slots = threading.BoundedSemaphore(slots) if isinstance(slots, int) else slots
         self._lock = threading.Lock()
         self._per_step: dict[tuple[int, int, str], int] = {}
         self._per_user: dict[int, int] = {}
@@ -159,7 +160,8 @@ class AgentServicer(pb_grpc.NodeAgentServicer):
     ``stream_slots``: how many psrun streams may hold one of the server's threads at once; the
     server's other threads stay free for the controller."""
 
-    def __init__(self, agent: Agent, auth: Authenticator, stream_slots: int = STREAM_SLOTS) -> None:
+    def __init__(self, agent: Agent, auth: Authenticator,
+                 stream_slots: int | threading.BoundedSemaphore = STREAM_SLOTS) -> None:
         self.agent = agent
         self.auth = auth
         self.operators = frozenset({0, os.getuid()})

@@ -37,17 +37,31 @@ import subprocess
 import termios
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from pslurm.core.states import JobState
 from pslurm.core.steps import StepResult, TaskEnd, step_name
-from pslurm.nodeagent.cgroups import ChildSetup, JobCgroup
+from pslurm.nodeagent import runner as job_runner
+from pslurm.nodeagent.cgroups import JobCgroup
+from pslurm.nodeagent.childstart import (
+    FDS,
+    FILES,
+    NULL,
+    PTY,
+    ChildFailed,
+    ChildPlan,
+    LaunchError,
+    TaskProcess,
+    check_strings,
+    describe,
+    start_child,
+)
 from pslurm.nodeagent.identity import supplementary_groups
 from pslurm.nodeagent.runs import Group, kill_groups, kill_pgid, start_ticks
 from pslurm.nodeagent.stepio import READ_SIZE, Files, Framer, Null, Pipes, Pty, Stdio, StepOutput
-from pslurm.nodeagent.userfiles import JobUser, UserFile, UserStart, append_as
+from pslurm.nodeagent.userfiles import JobUser, UserFile, append_as
 
 log = logging.getLogger("psd")
 
@@ -60,7 +74,7 @@ log = logging.getLogger("psd")
 class Task:
     rank: int
     local: int
-    proc: subprocess.Popen[bytes] | None = None
+    proc: TaskProcess | None = None
     ticks: int | None = None
     returncode: int | None = None  # set once it ended (2: it could not start)
 
@@ -126,7 +140,7 @@ class StepSupervisor:
         return f"{self.job_id}.{step_name(self.step_id)}"
 
     @property
-    def leader(self) -> subprocess.Popen[bytes] | None:
+    def leader(self) -> TaskProcess | None:
         """Task 0's process (a run's own step has one task: the job's leader)."""
         return self.tasks[0].proc if self.tasks else None
 
@@ -346,67 +360,80 @@ class _Spawn:
     def __init__(self, step: StepSupervisor, stdio: Stdio, rank: int) -> None:
         self.step, self.stdio, self.rank = step, stdio, rank
         self.master = self.slave = -1
-        self._stack = contextlib.ExitStack()
+        self.child_fds: dict[str, int] = {}  # pipes: the child's ends (stdin, stdout, stderr), until it has them
+        self.ours: dict[str, Any] = {}  # pipes: our ends, until the step has them
 
     def __enter__(self) -> _Spawn:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._stack.close()
-        for fd in (self.master, self.slave):
+        for fd in (self.master, self.slave, *self.child_fds.values()):
             if fd >= 0:
                 os.close(fd)
+        for pipe in self.ours.values():
+            pipe.close()
 
-    def popen(self, argv: list[str], env: dict[str, str], workdir: str) -> subprocess.Popen[bytes]:
+    def popen(self, argv: list[str], env: dict[str, str], workdir: str) -> TaskProcess:
+        """The task's process (a ``subprocess.Popen``, or the job runner's RunnerProc: pid, wait,
+        returncode), started by the job runner when the agent has one (a fork there is cheap, see
+        :mod:`pslurm.nodeagent.runner`), else by the agent itself."""
         step, stdio = self.step, self.stdio
-        user_kw: dict[str, object] = {}
-        if step.user is not None and step.user.switch:  # run as the submitter, never as root on their behalf
-            user_kw = {"user": step.user.uid, "group": step.user.gid, "extra_groups": list(step.user.groups)}
-        setup = self._stack.enter_context(ChildSetup(step.cgroup, step.cpus))
-        then: Callable[[], object] = setup
+        user = step.user if step.user is not None and step.user.switch else None  # never root on their behalf
+        plan = ChildPlan(argv, env, workdir, FILES, cgroup_dirs=list(step.cgroup.dirs) if step.cgroup else [],
+                         cpus=sorted(step.cpus) if step.cpus else None,
+                         user=(user.uid, user.gid, list(user.groups)) if user is not None else None)
+        fds: list[int] = []
         if isinstance(stdio, Null):  # the agent's own holder: root's, in /, nothing of the user's
-            with step.spawn_lock, _exec_errors():
-                return subprocess.Popen(argv, cwd="/", env=env, start_new_session=True, preexec_fn=setup,
-                                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                        stderr=subprocess.DEVNULL)
-        streams: dict[str, Any]
-        if isinstance(stdio, Pty):
-            streams = self._pty(stdio)
-
-            def then() -> None:  # as the user, in its new session: the slave becomes its terminal
-                setup()
-                fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+            plan.stdio, plan.workdir, plan.user = NULL, "/", None
+        elif isinstance(stdio, Pty):
+            plan.stdio = PTY
+            self._pty(stdio)
+            fds = [self.slave]
         elif isinstance(stdio, Pipes):
-            streams = {"stdin": subprocess.PIPE if stdio.stdin else subprocess.DEVNULL,
-                       "stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
-        else:  # Files: the child's own, dup2'd onto 1 and 2 before exec
-            streams = {"stdin": subprocess.DEVNULL}
-        files = stdio if isinstance(stdio, Files) else None
-        out, err = (files.stdout, files.stderr) if files is not None else (None, None)
-        child = self._stack.enter_context(UserStart(workdir, out, err, env, then,
-                                                    append=files is not None and files.append))
-        with step.spawn_lock:
-            try:
-                with _exec_errors():
-                    proc: subprocess.Popen[bytes] = subprocess.Popen(  # type: ignore[call-overload]
-                        argv, cwd=None, env=env, start_new_session=True, preexec_fn=child, **streams, **user_kw)
-            except LaunchError as exc:
-                failure, note = child.collect()
-                if files is not None:
-                    step.stderr_file = note
-                elif note is not None:
-                    note.close()
-                # the child's own words when it said why
-                raise LaunchError(failure or exc.reason, child.output_dir_missing) from exc
-        note = child.collect()[1]
-        if files is not None:
-            step.stderr_file = note
-        elif note is not None:
-            note.close()
+            plan.stdio = FDS
+            self._pipes(stdio)
+            fds = [self.child_fds[k] for k in ("stdin", "stdout", "stderr")]
+        else:  # Files: the child's own, opened as the user and dup2'd onto 1 and 2 before exec
+            plan.stdout, plan.stderr, plan.append = stdio.stdout, stdio.stderr, stdio.append
+        proc: TaskProcess
+        note: UserFile | None
+        runner = job_runner.current()
+        try:
+            if runner is not None:
+                try:
+                    proc, note = runner.spawn(plan, fds)
+                except OSError:  # the runner is gone: this agent starts its tasks itself from now on
+                    job_runner.lost(runner)
+                    runner = None
+            if runner is None:
+                with step.spawn_lock:
+                    proc, note = start_child(plan, fds)
+        except ChildFailed as exc:
+            self._keep(exc.note)
+            raise
+        self._keep(note)
         self._attach(proc)
         return proc
 
-    def _pty(self, stdio: Pty) -> dict[str, Any]:
+    def _keep(self, note: UserFile | None) -> None:
+        """The stderr file a batch task's child opened for the agent's notes: the step's (files only)."""
+        if isinstance(self.stdio, Files):
+            self.step.stderr_file = note
+        elif note is not None:
+            note.close()
+
+    def _pipes(self, stdio: Pipes) -> None:
+        """psrun's pipes: the child's ends in ``child_fds`` (closed once it runs), ours as files."""
+        if stdio.stdin:
+            read, write = os.pipe()
+            self.child_fds["stdin"], self.ours["stdin"] = read, open(write, "wb")
+        else:
+            self.child_fds["stdin"] = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+        for name in ("stdout", "stderr"):
+            read, write = os.pipe()
+            self.child_fds[name], self.ours[name] = write, open(read, "rb")
+
+    def _pty(self, stdio: Pty) -> None:
         step = self.step
         self.master, self.slave = os.openpty()
         if stdio.rows > 0 and stdio.cols > 0:
@@ -416,9 +443,8 @@ class _Spawn:
             with contextlib.suppress(OSError):
                 os.fchown(self.slave, step.user.uid, _tty_gid())
                 os.fchmod(self.slave, 0o620)
-        return {"stdin": self.slave, "stdout": self.slave, "stderr": self.slave}
 
-    def _attach(self, proc: subprocess.Popen[bytes]) -> None:
+    def _attach(self, proc: TaskProcess) -> None:
         step, stdio = self.step, self.stdio
         if isinstance(stdio, Pty):
             os.close(self.slave)
@@ -428,63 +454,16 @@ class _Spawn:
             step.stdin = master
             step.pump("stdout", master, None)
         elif isinstance(stdio, Pipes):
+            for fd in self.child_fds.values():  # the child has them now
+                os.close(fd)
+            self.child_fds.clear()
             if stdio.stdin:
-                step.stdin = proc.stdin
-            step.pump("stdout", proc.stdout, stdio.framer(self.rank))
-            step.pump("stderr", proc.stderr, stdio.framer(self.rank))
+                step.stdin = self.ours.pop("stdin")
+            step.pump("stdout", self.ours.pop("stdout"), stdio.framer(self.rank))
+            step.pump("stderr", self.ours.pop("stderr"), stdio.framer(self.rank))
 
 
-# -- launch errors ----------------------------------------------------------------------------
-
-
-class LaunchError(Exception):
-    """A task that cannot be started; ``reason`` is slurmstepd's one line. ``missing_dir``: its
-    output file could not be opened because its directory does not exist (yet)."""
-
-    def __init__(self, reason: str, missing_dir: bool = False) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.missing_dir = missing_dir
-
-
-def describe(exc: BaseException) -> str:
-    """An unexpected exception as a one-line launch failure."""
-    if isinstance(exc, OSError) and exc.strerror:
-        return os_error(exc)
-    text = " ".join(str(exc).split())
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-def os_error(exc: OSError) -> str:
-    return f"{exc.filename}: {exc.strerror}" if exc.filename and exc.strerror else (exc.strerror or str(exc))
-
-
-def check_strings(workdir: str, argv: Sequence[str], env: Mapping[str, str]) -> None:
-    """What execve cannot take (Popen raises ValueError for it, not OSError)."""
-    if "\0" in workdir:
-        raise LaunchError("the working directory contains a NUL byte")
-    if any("\0" in a for a in argv):
-        raise LaunchError("the command line contains a NUL byte")
-    for name, value in env.items():
-        if "\0" in name or "\0" in value:
-            shown = name.replace("\0", "\\0")
-            raise LaunchError(f"the environment contains a NUL byte (in {shown})")
-        if not name or "=" in name:
-            raise LaunchError(f"the environment contains an invalid variable name {name!r}")
-
-
-@contextlib.contextmanager
-def _exec_errors() -> Iterator[None]:
-    """Popen's failures as slurmstepd's lines: the execve, or the child's setup (whose own reason,
-    when it sent one, the caller puts first)."""
-    try:
-        yield
-    except OSError as exc:
-        raise LaunchError(f"execve(): {os_error(exc)}") from exc
-    except subprocess.SubprocessError as exc:
-        raise LaunchError(f"setting up the job's process failed: {describe(exc)}") from exc
-    except ValueError as exc:
-        raise LaunchError(f"execve(): {describe(exc)}") from exc
+# -- whom tasks run as -------------------------------------------------------------------------
 
 
 def job_user(uid: int, gid: int, user: str, as_root: bool) -> JobUser:

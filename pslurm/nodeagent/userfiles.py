@@ -102,6 +102,10 @@ class UserFile:
                 return False
             return True
 
+    def fileno(self) -> int | None:
+        """The fd (None once closed): to hand it on, as the job runner does."""
+        return self._fd
+
     def close(self) -> None:
         """Close the fd (idempotent)."""
         with self._lock:

@@ -321,18 +321,20 @@ class RegisterReply(_message.Message):
     def __init__(self, heartbeat_interval: _Optional[float] = ..., kill: _Optional[_Iterable[_Union[JobRun, _Mapping]]] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
-    __slots__ = ("name", "runs", "health_reason", "gpu_use", "steps")
+    __slots__ = ("name", "runs", "health_reason", "gpu_use", "steps", "sent_at")
     NAME_FIELD_NUMBER: _ClassVar[int]
     RUNS_FIELD_NUMBER: _ClassVar[int]
     HEALTH_REASON_FIELD_NUMBER: _ClassVar[int]
     GPU_USE_FIELD_NUMBER: _ClassVar[int]
     STEPS_FIELD_NUMBER: _ClassVar[int]
+    SENT_AT_FIELD_NUMBER: _ClassVar[int]
     name: str
     runs: _containers.RepeatedCompositeFieldContainer[JobRun]
     health_reason: str
     gpu_use: _containers.RepeatedCompositeFieldContainer[GpuUse]
     steps: _containers.RepeatedCompositeFieldContainer[StepRef]
-    def __init__(self, name: _Optional[str] = ..., runs: _Optional[_Iterable[_Union[JobRun, _Mapping]]] = ..., health_reason: _Optional[str] = ..., gpu_use: _Optional[_Iterable[_Union[GpuUse, _Mapping]]] = ..., steps: _Optional[_Iterable[_Union[StepRef, _Mapping]]] = ...) -> None: ...
+    sent_at: float
+    def __init__(self, name: _Optional[str] = ..., runs: _Optional[_Iterable[_Union[JobRun, _Mapping]]] = ..., health_reason: _Optional[str] = ..., gpu_use: _Optional[_Iterable[_Union[GpuUse, _Mapping]]] = ..., steps: _Optional[_Iterable[_Union[StepRef, _Mapping]]] = ..., sent_at: _Optional[float] = ...) -> None: ...
 
 class GpuUse(_message.Message):
     __slots__ = ("index", "memory_used_mb", "util")

@@ -183,6 +183,23 @@ def test_node_transitions_are_compare_and_set(store):
     assert store.get_node("c000").reason == "Not responding"
 
 
+def test_node_reads_answer_from_memory_and_follow_every_write_and_a_reopened_store(store, db_url):
+    store.ensure_nodes([NodeRecord(f"c{i:03d}", "127.0.0.1", 7000 + i, 8, 1000) for i in range(3)])
+    assert [n.name for n in store.get_nodes()] == ["c000", "c001", "c002"]
+    store.set_node_state("c001", NodeState.UP, 5.0)
+    store.update_node("c001", drain=True, reason="maint")
+    store.heard({"c000": 7.0, "c001": 8.0})
+    assert [(n.state, n.drain, n.last_heartbeat) for n in store.get_nodes()] == [
+        (NodeState.UNKNOWN, False, 7.0), (NodeState.UP, True, 8.0), (NodeState.UNKNOWN, False, 0.0)]
+    assert store.get_node("c001").reason == "maint" and store.get_node("c404") is None
+    other = Store(db_url)  # what was written is in the database, not only in this store's memory
+    try:
+        assert [(n.state, n.drain, n.last_heartbeat) for n in other.get_nodes()] == [
+            (NodeState.UNKNOWN, False, 7.0), (NodeState.UP, True, 8.0), (NodeState.UNKNOWN, False, 0.0)]
+    finally:
+        other.close()
+
+
 def test_acknowledged_job_survives_reopening_the_store(db_url):
     first = Store(db_url)
     first.migrate()

@@ -21,6 +21,7 @@ from pslurm.core.config import CgroupConfig, ClusterConfig, NodeConfig
 from pslurm.core.jobspec import JobRecord, JobSpec
 from pslurm.core.states import JobState
 from pslurm.nodeagent import agent as agent_module
+from pslurm.nodeagent import runner as job_runner
 from pslurm.nodeagent.agent import Agent
 from pslurm.nodeagent.cgroups import CgroupError
 from pslurm.nodeagent.runs import RunRecord, RunRecords, parse_stat, proc_info, start_ticks
@@ -72,9 +73,12 @@ class FakeController:
         return next(t for t, r in self.ended if (r.job_id, r.restarts) == (job_id, restarts))
 
 
-@pytest.fixture
-def make_agent(tmp_path: Path) -> Iterator[Callable[..., tuple[Agent, FakeController]]]:
+@pytest.fixture(params=["agent forks", "job runner forks"])
+def make_agent(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[..., tuple[Agent, FakeController]]]:
+    """Agents whose jobs' processes the agent forks itself, or its job runner (as psd runs them)."""
     agents: list[Agent] = []
+    if request.param == "job runner forks":
+        assert job_runner.begin() is not None
 
     def make(kill_wait: int = 1) -> tuple[Agent, FakeController]:
         # a cluster name of its own: job cgroups are named by cluster and node, and an agent's
@@ -91,6 +95,7 @@ def make_agent(tmp_path: Path) -> Iterator[Callable[..., tuple[Agent, FakeContro
     for agent in agents:
         agent.controller.up = False  # type: ignore[attr-defined]
         agent.stop(grace=5)
+    job_runner.end()
 
 
 def record(tmp_path: Path, job_id: int = 1, restarts: int = 0, script: str | None = None,
@@ -248,6 +253,33 @@ def test_a_run_is_recorded_until_its_end_is_acknowledged(make_agent, tmp_path: P
     controller.up = True
     agent.beat()  # the heartbeat retries the end
     assert controller.end_of(9, 2) is not None and runs(agent) == [] and not path.exists()
+
+
+def test_a_run_that_ended_is_said_while_its_end_is_being_prepared(make_agent, tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Between its leader's end and its end's queueing (teardown, usage, its steps' ends) a run is
+    still the agent's: a heartbeat then that left it out made the controller requeue a finished job."""
+    agent, controller = make_agent()
+    preparing, go_on = threading.Event(), threading.Event()
+
+    def slow_teardown(*args: object) -> None:
+        preparing.set()
+        go_on.wait(10)
+
+    monkeypatch.setattr(agent.sharing, "teardown", slow_teardown)
+    agent.launch(record(tmp_path, 21, argv=("true",)))
+    assert preparing.wait(5)
+    assert agent.jobs[21].end is not None and runs(agent) == [(21, 0)]
+    go_on.set()
+    ended(controller, 21)
+    wait_for(lambda: runs(agent) == [], timeout=5)
+
+
+def test_the_agents_of_one_process_take_turns_at_forks_and_script_writes(make_agent) -> None:
+    """A fork while another thread writes a batch script makes that script's exec fail (ETXTBSY):
+    psd --virtual runs many nodes' agents in one process, so the turns are the process's."""
+    (first, _), (second, _) = make_agent(), make_agent()
+    assert first.launcher.spawn_lock is second.launcher.spawn_lock is second.steps.spawn_lock
 
 
 def test_ends_that_come_while_one_is_sent_go_together_in_the_next_call(make_agent, tmp_path: Path) -> None:

@@ -186,6 +186,43 @@ def test_a_node_an_operator_set_down_stays_down_when_its_agent_registers(monitor
     assert store.get_node("c000").state is NodeState.UP
 
 
+def test_a_node_whose_runs_agreed_is_reconciled_again_once_any_job_changed(monitor, store):
+    m, clock, _ = monitor
+    first = running_job(store)
+    clock.now = 1001.0
+    assert m.heartbeat("c000", [Run(first, 0)], "", steps=[]) == (False, [])  # agrees: later beats read nothing
+    second = running_job(store, now=1001.0)  # started on c000; its agent never got it
+    clock.now = 1012.0
+    m.heartbeat("c000", [Run(first, 0)], "", steps=[])
+    assert store.get_job(second).state is JobState.NODE_FAIL
+    store.finish(first, "c000", 0, JobState.COMPLETED, 0, 0, 1012.0)  # ended while its agent still runs it
+    assert m.heartbeat("c000", [Run(first, 0)], "", steps=[]) == (False, [Run(first, 0)])
+
+
+def test_a_heartbeat_handled_late_judges_by_when_the_agent_listed_its_runs(monitor, store):
+    m, clock, _ = monitor
+    job_id = running_job(store, now=1000.0)
+    clock.now = 1030.0  # a heartbeat listed at 1004 (the launch had not arrived yet) handled 26 s later
+    assert m.heartbeat("c000", [], "", steps=[], sent_at=1004.0) == (False, [])
+    assert store.get_job(job_id).state is JobState.RUNNING
+    m.heartbeat("c000", [], "", steps=[], sent_at=1040.0)  # an agent's clock ahead of ours: ours counts
+    job = store.get_job(job_id)
+    assert (job.state, job.end_time) == (JobState.NODE_FAIL, 1030.0)
+
+
+def test_heartbeats_are_written_to_the_store_once_a_second_not_one_by_one(monitor, store):
+    m, clock, _ = monitor
+    clock.now = 1025.0
+    m.heartbeat("c000", [], "")
+    assert store.get_node("c000").last_heartbeat == 1000.0  # not written yet: one write per flush
+    assert next(s.node for s in m.nodes() if s.node.name == "c000").last_heartbeat == 1025.0
+    clock.now = 1040.0  # c000 was heard 15 s ago, c001 40 s ago (SlurmdTimeout=30)
+    m.check_heartbeats()
+    assert (store.get_node("c000").state, store.get_node("c001").state) == (NodeState.UP, NodeState.DOWN)
+    m.flush_heard()
+    assert store.get_node("c000").last_heartbeat == 1025.0
+
+
 # -- the scheduler ---------------------------------------------------------------------------
 
 

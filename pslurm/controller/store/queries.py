@@ -13,6 +13,7 @@ import dataclasses
 import functools
 import json
 import pathlib
+import threading
 from collections.abc import Callable, Collection, Container, Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -86,6 +87,13 @@ class Store:
         self._writer = GroupCommit(self.engine)  # every write: one writer, concurrent ones share a commit
         self._listeners: list[Callable[[Collection[int]], None]] = []
         self.assoc = AssocStore(self.engine, self._writer)  # sacctmgr's associations (store/assoc.py)
+        # The node table as this Store last read or wrote it: every node write goes through this object
+        # (the node monitor's), so reads need no query (a pass, a heartbeat, a listing at 1000 nodes).
+        # A controller that takes control (again: another wrote meanwhile) starts with ensure_nodes,
+        # which drops it.
+        self._node_lock = threading.Lock()
+        self._nodes: dict[str, NodeRecord] | None = None  # by name, in name order; None: read it again
+        self._node_writes = 0  # a read that overlapped a write is not kept
 
     def subscribe(self, listener: Callable[[Collection[int]], None]) -> None:
         """Call ``listener(job_ids)`` after each committed write that may have changed those jobs
@@ -358,11 +366,9 @@ class Store:
 
     def running_steps_on(self, node: str) -> list[StepRecord]:
         """The steps the controller holds RUNNING with tasks on ``node``: what its agent should run."""
-        s = job_steps.c
-        query = (select(job_steps).join_from(job_steps, jobs, s.job_id == jobs.c.job_id)
-                 .where(s.state == JobState.RUNNING.value, jobs.c.node == node))
         with self.engine.connect() as conn:
-            return [step for step in map(step_from_row, conn.execute(query)) if node in expand(step.nodes)]
+            return [step for step in map(step_from_row, conn.execute(_STEPS_ON, {"b_node": node}))
+                    if node in expand(step.nodes)]
 
     # -- what is not the lifecycle: a pass's notes on pending jobs, operators' settings ---------
 
@@ -698,11 +704,9 @@ class Store:
 
     def runs_on(self, node: str) -> list[ActiveRun]:
         """The runs the controller holds RUNNING or COMPLETING on ``node``: what its agent should have."""
-        c = jobs.c
-        held = select(job_nodes.c.job_id).where(job_nodes.c.node == node)
-        query = select(c.job_id, c.restarts, c.start_time).where(c.job_id.in_(held), c.state.in_(_ACTIVE))
         with self.engine.connect() as conn:
-            return [ActiveRun(r.job_id, r.restarts, r.start_time or 0.0) for r in conn.execute(query)]
+            rows = conn.execute(_RUNS_ON, {"b_node": node})
+            return [ActiveRun(r.job_id, r.restarts, r.start_time or 0.0) for r in rows]
 
     def events(self, job_id: int) -> list[JobEvent]:
         """A job's history, oldest first."""
@@ -738,27 +742,79 @@ class Store:
                         name=node.name, state=NodeState.UNKNOWN.value, drain=False, reason="",
                         last_heartbeat=0.0, gpus="[]", isolation="", **values))
 
-        self._writer.write(work)
+        try:
+            self._writer.write(work)
+        finally:
+            self._nodes_written()
 
     def get_nodes(self) -> list[NodeRecord]:
-        with self.engine.connect() as conn:
-            return [node_from_row(r) for r in conn.execute(select(nodes).order_by(nodes.c.name))]
+        """Every node in name order. The records are shared: read them, never change them."""
+        return list(self._node_table().values())
 
     def get_node(self, name: str) -> NodeRecord | None:
+        return self._node_table().get(name)
+
+    def _node_table(self) -> dict[str, NodeRecord]:
+        with self._node_lock:
+            table, writes = self._nodes, self._node_writes
+        if table is not None:
+            return table
         with self.engine.connect() as conn:
-            row = conn.execute(select(nodes).where(nodes.c.name == name)).first()
-        return node_from_row(row) if row else None
+            table = {r.name: node_from_row(r) for r in conn.execute(select(nodes).order_by(nodes.c.name))}
+        with self._node_lock:
+            if self._node_writes == writes:
+                self._nodes = table
+        return table
+
+    def _nodes_written(self, name: str | None = None) -> None:
+        """After a node write: that node's row read again into the table (a registration storm of
+        1000 agents must not read 1000 rows per write), or with ``name`` None every row, when next read."""
+        with self._node_lock:  # held while the row is read: two writes of one node patch in their order
+            self._node_writes += 1
+            if self._nodes is None:
+                return
+            if name is None:
+                self._nodes = None
+                return
+            with self.engine.connect() as conn:
+                row = conn.execute(select(nodes).where(nodes.c.name == name)).first()
+            table = dict(self._nodes)
+            if row is not None:
+                table[name] = node_from_row(row)
+            self._nodes = table
 
     def set_node_state(self, name: str, to: NodeState, now: float, **values: Any) -> NodeState:
         """Compare-and-set a node's base state; returns the old one. Raises InvalidTransition."""
         allowed = [s.value for s in NODE_TRANSITIONS[to]]
-        return self._writer.write(lambda conn: _set_node_state(conn, name, to, allowed, values))
+        try:
+            return self._writer.write(lambda conn: _set_node_state(conn, name, to, allowed, values))
+        finally:
+            self._nodes_written(name)
 
     def update_node(self, name: str, **values: Any) -> None:
         """Set fields that are not the base state (drain, reason, heartbeat, inventory)."""
         if "gpus" in values:
             values["gpus"] = json.dumps([vars(g) for g in values["gpus"]])
-        self._writer.write(lambda conn: conn.execute(update(nodes).where(nodes.c.name == name).values(**values)))
+        try:
+            self._writer.write(lambda conn: conn.execute(update(nodes).where(nodes.c.name == name).values(**values)))
+        finally:
+            self._nodes_written(name)
+
+    def heard(self, times: Mapping[str, float]) -> None:
+        """Record when each node's agent was last heard (``last_heartbeat``), all in one transaction:
+        the node monitor keeps heartbeats in memory and writes them so, once a second."""
+        if not times:
+            return
+        rows = [{"b_name": name, "b_time": at} for name, at in times.items()]
+        try:
+            self._writer.write(lambda conn: conn.execute(_HEARD, rows))
+        finally:
+            with self._node_lock:
+                table = self._nodes
+                if table is not None:  # patched in place: a heartbeat is not worth reading 1000 nodes again
+                    self._nodes = {name: dataclasses.replace(node, last_heartbeat=times[name]) if name in times
+                                   else node for name, node in table.items()}
+                self._node_writes += 1
 
 
 # A job's row as the records read it: every column but the emptied ``spec`` (the request is in job_specs)
@@ -957,6 +1013,16 @@ def _end_step(conn: Connection, e: StepEnd) -> StepRecord:
     step = conn.execute(select(job_steps).where(job_steps.c.job_id == e.job_id,
                                                 job_steps.c.step_id == e.step_id)).one()
     return step_from_row(step)
+
+
+# The node monitor's reads on every heartbeat, built once (building a statement cost more than running it):
+# the runs held RUNNING or COMPLETING on a node, and the RUNNING steps of the jobs whose first node it is
+_RUNS_ON = select(jobs.c.job_id, jobs.c.restarts, jobs.c.start_time).where(
+    jobs.c.job_id.in_(select(job_nodes.c.job_id).where(job_nodes.c.node == bindparam("b_node"))),
+    jobs.c.state.in_(_ACTIVE))
+_STEPS_ON = (select(job_steps).join_from(job_steps, jobs, job_steps.c.job_id == jobs.c.job_id)
+             .where(job_steps.c.state == JobState.RUNNING.value, jobs.c.node == bindparam("b_node")))
+_HEARD = update(nodes).where(nodes.c.name == bindparam("b_name")).values(last_heartbeat=bindparam("b_time"))
 
 
 def _set_node_state(conn: Connection, name: str, to: NodeState, allowed: list[str],
