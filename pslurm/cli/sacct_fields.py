@@ -84,7 +84,7 @@ def more_fields(now: float, cluster: str) -> dict[str, Getter]:
     fields: dict[str, Getter] = {name: (lambda row: "") for name in (*UNSAMPLED, *ALWAYS_BLANK)}
     fields.update({
         "allocnodes": lambda row: str(len(v.job_nodes(_job(row))) if not is_step(row) else row.spec.num_nodes),
-        "associd": lambda row: "0",
+        "associd": lambda row: str(_job(row).assoc_id),
         "avecpufreq": on_step(lambda row: "0"),
         "cluster": lambda row: cluster,
         "constraints": on_job(lambda row: row.spec.constraint),

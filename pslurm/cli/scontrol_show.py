@@ -203,7 +203,8 @@ def show_node(node: NodeInfo, one_liner: bool = False) -> str:
         "CapWatts=n/a",
         "CurrentWatts=0 AveWatts=0",
         "ExtSensorsJoules=n/s ExtSensorsWatts=0 ExtSensorsTemp=n/s",
-        *([f"Reason={node.reason} [root@Unknown]"] if node.reason else []),
+        *([f"Reason={node.reason}" + (f" [{node.reason_user}@{when(node.reason_time)}]" if node.reason_time else "")]
+          if node.reason else []),
         f"GresUsed={gres_used(node.alloc_gpus, node.gpu_usage)} DeviceIsolation={node.isolation or 'unknown'}",
     ]
     return _record(lines, one_liner)

@@ -180,7 +180,7 @@ class JobFields:
             "allocnodes": ("ALLOC_NODES", lambda j: "localhost"),
             "allocsid": ("ALLOC_SID", lambda j: "0"),
             "arrayjobid": fields["F"], "arraytaskid": fields["K"],
-            "associd": ("ASSOC_ID", lambda j: "0"),
+            "associd": ("ASSOC_ID", lambda j: str(j.assoc_id)),
             "batchflag": ("BATCH_FLAG", lambda j: "0" if spec(j).interactive or spec(j).allocation else "1"),
             "batchhost": fields["B"],
             "boardspernode": ("BOARDS_PER_NODE", lambda j: "0"),

@@ -88,6 +88,7 @@ class Submission:
     requeue: bool
     array_ids: tuple[int, ...] = ()
     throttle: int | None = None
+    assoc_id: int = 0  # the association it charges (0: none)
 
 
 class Admission:
@@ -134,7 +135,8 @@ class Admission:
         self._check_queue_limits(spec.user, count)
         self._check_dependency(spec.dependency)
         requeue = spec.requeue if spec.requeue is not None else (sched.job_requeue and not spec.interactive)
-        return Submission(spec, admitted.partition, time_limit, requeue, array_ids, throttle)
+        return Submission(spec, admitted.partition, time_limit, requeue, array_ids, throttle,
+                          assoc.id if assoc is not None else 0)
 
     def readmit(self, spec: JobSpec) -> int | None:
         """A pending job's request changed where it may run (``pscontrol update`` of its partition,

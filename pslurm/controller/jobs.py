@@ -70,7 +70,8 @@ class JobService:
         names: only an operator may submit one for somebody else."""
         checked = self.check_submission(spec, requester)
         job_id = self.store.submit(checked.spec, checked.partition, checked.time_limit, self.clock(),
-                                   requeue=checked.requeue, array_ids=checked.array_ids, throttle=checked.throttle)
+                                   requeue=checked.requeue, array_ids=checked.array_ids, throttle=checked.throttle,
+                                   assoc_id=checked.assoc_id)
         self.reschedule()
         return job_id
 

@@ -42,6 +42,7 @@ log = logging.getLogger("psctld")
 
 HEARTBEAT_INTERVAL = 2.0
 NOT_RESPONDING = "Not responding"  # the reason of a node the monitor set DOWN (not an operator)
+SYSTEM_UID = 0  # who set a reason the controller set (slurmctld's SlurmUser: root here)
 
 
 @dataclass(frozen=True)
@@ -118,9 +119,9 @@ class NodeMonitor:
         values: dict[str, object] = dict(addr=addr, port=port, gpus=list(gpus), isolation=isolation,
                                          last_heartbeat=now)
         if drain_reason:
-            values.update(drain=True, reason=drain_reason)
+            values.update(drain=True, **reason_by(SYSTEM_UID, drain_reason, now))
         elif node.state is NodeState.DOWN and node.reason == NOT_RESPONDING:
-            values.update(reason="")
+            values.update(reason_by(None, "", now))
         self.store.update_node(name, **values)
         if not _down_by_operator(node):
             self.store.set_node_state(name, NodeState.UP, now)
@@ -145,7 +146,7 @@ class NodeMonitor:
             self.measured[name] = measured
         self.on_heartbeat(name, measured, now)
         if health_reason and not node.drain and node.state is NodeState.UP:
-            self.store.update_node(name, drain=True, reason=health_reason, last_heartbeat=now)
+            self.store.update_node(name, drain=True, last_heartbeat=now, **reason_by(SYSTEM_UID, health_reason, now))
             self.reschedule()
         reported = frozenset((r.job_id, r.restarts) for r in runs)
         listed = frozenset(steps) if steps is not None else None
@@ -286,7 +287,7 @@ class NodeMonitor:
         """The node's agent is not heard from (heartbeats, or a launch): DOWN, its jobs lost."""
         now = self.clock()
         try:
-            self.store.set_node_state(node, NodeState.DOWN, now, reason=NOT_RESPONDING)
+            self.store.set_node_state(node, NodeState.DOWN, now, **reason_by(SYSTEM_UID, NOT_RESPONDING, now))
         except InvalidTransition:
             return  # already DOWN: its jobs were handled then
         log.warning("node %s not responding (%s), setting DOWN", node, why)
@@ -303,22 +304,23 @@ class NodeMonitor:
 
     # -- operators -------------------------------------------------------------------------
 
-    def update_node(self, name: str, state: str, reason: str) -> NodeStatus:
-        """pscontrol update NodeName=X State=DRAIN|RESUME|UNDRAIN|DOWN Reason=..."""
+    def update_node(self, name: str, state: str, reason: str, uid: int = SYSTEM_UID) -> NodeStatus:
+        """pscontrol update NodeName=X State=DRAIN|RESUME|UNDRAIN|DOWN Reason=..., asked by ``uid`` (who
+        set the reason: sinfo -R's USER)."""
         node = self._known(name)
         now = self.clock()
         state = state.upper()
         if state in ("DRAIN", "DOWN") and not reason:
             raise SpecError("You must specify a reason when DOWNING or DRAINING a node. Request denied")
         if state == "DRAIN":
-            self.store.update_node(name, drain=True, reason=reason)
+            self.store.update_node(name, drain=True, **reason_by(uid, reason, now))
         elif state in ("RESUME", "UNDRAIN", "IDLE"):
-            self.store.update_node(name, drain=False, reason="")
+            self.store.update_node(name, drain=False, **reason_by(None, "", now))
             if node.state is NodeState.DOWN and now - self.last_heard(node) < self.config.slurmd_timeout:
                 self.store.set_node_state(name, NodeState.UP, now)
         elif state == "DOWN":
             if node.state is not NodeState.DOWN:
-                self.store.set_node_state(name, NodeState.DOWN, now, reason=reason)
+                self.store.set_node_state(name, NodeState.DOWN, now, **reason_by(uid, reason, now))
             self._lose_all(name, now, f"node set DOWN: {reason}")
         else:
             raise SpecError(f"Invalid node state specified: {state}")
@@ -377,6 +379,14 @@ class NodeMonitor:
         if node is None:
             raise NotFound(f"Invalid node name specified: {name}")
         return node
+
+
+def reason_by(uid: int | None, reason: str, now: float) -> dict[str, object]:
+    """A node's reason columns: ``reason`` set by ``uid`` at ``now`` (slurmctld's reason, reason_uid and
+    reason_time), or none ("")."""
+    if not reason:
+        return dict(reason="", reason_uid=None, reason_time=None)
+    return dict(reason=reason, reason_uid=uid, reason_time=now)
 
 
 def _down_by_operator(node: NodeRecord) -> bool:

@@ -10,9 +10,11 @@ it delays no reservation; a job that cannot start gets a reservation at its earl
 ``max_reservations`` per pass (Slurm's bf_max_job_test). So lower-priority jobs backfill into holes
 without delaying the expected start of any higher-priority job that holds a reservation. Each
 node's future is a step function of what it has free (:mod:`pslurm.controller.nodemodel`). A
-running job without a time limit is expected to end a year from now, as Slurm plans INFINITE
-limits; a pending one, to hold what it takes for good (so it never backfills in front of a
-reservation).
+running job without a time limit is expected to end a year after it started (:func:`expected_end`, as
+slurmctld's job_end_time_reset sets the end of an INFINITE limit, which its backfill's will-run test
+takes as the job's end): so a job waiting for what such jobs hold has an expected start, as in Slurm
+(squeue --start). A pending one without a limit is planned to hold what it takes for good (so it
+never backfills in front of a reservation).
 
 That is the backfill pass (``plan(snapshot, backfill=True)``, Slurm's sched/backfill, run every
 bf_interval). The main pass (``backfill=False``, Slurm's schedule() in job_scheduler.c, run on every
@@ -77,7 +79,7 @@ from pslurm.core.gres import GresRequest
 from pslurm.core.sharing import GpuShare
 
 __all__ = ["INF", "UNLIMITED", "Limits", "NodeView", "PendingJob", "Placement", "Plan", "RunningJob", "SharedGpu",
-           "Snapshot", "deadline_time_limit", "misses_deadline", "pick_gpus", "plan"]
+           "Snapshot", "deadline_time_limit", "expected_end", "misses_deadline", "pick_gpus", "plan"]
 
 UNLIMITED = 365 * 86400.0  # how long a job without a time limit is planned to run
 SCAN_LIMIT = 256  # nodes tried for one job's start now (bounds a pass when reservations block many)
@@ -445,6 +447,12 @@ class _Pass:
 
 
 DEADLINE_MIN_TIME = 60  # a job without a time limit needs at least this long before its deadline (Slurm's time_min)
+
+
+def expected_end(start_time: float, time_limit: int | None) -> float:
+    """When a job started at ``start_time`` is expected to end: at its time limit, or a year after its
+    start without one (slurmctld's job_end_time_reset: YEAR_SECONDS for an INFINITE limit)."""
+    return start_time + (UNLIMITED if time_limit is None else time_limit)
 
 
 def misses_deadline(deadline: float, time_limit: int | None, begin_time: float | None, now: float) -> bool:

@@ -19,13 +19,13 @@ from pslurm.controller import priority as prio
 from pslurm.controller.agents import AgentUnreachable
 from pslurm.controller.allocations import NodeUsage, NodeViews, usage_by_node
 from pslurm.controller.policy import (
-    UNLIMITED,
     Limits,
     PendingJob,
     Placement,
     RunningJob,
     Snapshot,
     deadline_time_limit,
+    expected_end,
     misses_deadline,
     plan,
 )
@@ -194,7 +194,7 @@ class Scheduler:
             if backfill:
                 estimate = decided.estimates.get(q.job_id)
                 if estimate is not None:
-                    estimate = None if estimate - now > UNLIMITED / 2 else float(round(estimate))
+                    estimate = float(round(estimate))
             else:  # the backfill pass's, until the next one: no write per main pass for what it cannot know
                 estimate = q.start_estimate
                 if reason in WAITING and q.reason in WAITING:
@@ -260,7 +260,7 @@ class Scheduler:
                                     self.nodes.gpu_measured(n.name)) for n in nodes],
             now=now,
             running=[RunningJob(a.job_id, a.node, a.cpus, a.mem_mb, a.gpu_indices,
-                                None if a.time_limit is None or a.start_time is None else a.start_time + a.time_limit,
+                                None if a.start_time is None else expected_end(a.start_time, a.time_limit),
                                 a.user, a.array_job_id, share_of(a.gres)) for a in allocations],
             partition_state={p.name: p.state.upper() for p in parts},
             partition_max_time={p.name: p.max_time for p in parts},

@@ -112,27 +112,30 @@ class Associations:
     def default_account(self, user: str) -> str | None:
         """The user's DefaultAccount, else their first account, else the first ``Users=ALL`` one; None
         when they may charge none ("" when associations are not enforced)."""
-        if not self.enforced:
-            return ""
+        return self._first_account(user) if self.enforced else ""
+
+    def job_assoc(self, user: str, asked: str, partition: str = "") -> Assoc | None:
+        """The association a job of ``user`` asking account ``asked`` ("" the default) in ``partition``
+        runs under: a partition's own association before the account's general one. SpecError (Slurm's
+        words) when the user has none there; where associations are not enforced, None instead (the job
+        runs charged to none, as slurmctld's without AccountingStorageEnforce: root's jobs still charge
+        slurmdbd's root association, and say Account=root)."""
+        enforced = self.enforced
+        account = asked.lower() if asked else self.default_account(user) if enforced else self._first_account(user)
+        found = [a for a in self.user_assocs(user) if a.account == account and a.partition in ("", partition)]
+        if found:
+            return max(found, key=lambda a: a.partition != "")
+        if enforced:
+            raise SpecError(INVALID_ACCOUNT)
+        return None
+
+    def _first_account(self, user: str) -> str | None:
+        """The user's DefaultAccount, else their first account, regardless of enforcement."""
         found = self.users.get(user)
         mine = self.user_accounts(user)
         if found is not None and found.default_account in mine:
             return found.default_account
         return mine[0] if mine else None
-
-    def job_assoc(self, user: str, asked: str, partition: str = "") -> Assoc | None:
-        """The association a job of ``user`` asking account ``asked`` ("" the default) in ``partition``
-        runs under: a partition's own association before the account's general one. None when
-        associations are not enforced. SpecError (Slurm's words) when the user has none there."""
-        if not self.enforced:
-            return None
-        account = asked.lower() if asked else self.default_account(user)
-        if account is None:
-            raise SpecError(INVALID_ACCOUNT)
-        found = [a for a in self.user_assocs(user) if a.account == account and a.partition in ("", partition)]
-        if not found:
-            raise SpecError(INVALID_ACCOUNT)
-        return max(found, key=lambda a: a.partition != "")
 
     def job_account(self, user: str, asked: str, partition: str = "") -> str:
         """The account a job charges: its ``-A`` (lower case, as sacctmgr keeps names) or the user's

@@ -19,7 +19,8 @@ if TYPE_CHECKING:
 
 # The NodeStatus and PartitionConfig fields the views read; tests/unit/test_restjson.py checks them.
 NODE_FIELDS = (
-    "name", "addr", "port", "cpus", "real_memory", "gres", "state", "drain", "reason", "partitions", "alloc_cpus",
+    "name", "addr", "port", "cpus", "real_memory", "gres", "state", "drain", "reason", "reason_user", "reason_time",
+    "partitions", "alloc_cpus",
     "alloc_mem", "alloc_gpus", "display_state", "running_jobs", "last_heartbeat", "gpus", "isolation",
     "gpu_usage", "features",
 )
@@ -62,6 +63,8 @@ class NodeInfo:
     state = property(lambda self: NodeState(self.own.get("state") or "UNKNOWN"))
     drain = property(lambda self: bool(self.own.get("drain")))
     reason = property(lambda self: self.data.get("reason") or "")
+    reason_user = property(lambda self: self.data.get("reason_set_by_user") or "")
+    reason_time = property(lambda self: float(self.data.get("reason_changed_at") or 0) or None)
     partitions = property(lambda self: tuple(self.data.get("partitions") or ()))
     features = property(lambda self: tuple(str(f) for f in self.data.get("features") or ()))  # slurmrestd's
     alloc_cpus = property(lambda self: int(self.data.get("alloc_cpus") or 0))

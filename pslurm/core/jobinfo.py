@@ -455,6 +455,10 @@ class JobInfo:
         return str(self.data.get("system_comment") or "")
 
     @property
+    def assoc_id(self) -> int:
+        return int(self.data.get("association_id") or 0)
+
+    @property
     def requeue(self) -> bool:
         return bool(self.data.get("requeue"))
 

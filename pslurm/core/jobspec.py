@@ -110,6 +110,7 @@ class JobRecord:
     nodes: tuple[str, ...] = ()  # every node of its allocation, in order (the first is ``node``); () before start
     node_gpus: tuple[tuple[int, ...], ...] = ()  # each node's own GPU indices, in the order of ``nodes``
     max_rss_kb: int | None = None  # the batch step's MaxRSS: its memory cgroup's peak (None: not measured)
+    assoc_id: int = 0  # the association it was charged to (sacctmgr's id); 0: none, as Slurm's
 
     @property
     def all_nodes(self) -> tuple[str, ...]:

@@ -188,7 +188,7 @@ def finish(job: JobFlags, node: str, restarts: int, reported: JobState, exit_cod
     elif job.cancel_requested and reported not in (JobState.TIMEOUT, JobState.OUT_OF_MEMORY):
         reported = JobState.CANCELLED
     return _change("finish", job, reported, f"ended on {node}", end_time=now, exit_code=exit_code,
-                   exit_signal=exit_signal, reason=end_reason(reported), **(usage or {}),
+                   exit_signal=exit_signal, reason=end_reason(reported, exit_signal), **(usage or {}),
                    **({"system_comment": comment[:1024]} if comment else {}))
 
 
@@ -256,9 +256,12 @@ def deadline(job: JobFlags, now: float, why: str) -> Change:
                    exit_signal=0, reason=JobReason.DEADLINE)
 
 
-def end_reason(state: JobState) -> JobReason:
+def end_reason(state: JobState, exit_signal: int = 0) -> JobReason:
     """The Reason= a job ends with, as Slurm's: NonZeroExitCode, TimeLimit, NodeDown, OutOfMemory,
-    else None."""
+    else None; a batch script that a signal ended (``exit_signal``: it killed itself, or something on
+    its node did) FAILED with JobLaunchFailure, as slurmctld's _job_complete words a WIFSIGNALED end."""
+    if state is JobState.FAILED and exit_signal:
+        return JobReason.JOB_LAUNCH_FAILURE
     return {JobState.FAILED: JobReason.NON_ZERO_EXIT_CODE, JobState.TIMEOUT: JobReason.TIME_LIMIT,
             JobState.NODE_FAIL: JobReason.NODE_DOWN, JobState.OUT_OF_MEMORY: JobReason.OUT_OF_MEMORY,
             }.get(state, JobReason.NONE)

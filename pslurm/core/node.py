@@ -55,6 +55,8 @@ class NodeRecord:
     last_heartbeat: float = 0.0
     gpus: tuple[GpuInfo, ...] = field(default_factory=tuple)
     isolation: str = ""
+    reason_uid: int | None = None  # who set the reason (slurmctld's reason_uid; 0 when the system did)
+    reason_time: float | None = None  # when
 
     @property
     def target(self) -> str:
@@ -92,6 +94,8 @@ class NodeStatus:
     isolation: str = ""  # "devices", or why there is none
     gpu_usage: tuple[GpuUsage, ...] = ()  # per GPU: how it is held and what its memory is used for
     features: tuple[str, ...] = ()  # Features= (AvailableFeatures, and ActiveFeatures: pslurm changes none)
+    reason_user: str = ""  # the name of who set the reason ("" none: sinfo's Unknown)
+    reason_time: float | None = None  # when the reason was set
 
     @property
     def target(self) -> str:

@@ -193,7 +193,7 @@ def job_to_json(job: JobRecord, node_target: str = "", specs: dict[int, Json] | 
         "array_job_id": no_val(job.array_job_id), "array_task_id": no_val(job.array_task_id),
         "exit_code": {"return_code": no_val(job.exit_code), "signal": {"id": no_val(job.exit_signal)}},
         "restart_cnt": job.restarts, "requeue": job.requeue, "hold": bool(job.hold),
-        "system_comment": job.system_comment,
+        "system_comment": job.system_comment, "association_id": job.assoc_id,
         "pslurm": {
             "job": spec, "hold": job.hold, "gpu_indices": list(job.gpu_indices), "time_limit": job.time_limit,
             "start_estimate": job.start_estimate, "gpu_seconds": job.gpu_seconds,
@@ -324,6 +324,8 @@ def job_to_brief_json(job: JobRecord, specs: dict[int, int]) -> Json:
         own["hold"] = job.hold
     if job.system_comment:
         data["system_comment"] = job.system_comment
+    if job.assoc_id:
+        data["association_id"] = job.assoc_id
     if job.gpu_indices:
         own["gpu_indices"] = list(job.gpu_indices)
     for key, value in (("start_estimate", job.start_estimate), ("gpu_seconds", job.gpu_seconds),
@@ -360,6 +362,7 @@ def node_to_json(node: NodeStatus) -> Json:
         "name": node.name, "hostname": node.name, "address": node.addr, "port": node.port, "cpus": node.cpus,
         "real_memory": node.real_memory, "gres": ",".join(str(g) for g in node.gres),
         "state": list(NODE_STATE_FLAGS.get(node.display_state, ["UNKNOWN"])), "reason": node.reason,
+        "reason_set_by_user": node.reason_user or None, "reason_changed_at": int(node.reason_time or 0),
         "partitions": list(node.partitions), "alloc_cpus": node.alloc_cpus, "alloc_memory": node.alloc_mem,
         "features": list(node.features), "active_features": list(node.features),
         "last_busy": no_val(node.last_heartbeat or None),

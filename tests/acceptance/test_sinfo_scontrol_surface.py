@@ -3,6 +3,10 @@
 
 from __future__ import annotations
 
+import os
+import pwd
+import re
+
 from tests.conftest import Cluster
 
 
@@ -19,7 +23,14 @@ def test_psinfo_reasons_and_states_follow_a_drained_node(cluster: Cluster) -> No
     cluster.run("pscontrol", "update", "NodeName=c001", "State=DRAIN", "Reason=surface test", check=True)
     try:
         lines = cluster.run("psinfo", "-R", check=True).stdout.splitlines()
-        assert lines[1].split() == ["surface", "test", "Unknown", "Unknown", "c001"]
+        me = pwd.getpwuid(os.getuid()).pw_name  # who set the reason, and when (slurmctld's reason_uid, _time)
+        reason, who, when, nodes = lines[1][:20].strip(), lines[1][21:30].strip(), lines[1][31:50], lines[1][51:]
+        assert (reason, who, nodes) == ("surface test", me, "c001")
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d", when)
+        assert cluster.run("psinfo", "-h", "-N", "-n", "c001", "-o", "%U|%H", check=True).stdout.split() == [
+            f"{me}({os.getuid()})|{when}"]
+        shown = cluster.run("pscontrol", "show", "node", "c001", check=True).stdout
+        assert f"Reason=surface test [{me}@{when}]" in shown
         drained = cluster.run("psinfo", "-h", "-t", "drain", "-o", "%N %t", check=True).stdout.split()
         assert drained == ["c001", "drain"]
         idle = cluster.run("psinfo", "-h", "-N", "-t", "IDLE", "-o", "%N", check=True).stdout.split()

@@ -26,13 +26,6 @@ ARRAY = ("an array's pending tasks: Slurm keeps them as one record (job 14) unti
          "own; pslurm gives each task its id at submission")
 CANCELLED_REASON = ("a job cancelled while it waited: slurmctld keeps the reason it waited for (JobHeldUser), "
                     "psctld clears it (the controller's cancel path)")
-KILLED = ("a batch script that killed itself with SIGKILL: Slurm 22.05 says JobLaunchFailure, pslurm NonZeroExitCode "
-          "(with a cancelled job's reason, see above)")
-REASON_WHO = ("who drained a node and when: psctld does not record them (a column of the store's node table), so "
-              "USER and TIMESTAMP are Unknown")
-START_ESTIMATE = ("the expected start of a job that waits for Resources held by jobs without a time limit: Slurm "
-                  "estimates one (and so an END_TIME NONE), pslurm's scheduler none")
-ASSOCIATIONS = "association ids: pslurm has no association table yet (issue 20's accounts)"
 UPDATE_KEYS = ("scontrol update JobId= keys pslurm does not change yet (NumNodes, ReqNodeList, ExcNodeList, "
                "Dependency, Requeue, WorkDir, StdOut, CPUsPerTask, MinMemoryCPU, Mail*, Features, Gres, StartTime, "
                "Deadline, ArrayTaskThrottle): core/jobupdate.py and JobService._update_values")
@@ -107,21 +100,11 @@ DIFFERENT.update(UNSTABLE)
 
 NOT_YET: dict[str, str] = {
     **{pattern: CANCELLED_REASON for pattern in (
-        "squeue -O Reason", "sacct -o Reason", "scontrol show job {cancelled}")},
-    **{pattern: KILLED for pattern in (
-        "squeue -o %r", "squeue -o %R", "squeue -O ReasonList", "squeue -t all", "squeue -t F",
-        "squeue --states=all", "scontrol show job {killed}")},
-    **{pattern: REASON_WHO for pattern in (
-        "sinfo -R", "sinfo --list-reasons", "sinfo -o %H", "sinfo -N -o %H", "sinfo -o %u", "sinfo -N -o %u",
-        "sinfo -o %U", "sinfo -N -o %U", "sinfo -O TimeStamp", "sinfo -O User", "sinfo -O UserLong")},
-    **{pattern: START_ESTIMATE for pattern in (
-        "squeue --start", "squeue -o %S", "squeue -o %e", "squeue -O StartTime", "squeue -O EndTime")},
-    "tool: squeue -a -r -h -o' %A,%T,%r' --states=all": f"{CANCELLED_REASON}; {KILLED}; {ARRAY}",
-    "scontrol show job": f"{CANCELLED_REASON}; {KILLED}; {START_ESTIMATE}",
-    "scontrol -o show jobs": f"{CANCELLED_REASON}; {KILLED}; {START_ESTIMATE}",
+        "squeue -O Reason", "sacct -o Reason", "scontrol show job {cancelled}", "squeue -o %r")},
+    "tool: squeue -a -r -h -o' %A,%T,%r' --states=all": f"{CANCELLED_REASON}; {ARRAY}",
+    "scontrol show job": CANCELLED_REASON, "scontrol -o show jobs": CANCELLED_REASON,
     "sacct -a --reason=None -X": ("sacct --reason matches the accounting database's reason a job waited for "
                                   "before (state_reason_prev), which pslurm does not keep"),
-    "squeue -O AssocID": ASSOCIATIONS, "sacct -o AssocID": ASSOCIATIONS,
     "scontrol update JobId=*": UPDATE_KEYS,
     "scontrol suspend {gpujob} *": SUSPEND, "scontrol resume {gpujob} *": SUSPEND,
     "scontrol requeuehold {multi}*": REQUEUE_HOLD,

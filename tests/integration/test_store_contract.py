@@ -10,7 +10,7 @@ from pslurm.controller.store import Store
 from pslurm.core.gres import GresRequest
 from pslurm.core.jobspec import JobSpec
 from pslurm.core.node import GpuInfo, NodeRecord
-from pslurm.core.states import InvalidTransition, JobState, NodeState
+from pslurm.core.states import InvalidTransition, JobReason, JobState, NodeState
 
 
 def start(store, job_id, node, gpus, now):
@@ -74,6 +74,16 @@ def test_forbidden_transition_fails_loudly_and_changes_nothing(store):
         store.finish(job_id, "c000", 0, JobState.COMPLETED, 0, 0, 2.0)
     assert store.get_job(job_id).state is JobState.PENDING
     assert len(store.events(job_id)) == 1
+
+
+def test_a_batch_script_a_signal_ended_fails_with_job_launch_failure_as_slurmctld_words_it(store):
+    killed, failed = (store.submit(spec(), "gpu", None, 1.0) for _ in range(2))
+    for job_id in (killed, failed):
+        assert start(store, job_id, "c000", (0,), now=2.0)
+    store.finish(killed, "c000", 0, JobState.FAILED, 0, 9, 3.0)  # `kill -9 $$`: WIFSIGNALED
+    store.finish(failed, "c000", 0, JobState.FAILED, 3, 0, 3.0)
+    assert (store.get_job(killed).reason, store.get_job(killed).exit_signal) == (JobReason.JOB_LAUNCH_FAILURE, 9)
+    assert store.get_job(failed).reason is JobReason.NON_ZERO_EXIT_CODE
 
 
 def test_final_states_are_left_only_by_a_requeue(store):

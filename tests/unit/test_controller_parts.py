@@ -186,6 +186,23 @@ def test_a_node_an_operator_set_down_stays_down_when_its_agent_registers(monitor
     assert store.get_node("c000").state is NodeState.UP
 
 
+def test_a_node_reason_records_who_set_it_and_when_as_slurmctld(monitor, store):
+    m, clock, _ = monitor
+    clock.now = 1020.0
+    m.update_node("c001", "DRAIN", "bad fan", uid=1234)
+    node = store.get_node("c001")
+    assert (node.reason, node.reason_uid, node.reason_time) == ("bad fan", 1234, 1020.0)
+    m.update_node("c001", "RESUME", "", uid=1234)
+    node = store.get_node("c001")
+    assert (node.reason, node.reason_uid, node.reason_time) == ("", None, None)
+    clock.now = 1031.0  # its agent silent past SlurmdTimeout: the controller sets it DOWN, as root
+    m.check_heartbeats()
+    node = store.get_node("c001")
+    assert (node.reason, node.reason_uid, node.reason_time) == ("Not responding", 0, 1031.0)
+    m.register("c001", "127.0.0.1", 7000, [], [], "", "none")  # back: the reason goes, and who set it
+    assert (store.get_node("c001").reason_uid, store.get_node("c001").reason_time) == (None, None)
+
+
 def test_a_node_whose_runs_agreed_is_reconciled_again_once_any_job_changed(monitor, store):
     m, clock, _ = monitor
     first = running_job(store)

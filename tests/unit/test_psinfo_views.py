@@ -51,6 +51,16 @@ def test_reason_user_and_time_come_from_the_record_when_it_has_them() -> None:
     assert psinfo.reason_time(n) == "Unknown"
 
 
+def test_nodes_whose_reasons_were_set_by_someone_at_some_time_are_a_line_of_their_own() -> None:
+    drained = node("c002", "drain", drain=True, reason="bad gpu", reason_set_by_user="root",
+                   reason_changed_at=1700000000)
+    rows = psinfo.node_rows([PART], [*NODES[:2], drained, NODES[3]], None, None)
+    when = psinfo.reason_time(drained)
+    assert when[:4].isdigit() and when[10] == "T"
+    assert psinfo.render_rows("%P %H %u %U", rows, False, False) == [
+        f"gpu* {when} root root(0)", "gpu* Unknown Unknown Unknown"]
+
+
 @pytest.mark.parametrize(("text", "names"), [
     ("idle", ["c001", "c002"]),  # sinfo: a drained idle node is idle too
     ("IDLE", ["c001", "c002"]),

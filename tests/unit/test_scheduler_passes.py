@@ -76,6 +76,22 @@ def test_main_passes_keep_the_backfill_pass_reasons_and_expected_starts(parts):
     assert note(store, late) == ("Priority", None)  # a new job: the main pass's reason, no estimate yet
 
 
+def test_a_job_waiting_for_jobs_without_a_time_limit_starts_a_year_after_they_started(parts):
+    s, store = parts  # slurmctld: an INFINITE limit's end is start + a year, and will-run starts it then
+    unlimited = JobSpec(name="j", user="root", uid=0, gid=0, workdir="/tmp", script="#!/bin/sh\ntrue\n",
+                        gres=(GresRequest("gpu", None, 2),))
+    for _ in range(2):
+        store.submit(unlimited, "p", None, 900.0)
+    assert s.schedule(backfill=False) == 2  # both nodes' GPUs, until the year is out
+    waiting = store.submit(unlimited, "p", None, 1000.0)
+    assert s.schedule() == 0
+    assert note(store, waiting) == ("Resources", 1000.0 + 365 * 86400)
+    other, last = store.submit(unlimited, "p", None, 1000.0), store.submit(unlimited, "p", None, 1000.0)
+    s.schedule()
+    assert note(store, other) == ("Priority", 1000.0 + 365 * 86400)  # the other node's GPUs
+    assert note(store, last) == ("Priority", None)  # behind jobs without a limit, which hold them for good
+
+
 def test_the_loop_backfills_every_bf_interval_and_runs_main_passes_on_rings():
     s = Scheduler.__new__(Scheduler)  # the loop alone: schedule() records the kind of each pass
     s.sched = SchedulerConfig(bf_interval=1)

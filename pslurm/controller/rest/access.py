@@ -4,6 +4,8 @@ partitions as clients see them, the priorities, and how a part's refusal maps to
 
 from __future__ import annotations
 
+import functools
+import pwd
 from collections.abc import Collection, Sequence
 from dataclasses import replace
 from typing import Any
@@ -65,12 +67,24 @@ def node_status(monitor: NodeMonitor, status: MonitorNodeStatus) -> NodeStatus:
     n, used = status.node, status.used
     return NodeStatus(
         name=n.name, addr=n.addr, port=n.port, cpus=n.cpus, real_memory=n.real_memory, gres=n.gres, state=n.state,
-        drain=n.drain, reason=n.reason, partitions=tuple(sorted(monitor.partitions_of(n.name))),
+        drain=n.drain, reason=n.reason, reason_user=user_name(n.reason_uid) if n.reason else "",
+        reason_time=n.reason_time if n.reason else None, partitions=tuple(sorted(monitor.partitions_of(n.name))),
         alloc_cpus=used.cpus, alloc_mem=used.mem_mb, alloc_gpus=tuple(sorted(set(used.gpus))),
         display_state=status.word, running_jobs=used.jobs, last_heartbeat=n.last_heartbeat, gpus=tuple(n.gpus),
         isolation=n.isolation, gpu_usage=status.gpus,
         features=config.features if (config := monitor.config.nodes.get(n.name)) is not None else (),
     )
+
+
+@functools.lru_cache(maxsize=4096)
+def user_name(uid: int | None) -> str:
+    """The name of ``uid`` ("" for None; the number where the system knows no name)."""
+    if uid is None:
+        return ""
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
 
 
 def nodes(monitor: NodeMonitor) -> list[NodeStatus]:

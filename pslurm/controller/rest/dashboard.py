@@ -8,10 +8,8 @@ psqueue and psinfo), a job's output only when it is theirs (or they are an opera
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import math
-import pwd
 import re
 import time
 from collections import defaultdict
@@ -61,14 +59,6 @@ QUEUE_STATES: dict[str, tuple[Sequence[JobState], str]] = {
     "finished": (tuple(sorted(FINAL_STATES, key=lambda s: s.value)), RECENT),
     "all": ((), RECENT),
 }
-
-
-@functools.lru_cache(maxsize=4096)
-def user_name(uid: int) -> str:
-    try:
-        return pwd.getpwuid(uid).pw_name
-    except KeyError:
-        return str(uid)
 
 
 def _page_number(request: web.Request) -> int:
@@ -127,7 +117,8 @@ class Dashboard:
 
     def viewer(self, request: web.Request) -> pages.Viewer:
         who = request[IDENTITY]
-        return pages.Viewer(self.base(request), user_name(who.uid), who.uid, who.uid in self.api.service.operators)
+        return pages.Viewer(self.base(request), access.user_name(who.uid), who.uid,
+                            who.uid in self.api.service.operators)
 
     async def root(self, request: web.Request) -> web.StreamResponse:
         raise web.HTTPSeeOther(self.base(request) + "/")

@@ -464,10 +464,11 @@ class Api:
         state = body.get("state") or ""
         state = ",".join(map(str, state)) if isinstance(state, list) else str(state)
         reason = str(body.get("reason") or "")
+        uid = _caller(request).uid
 
         def work() -> restjson.Json:
             return restjson.node_to_json(access.node_status(self.monitor, self.monitor.update_node(name, state,
-                                                                                                      reason)))
+                                                                                                      reason, uid)))
 
         return _reply({"nodes": [await self._run(work)]})
 

@@ -132,9 +132,11 @@ class Store:
     # -- jobs -----------------------------------------------------------------------------
 
     def submit(self, spec: JobSpec, partition: str, time_limit: int | None, now: float, *,
-               requeue: bool = False, array_ids: Sequence[int] = (), throttle: int | None = None) -> int:
+               requeue: bool = False, array_ids: Sequence[int] = (), throttle: int | None = None,
+               assoc_id: int = 0) -> int:
         """Store a new PENDING job (or one row per array task, the array's id being the first task's
-        job id) and its submit events in one transaction; return its id (the array's id)."""
+        job id) and its submit events in one transaction; return its id (the array's id). ``assoc_id``:
+        the association it is charged to (0: none)."""
         values = dict(
             name=spec.name, user_name=spec.user, uid=spec.uid, partition=partition,
             state=JobState.PENDING.value, reason=JobReason.JOB_HELD_USER if spec.hold else JobReason.NONE,
@@ -147,7 +149,7 @@ class Store:
             array_job_id=None, array_task_id=array_ids[0] if array_ids else None,
             req_nodes=spec.nodelist, exc_nodes=spec.exclude, begin_time=spec.begin_time, deadline=spec.deadline,
             comment=spec.comment, qos=spec.qos, num_nodes=spec.num_nodes, node_cpus=_node_cpus(spec),
-            req_features=spec.constraint, exclusive=spec.exclusive,
+            req_features=spec.constraint, exclusive=spec.exclusive, assoc_id=assoc_id or None,
         )
 
         def work(conn: Connection) -> list[int]:
@@ -826,9 +828,9 @@ _LISTED = tuple(jobs.c[name] for name in (
     "exit_signal", "cancel_requested", "partition", "time_limit", "gpu_seconds", "peak_gpu_memory_mb",
     "mean_gpu_util", "array_job_id", "array_task_id", "priority", "admin_priority", "hold", "restarts",
     "start_estimate", "eligible_time", "requeue", "requeue_requested", "system_comment", "nodes",
-    "max_rss_kb", "name", "user_name", "uid", "cpus", "mem_mb", "gres", "account", "nice", "dependency",
+    "max_rss_kb", "assoc_id", "name", "user_name", "uid", "cpus", "mem_mb", "gres", "account", "nice", "dependency",
     "array_max_running", "comment", "qos", "num_nodes"))
-_LISTED_OWN = 29  # where the request's own columns start in a _LISTED row (name, user_name, ...): its spec's key
+_LISTED_OWN = 30  # where the request's own columns start in a _LISTED row (name, user_name, ...): its spec's key
 _STATES = {s.value: s for s in JobState}
 _REASONS = {r.value: r for r in JobReason}
 
@@ -840,7 +842,7 @@ def _listed_record(specs: dict[Any, Any], row: Any) -> JobRecord:
     (job_id, state, reason, submit_time, start_time, end_time, node, gpu_indices, exit_code, exit_signal,
      cancel_requested, partition, time_limit, gpu_seconds, peak_gpu_memory_mb, mean_gpu_util, array_job_id,
      array_task_id, priority, admin_priority, hold, restarts, start_estimate, eligible_time, requeue,
-     requeue_requested, system_comment, hostlist, max_rss_kb, *own) = row
+     requeue_requested, system_comment, hostlist, max_rss_kb, assoc_id, *own) = row
     key = tuple(own)  # row[_LISTED_OWN:]
     spec = specs.get(key)
     if spec is None:  # as records.light_spec: of an array's expression only the throttle (%2)
@@ -860,7 +862,8 @@ def _listed_record(specs: dict[Any, Any], row: Any) -> JobRecord:
         mean_gpu_util, array_job_id, array_task_id, admin_priority if admin_priority is not None else priority,
         hold, restarts, start_estimate, eligible_time, bool(requeue), bool(requeue_requested), "",
         system_comment or "", row_nodes(node, hostlist),
-        (tuple(int(i) for i in gpu_indices.split(",")) if gpu_indices else (),) if node else (), max_rss_kb)
+        (tuple(int(i) for i in gpu_indices.split(",")) if gpu_indices else (),) if node else (), max_rss_kb,
+        assoc_id or 0)
 
 
 def _fill_nodes(conn: Connection, records: Sequence[JobRecord]) -> None:

@@ -267,6 +267,7 @@ def job_from_row(row: Row[Any], spec: JobSpec) -> JobRecord:
         requeue=bool(row.requeue),
         requeue_requested=bool(row.requeue_requested), system_comment=row.system_comment or "",
         nodes=row_nodes(row.node, row.nodes), node_gpus=(indices_from_column(row.gpu_indices),) if row.node else (),
+        assoc_id=row.assoc_id or 0,
     )
 
 
@@ -304,6 +305,7 @@ def node_from_row(row: Row[Any]) -> NodeRecord:
     return NodeRecord(
         name=row.name, addr=row.addr, port=row.port, cpus=row.cpus, real_memory=row.real_memory,
         gres=gres_from_column(row.gres), state=NodeState(row.state), drain=bool(row.drain), reason=row.reason,
+        reason_uid=row.reason_uid, reason_time=row.reason_time,
         last_heartbeat=row.last_heartbeat, gpus=gpus, isolation=row.isolation,
     )
 

@@ -45,6 +45,7 @@ jobs = Table(
     Column("mean_gpu_util", Float),
     Column("max_rss_kb", BigInteger),  # the job's memory cgroup's peak, KiB (0010); NULL: not measured
     Column("total_cpu_seconds", Float),  # its cgroup's CPU time, user and system (0011); NULL: not measured
+    Column("assoc_id", Integer),  # the association it was charged to (0014); NULL: none (Slurm's 0)
     # the request: ``job_specs`` row ``spec_id`` (an array's tasks share one), with the fields changed on this
     # job alone since (pscontrol update) in ``spec_overrides``, a JSON object ("" none) (migration 0012).
     # ``spec`` held the whole request per row before 0012; it is "" since (dropping a column on SQLite rebuilds
@@ -164,6 +165,8 @@ nodes = Table(
     Column("state", String(16), nullable=False),
     Column("drain", Boolean, nullable=False, default=False),
     Column("reason", String(256), nullable=False, default=""),
+    Column("reason_uid", Integer),  # who set the reason (0014; slurmctld's reason_uid: root for the system)
+    Column("reason_time", Float),  # when
     Column("last_heartbeat", Float, nullable=False, default=0.0),
     Column("gpus", Text, nullable=False, default="[]"),  # JSON list of GpuInfo the agent reported
     Column("isolation", String(256), nullable=False, default=""),
