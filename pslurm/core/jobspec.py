@@ -110,6 +110,8 @@ class JobRecord:
     nodes: tuple[str, ...] = ()  # every node of its allocation, in order (the first is ``node``); () before start
     node_gpus: tuple[tuple[int, ...], ...] = ()  # each node's own GPU indices, in the order of ``nodes``
     max_rss_kb: int | None = None  # the batch step's MaxRSS: its memory cgroup's peak (None: not measured)
+    suspend_time: float | None = None  # its last scontrol suspend or resume (Slurm's SuspendTime); None: never
+    suspended_seconds: float = 0.0  # the run's time suspended before its last resume: its limit's end moves so
 
     @property
     def all_nodes(self) -> tuple[str, ...]:

@@ -267,6 +267,7 @@ def job_from_row(row: Row[Any], spec: JobSpec) -> JobRecord:
         requeue=bool(row.requeue),
         requeue_requested=bool(row.requeue_requested), system_comment=row.system_comment or "",
         nodes=row_nodes(row.node, row.nodes), node_gpus=(indices_from_column(row.gpu_indices),) if row.node else (),
+        suspend_time=row.suspend_time, suspended_seconds=row.suspended_seconds or 0.0,
     )
 
 
