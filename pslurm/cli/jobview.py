@@ -58,10 +58,12 @@ def time_used(job: Job, now: float | None = None) -> float:
 
 def run_time(job: Job, end: float) -> float:
     """How long its run ran from its start to ``end`` (its end, or now), its suspended time left out
-    (Slurm's RunTime, sacct's Elapsed); 0 before it started."""
-    from pslurm.core.lifecycle import run_seconds
-
-    return run_seconds(job.start_time, end, job.suspend_time, job.suspended_seconds, job.state.value == "SUSPENDED")
+    (Slurm's RunTime, sacct's Elapsed); 0 before it started. A suspended job's run stopped at its
+    suspend."""
+    if job.start_time is None:
+        return 0.0
+    stop = job.suspend_time if job.state.value == "SUSPENDED" and job.suspend_time is not None else end
+    return max(0.0, stop - job.start_time - job.suspended_seconds)
 
 
 def suspended_time(job: Job, now: float) -> float:

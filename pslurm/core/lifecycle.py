@@ -306,16 +306,6 @@ def suspend_refusal(state: JobState, resume: bool) -> str:
     return "" if state in (JobState.RUNNING, JobState.SUSPENDED) else SUSPEND_NOT_RUNNING
 
 
-def run_seconds(start: float | None, end: float, suspend_time: float | None, suspended_seconds: float,
-                suspended: bool) -> float:
-    """How long a run has run by ``end`` (its end, or now), its suspended time left out (Slurm's
-    RunTime): a suspended job's run stopped at its suspend."""
-    if start is None:
-        return 0.0
-    stop = suspend_time if suspended and suspend_time is not None else end
-    return max(0.0, stop - start - suspended_seconds)
-
-
 def end_reason(state: JobState) -> JobReason:
     """The Reason= a job ends with, as Slurm's: NonZeroExitCode, TimeLimit, NodeDown, OutOfMemory,
     else None."""

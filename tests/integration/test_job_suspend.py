@@ -39,7 +39,8 @@ def frozen(run: RunningJob) -> bool:
 
 
 @pytest.mark.parametrize("plugin", ["autodetect", "cgroup/v1"])
-def test_suspend_freezes_the_job_and_its_limit_waits(make_agent: MakeAgent, tmp_path: Path, plugin: str) -> None:
+def test_suspend_freezes_the_job_and_its_limit_waits(make_agent: MakeAgent, tmp_path: Path,  # noqa: F811
+                                                     plugin: str) -> None:
     agent, controller = make_agent(CgroupConfig(plugin=plugin))
     out = tmp_path / "ticks"
     agent.launch(job(tmp_path, 31, COUNT.format(out), time_limit=2))
@@ -57,7 +58,7 @@ def test_suspend_freezes_the_job_and_its_limit_waits(make_agent: MakeAgent, tmp_
     assert run.suspended_for >= 3
 
 
-def test_a_suspended_job_is_cancelled(make_agent: MakeAgent, tmp_path: Path) -> None:
+def test_a_suspended_job_is_cancelled(make_agent: MakeAgent, tmp_path: Path) -> None:  # noqa: F811
     agent, controller = make_agent()
     out = tmp_path / "ticks"
     agent.launch(job(tmp_path, 32, COUNT.format(out)))

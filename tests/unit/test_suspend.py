@@ -9,15 +9,18 @@ from pathlib import Path
 
 import pytest
 
+from pslurm.cli.jobview import run_time, suspended_time
 from pslurm.controller.jobs import JobService
 from pslurm.controller.scheduler import Scheduler
 from pslurm.controller.store import Store
 from pslurm.core import lifecycle
 from pslurm.core.config import parse_slurm_conf
 from pslurm.core.gres import GresRequest
+from pslurm.core.jobinfo import JobInfo
 from pslurm.core.jobspec import JobRecord, JobSpec
 from pslurm.core.lifecycle import JobFlags
 from pslurm.core.node import NodeRecord
+from pslurm.core.restjson import job_to_json
 from pslurm.core.states import InvalidTransition, JobState, NodeState
 from pslurm.nodeagent.launcher import RunningJob
 from tests.unit.test_multinode_controller import Clock, FakeNodeHealth
@@ -67,12 +70,18 @@ def test_a_requeued_run_starts_with_no_suspended_time():
     assert change.values["suspend_time"] is None and change.values["suspended_seconds"] == 0.0
 
 
-def test_run_seconds_leave_the_suspended_time_out():
+def test_run_time_leaves_the_suspended_time_out():
+    def job(state: JobState, start: float | None, suspend_time: float | None, suspended: float) -> JobInfo:
+        record = JobRecord(1, spec(), state, start_time=start, suspend_time=suspend_time, suspended_seconds=suspended)
+        return JobInfo(job_to_json(record))
+
     # started at 0, suspended at 100: a suspended job's run stopped then
-    assert lifecycle.run_seconds(0.0, 500.0, 100.0, 0.0, suspended=True) == 100.0
+    assert run_time(job(JobState.SUSPENDED, 0.0, 100.0, 0.0), 500.0) == 100.0
     # resumed at 300 (200 s suspended): at 500 it has run 300 s
-    assert lifecycle.run_seconds(0.0, 500.0, 300.0, 200.0, suspended=False) == 300.0
-    assert lifecycle.run_seconds(None, 500.0, None, 0.0, suspended=False) == 0.0
+    assert run_time(job(JobState.RUNNING, 0.0, 300.0, 200.0), 500.0) == 300.0
+    assert run_time(job(JobState.PENDING, None, None, 0.0), 500.0) == 0.0
+    # sacct's Suspended counts the current stretch while it lasts
+    assert suspended_time(job(JobState.SUSPENDED, 0.0, 300.0, 200.0), 500.0) == 400.0
 
 
 def test_an_agents_time_limit_does_not_run_while_suspended():
