@@ -53,7 +53,23 @@ def time_used(job: Job, now: float | None = None) -> float:
     import time
 
     end = job.end_time if job.end_time is not None else (time.time() if now is None else now)
-    return max(0.0, end - job.start_time)
+    return run_time(job, end)
+
+
+def run_time(job: Job, end: float) -> float:
+    """How long its run ran from its start to ``end`` (its end, or now), its suspended time left out
+    (Slurm's RunTime, sacct's Elapsed); 0 before it started. A suspended job's run stopped at its
+    suspend."""
+    if job.start_time is None:
+        return 0.0
+    stop = job.suspend_time if job.state.value == "SUSPENDED" and job.suspend_time is not None else end
+    return max(0.0, stop - job.start_time - job.suspended_seconds)
+
+
+def suspended_time(job: Job, now: float) -> float:
+    """Its run's time suspended, the current stretch included while it is (sacct's Suspended)."""
+    since = job.suspend_time if job.state.value == "SUSPENDED" and job.suspend_time is not None else now
+    return job.suspended_seconds + max(0.0, now - since)
 
 
 def time_left_text(job: Job, now: float | None = None) -> str:
@@ -161,13 +177,14 @@ def slurm_start_time(job: Job) -> float | None:
 
 
 def slurm_end_time(job: Job) -> float | None:
-    """Slurm's end_time: when it ended; a running job's start plus its limit (None without one)."""
+    """Slurm's end_time: when it ended; a running job's start plus its limit and the time it spent
+    suspended (None without a limit)."""
     if job.end_time is not None:
         return job.end_time
     start = slurm_start_time(job)
     if start is None or job.time_limit is None or job.state.value == "PENDING":
         return None
-    return start + job.time_limit
+    return start + job.time_limit + job.suspended_seconds
 
 
 def shows_reason(job: Job) -> bool:

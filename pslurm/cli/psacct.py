@@ -115,11 +115,16 @@ def with_steps(jobs: Sequence[Job]) -> list[Job | StepLine]:
     return out
 
 
-def _elapsed(job: Job, now: float) -> float:
+def _elapsed(job: Job | StepLine, now: float) -> float:
+    """sacct's Elapsed: from its start to its end (or now), a job's suspended time left out."""
     if job.start_time is None:
         return 0.0
     end = job.end_time if job.end_time is not None else now
-    return max(0.0, end - job.start_time)
+    if isinstance(job, StepLine):
+        return max(0.0, end - job.start_time)
+    from pslurm.cli.jobview import run_time
+
+    return run_time(job, end)
 
 
 def format_elapsed(seconds: float) -> str:

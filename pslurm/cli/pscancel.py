@@ -144,7 +144,8 @@ def _chosen(client: Client, v: dict[str, object], selectors: list[Any], states: 
 
         nodes = set(expand(str(v["nodelist"])))
     with reporting(PROG):
-        jobs = client.jobs(job_ids=sorted({s.job_id for s in selectors}), states=["PENDING", "RUNNING"], light=True)
+        jobs = client.jobs(job_ids=sorted({s.job_id for s in selectors}), states=["PENDING", "RUNNING", "SUSPENDED"],
+                           light=True)
     out = []
     for job in jobs:
         spec = job.spec

@@ -67,7 +67,8 @@ def report(job: dict[str, Any], cluster: str, now: float, debug: bool = False) -
     if array:
         out.append(f"Array Job ID: {array}")
     out += [f"Cluster: {cluster}", f"User/Group: {job['user']}/{group}",
-            f"State: {state}" if state in ("PENDING", "RUNNING") else f"State: {state} (exit code {job['exit_code']})"]
+            f"State: {state}" if state in ("PENDING", "RUNNING", "SUSPENDED")
+            else f"State: {state} (exit code {job['exit_code']})"]
     out += [f"Cores: {ncpus}"] if ncpus == 1 else [f"Nodes: {nnodes}", f"Cores per node: {ncpus // nnodes}"]
     if state == "PENDING":
         return [*out, "Efficiency not available for jobs in the PENDING state."]

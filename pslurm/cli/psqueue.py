@@ -25,7 +25,7 @@ STEP_FORMAT = "%.15i %.8j %.9P %.8u %.9M %N"
 DEFAULT_SORT = "P,t,-p"  # squeue's default (src/squeue/sort.c): partition, state (compact code), priority down
 START_SORT = "S"  # squeue --start
 # what squeue lists without -t (squeue's default states: neither ended nor purged)
-ACTIVE = ("PENDING", "RUNNING", "COMPLETING")
+ACTIVE = ("PENDING", "RUNNING", "SUSPENDED", "COMPLETING")
 VALID_STATES = ("PENDING,RUNNING,SUSPENDED,COMPLETED,CANCELLED,FAILED,TIMEOUT,NODE_FAIL,PREEMPTED,BOOT_FAIL,DEADLINE,"
                 "OUT_OF_MEMORY,COMPLETING,CONFIGURING,RESIZING,RESV_DEL_HOLD,REQUEUED,REQUEUE_FED,REQUEUE_HOLD,REVOKED,"
                 "SIGNALING,SPECIAL_EXIT,STAGE_OUT,STOPPED")
@@ -291,7 +291,7 @@ def _states(text: object, start: bool) -> set[str] | None:
         try:
             wanted.add(JobState.parse(word).value)
         except ValueError:
-            if word.upper() in VALID_STATES.split(",") or word.upper() in ("S", "SUSPENDED", "CF", "RQ", "ST", "SE"):
+            if word.upper() in VALID_STATES.split(",") or word.upper() in ("CF", "RQ", "ST", "SE"):
                 continue  # a state pslurm's jobs are never in
             print(f"{PROG}: error: Invalid job state specified: {word}", file=sys.stderr)
             print(f"{PROG}: error: Valid job states include: {VALID_STATES}\n", file=sys.stderr)

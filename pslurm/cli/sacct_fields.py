@@ -106,7 +106,7 @@ def more_fields(now: float, cluster: str) -> dict[str, Getter]:
         "resvcpu": on_job(lambda row: format_slurm_duration(reserved(row) * v.total_cpus(row))),
         "resvcpuraw": on_job(lambda row: str(int(reserved(row) * v.total_cpus(row)))),
         "submitline": on_job(lambda row: v.escaped(row.spec.submit_line)),
-        "suspended": lambda row: "00:00:00",
+        "suspended": lambda row: format_slurm_duration(0 if is_step(row) else v.suspended_time(row, now)),
         "systemcpu": lambda row: "00:00:00", "usercpu": lambda row: "00:00:00", "totalcpu": lambda row: "00:00:00",
         "timelimitraw": on_job(time_limit_raw),
         "tresusageinave": on_step(lambda row: "energy=0"), "tresusageintot": on_step(lambda row: "energy=0"),

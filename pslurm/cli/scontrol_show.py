@@ -63,8 +63,7 @@ def show_job(job: JobInfo, one_liner: bool = False, details: bool = False, now: 
     if state == "PENDING":
         run_time = 0.0
     else:
-        start = v.slurm_start_time(job) or now
-        run_time = (job.end_time if job.end_time is not None and not job.state.holds_resources else now) - start
+        run_time = v.run_time(job, job.end_time if job.end_time is not None and not job.state.holds_resources else now)
     limit = "UNLIMITED" if job.time_limit is None else duration(job.time_limit)
     end = "Unknown" if job.time_limit is None and job.state.holds_resources else when(v.slurm_end_time(job))
     nodes = v.node_count(job)
@@ -84,7 +83,9 @@ def show_job(job: JobInfo, one_liner: bool = False, details: bool = False, now: 
         f"AccrueTime={when(v.eligible_time(job))}",
         f"StartTime={when(v.slurm_start_time(job))} EndTime={end} "
         f"Deadline={format_timestamp(spec.deadline) if spec.deadline else 'N/A'}",
-        f"SuspendTime=None SecsPreSuspend=0 LastSchedEval={when(job.start_time or job.submit_time)} Scheduler=Main",
+        f"SuspendTime={when(job.suspend_time) if job.suspend_time else 'None'} "
+        f"SecsPreSuspend={_secs_pre_suspend(job)} LastSchedEval={when(job.start_time or job.submit_time)} "
+        "Scheduler=Main",
         f"Partition={job.partition or spec.partition or ''} AllocNode:Sid={spec.submit_host or 'localhost'}:0",
         f"ReqNodeList={spec.nodelist or NULL} ExcNodeList={spec.exclude or NULL}",
         f"NodeList={v.nodelist_text(job)}",
@@ -114,6 +115,13 @@ def show_job(job: JobInfo, one_liner: bool = False, details: bool = False, now: 
     if spec.mail_user and spec.mail_type:
         lines.append(f"MailUser={spec.mail_user} MailType={spec.mail_type}")
     return _record(lines, one_liner, job=True)
+
+
+def _secs_pre_suspend(job: JobInfo) -> int:
+    """Slurm's SecsPreSuspend=: the seconds it had run when last suspended (0: never suspended)."""
+    if job.suspend_time is None or job.start_time is None:
+        return 0
+    return int(max(0.0, job.suspend_time - job.start_time - job.suspended_seconds))
 
 
 def _min_memory(job: JobInfo) -> str:

@@ -13,6 +13,7 @@ from pslurm.cli.common import connect, prog_name, reporting
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Protocol
 
     from pslurm.client import Client
@@ -79,18 +80,21 @@ def _job(client: Client, text: str) -> JobInfo | None:
 def _job_action(verb: str, args: list[str], opts: Options) -> None:
     """hold / uhold / release / requeue of each id (14, 14_3, 14_[5-9]); an unknown one is scontrol's two
     lines (one for requeue), exit 1."""
+    unknown = [f"{NO_SUCH_JOB} for job {{}}", *([] if verb == "requeue" else [f"slurm_suspend error: {NO_SUCH_JOB}"])]
+    _each_job(args, opts, unknown, lambda client, text: client.update_job(text, action=verb))
+
+
+def _each_job(args: list[str], opts: Options, unknown: list[str], act: Callable[[Client, str], list[str]]) -> None:
+    """``act`` on each id of ``args`` (its error lines printed); an id that names no job gets the
+    ``unknown`` lines (``{}``: the id) instead. Exit 1 after any line."""
     client = connect(PROG)
     failed = False
     for text in _ids(args):
         if _job(client, text) is None:
-            failed = True
-            if not opts.quiet:
-                print(f"{NO_SUCH_JOB} for job {text}", file=sys.stderr)
-                if verb != "requeue":
-                    print(f"slurm_suspend error: {NO_SUCH_JOB}", file=sys.stderr)
-            continue
-        with reporting(PROG):
-            errors = client.update_job(text, action=verb)
+            errors = [line.format(text) for line in unknown]
+        else:
+            with reporting(PROG):
+                errors = act(client, text)
         for line in errors:
             failed = True
             if not opts.quiet:
@@ -146,14 +150,10 @@ def _top(args: list[str], opts: Options) -> None:
 
 
 def _suspend(verb: str, args: list[str], opts: Options) -> None:
-    """suspend / resume: pslurm cannot stop a running job's processes yet; an unknown id is scontrol's line."""
-    client = connect(PROG)
-    for text in _ids(args):
-        job = _job(client, text)
-        if job is None:
-            _fail(opts, f"Unexpected message received for job {text}")
-        _fail(opts, f"Requested operation not supported on this system for job {text}")
-    del verb
+    """suspend / resume of each id (operators only): slurmctld's refusals as scontrol prints them
+    (``Job is pending execution for job 14``), exit 1 after any; an unknown id is scontrol's line."""
+    _each_job(args, opts, ["Unexpected message received for job {}"],
+              lambda client, text: client.resume(text) if verb == "resume" else client.suspend(text))
 
 
 def _notify(args: list[str], opts: Options) -> None:

@@ -262,7 +262,7 @@ def step_json(job: Job, step: Any, now: float) -> Json:
 def account_json(job: Job, cluster: str, now: float, steps: Sequence[Any] = ()) -> Json:
     """One job of ``sacct --json`` (openapi/dbv0.0.38's job, in its order), with ``steps`` (psacct's
     step lines of the job, see step_json)."""
-    from pslurm.cli.jobview import node_count, nodelist_text, time_used
+    from pslurm.cli.jobview import node_count, nodelist_text, suspended_time, time_used
 
     spec = job.spec
     started = job.start_time is not None
@@ -282,7 +282,8 @@ def account_json(job: Job, cluster: str, now: float, steps: Sequence[Any] = ()) 
         "time": {"elapsed": int(time_used(job, now)),
                  "eligible": _epoch(job.eligible_time or (job.submit_time if started else None)),
                  "end": _epoch(job.end_time), "start": _epoch(job.start_time), "submission": _epoch(job.submit_time),
-                 "suspended": 0, "system": dict(zero), "limit": _minutes(job.time_limit), "total": dict(zero),
+                 "suspended": int(suspended_time(job, now)), "system": dict(zero), "limit": _minutes(job.time_limit),
+                 "total": dict(zero),
                  "user": dict(zero)},
         "exit_code": code, "flags": [], "group": group_name(spec.gid),
         "het": {"job_id": 0, "job_offset": None}, "job_id": job.job_id, "name": spec.name,

@@ -406,6 +406,12 @@ class Api:
         reply = self.request("POST", f"{PSLURM}/job/update", body)
         return [str(line) for line in reply["job_errors"]]
 
+    def suspend_job(self, job: str, resume: bool = False) -> list[str]:
+        """scontrol suspend (``resume`` False) or resume of ``job`` (operators only); one error line
+        per job it could not be done to, scontrol's (``Job is not suspended for job 14``)."""
+        reply = self.request("POST", f"{PSLURM}/job/suspend", {"job": job, "resume": resume})
+        return [str(line) for line in reply["job_errors"]]
+
     def priorities(self, job_ids: Iterable[int] = (), users: Iterable[str] = ()) -> Json:
         """``{"jobs": [...], "weights": {...}}``: sprio's rows and the configured weights."""
         job_ids, users = list(job_ids), list(users)

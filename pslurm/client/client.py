@@ -157,6 +157,16 @@ class Client:
         """Hold a pending job (an operator's hold, JobHeldAdmin, when the caller is one; else the user's)."""
         return self.update_job(job, action="hold")
 
+    def suspend(self, job: int | str) -> list[str]:
+        """scontrol suspend (operators only): a running job's processes stopped on every node, the job
+        SUSPENDED with its allocation kept and its time limit paused. Error lines as update_job's."""
+        return self.api.suspend_job(str(job))
+
+    def resume(self, job: int | str) -> list[str]:
+        """scontrol resume (operators only): a suspended job's processes continued, RUNNING again, its
+        time limit's end later by the time it was suspended. Error lines as update_job's."""
+        return self.api.suspend_job(str(job), resume=True)
+
     def release(self, job: int | str) -> list[str]:
         """Release a held job."""
         return self.update_job(job, action="release")

@@ -132,6 +132,12 @@ class AgentClient:
         self._call(lambda stub: stub.SetTimeLimit(request, timeout=RPC_TIMEOUT, metadata=self._credentials(target)),
                    target)
 
+    def suspend(self, target: str, job_id: int, restarts: int, resume: bool) -> None:
+        """Stop (``resume`` False) or continue the processes of a job's run on the agent's node."""
+        request = pb.SuspendRequest(job_id=job_id, restarts=restarts, resume=resume)
+        self._call(lambda stub: stub.SuspendJob(request, timeout=RPC_TIMEOUT, metadata=self._credentials(target)),
+                   target)
+
     def launch_step(self, target: str, launch: StepLaunch) -> None:
         """Start a step's tasks on the agent's node (inside its job's run there). AgentUnreachable;
         AgentRefused when the agent does not run that job's run (FAILED_PRECONDITION) or cannot start it."""

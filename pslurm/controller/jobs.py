@@ -157,7 +157,7 @@ class JobService:
                 return None  # every value as it was: nothing to write, as slurmctld
             if self.store.update_fields(job.job_id, job.state, job.restarts, self.clock(), detail, columns,
                                         request):
-                if "time_limit" in columns and job.state is JobState.RUNNING:
+                if "time_limit" in columns and job.state in (JobState.RUNNING, JobState.SUSPENDED):
                     self._send_time_limit(job, columns["time_limit"])
                 return None
             fresh = self.store.get_job(job.job_id)
@@ -272,6 +272,47 @@ class JobService:
         except InvalidTransition:
             raise InvalidTransition(JOB_ENDED_ALREADY) from None
         self._end_on_node(job, change)
+
+    def suspend(self, text: str, requester_uid: int, resume: bool = False) -> list[str]:
+        """pscontrol suspend|resume ID (operators only, as slurmctld's validate_operator): each job
+        ``text`` names (``14``, an array's id: its tasks, ``14_[5-9]``) SUSPENDED, its processes stopped
+        on every node of its allocation, or RUNNING again, continued. The time it was suspended moves
+        its time limit's end later (lifecycle.resume). One line per refusal, as scontrol prints them
+        (:func:`update_report`: ``Job is pending execution for job 14``)."""
+        try:
+            ids = self.resolve(text)
+        except SpecError:
+            ids = []
+        if requester_uid not in self.operators:
+            return [f"{ACCESS_DENIED} for job {text}"]
+        if not ids:
+            return [f"{INVALID_JOB_ID} for job {text}"]
+        outcome: dict[int, str | None] = {}
+        found = self.store.jobs_with_ids(ids, light=True)
+        for job in found:
+            now = self.clock()
+            try:
+                change = self.store.resume(job.job_id, now) if resume else self.store.suspend(job.job_id, now)
+            except InvalidTransition as exc:
+                outcome[job.job_id] = str(exc)
+                continue
+            outcome[job.job_id] = None
+            if change.from_state is not change.to:
+                self._suspend_on_nodes(job, resume)
+        return update_report(text, found, outcome)
+
+    def _suspend_on_nodes(self, job: JobRecord, resume: bool) -> None:
+        """Tell each agent of the job's allocation to stop or continue its run there (an agent out
+        of reach is left as it was, and psctld's log says so: the node monitor takes a silent one as lost)."""
+        for name in job.all_nodes:
+            node = self.store.get_node(name)
+            if node is None:
+                continue
+            try:
+                self.agents.suspend(node.target, job.job_id, job.restarts, resume)
+            except Exception as exc:  # AgentUnreachable, AgentRefused, an agent from before this RPC
+                log.warning("job %d: %s did not reach %s: %s", job.job_id, "resume" if resume else "suspend",
+                            name, exc)
 
     def _end_on_node(self, job: JobRecord, change: Change) -> None:
         """After a cancel or requeue request: a job now COMPLETING is ended by its agent."""

@@ -5,7 +5,7 @@
 
 Pure functions of what they are given (tallies from the store, the node monitor's nodes, the
 allocations, the controller's measurements) and ``now``. Slurm's families that stand for states or
-flags pslurm has not (BootFail, Suspended, Cloud, Future, power saving, ...) are written as 0, so that
+flags pslurm has not (BootFail, Cloud, Future, power saving, ...) are written as 0, so that
 dashboards made for Slurm find every name they ask for.
 """
 
@@ -49,7 +49,7 @@ JOB_STATES: tuple[tuple[str, JobState | None, str], ...] = (
     ("running", JobState.RUNNING, "Number of jobs in Running state"),
     ("signaling", None, "Number of jobs being signaled"),
     ("stageout", None, "Number of jobs in StageOut state"),
-    ("suspended", None, "Number of jobs in Suspended state"),
+    ("suspended", JobState.SUSPENDED, "Number of jobs in Suspended state"),
     ("timeout", JobState.TIMEOUT, "Number of jobs in Timeout state"),
 )
 # Slurm's node flags and states pslurm has not: written as 0 (nodes_ and partition_nodes_ families)

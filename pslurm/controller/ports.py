@@ -33,6 +33,9 @@ class Agents(Protocol):
     def set_time_limit(self, target: str, job_id: int, restarts: int, time_limit: int | None) -> None:
         """A running job's new time limit (pscontrol update TimeLimit=), seconds from its start; None: none."""
 
+    def suspend(self, target: str, job_id: int, restarts: int, resume: bool) -> None:
+        """pscontrol suspend / resume: stop (``resume`` False) or continue a job's run on that node."""
+
     def launch_step(self, target: str, launch: StepLaunch) -> None:
         """A step's tasks on one of its nodes (AgentUnreachable, AgentRefused)."""
 

@@ -371,6 +371,16 @@ class JobInfo:
         return _float(from_no_val(self.data.get("eligible_time")))
 
     @property
+    def suspend_time(self) -> float | None:
+        """Its last scontrol suspend or resume; None: never."""
+        return _float(from_no_val(self.data.get("suspend_time")))
+
+    @property
+    def suspended_seconds(self) -> float:
+        """Its run's time suspended before its last resume (its limit's end moves later by it)."""
+        return float(self.own.get("suspended_seconds") or 0.0)
+
+    @property
     def node(self) -> str | None:
         """The first node of its allocation (the batch host); None before it started."""
         return self.data.get("batch_host", self.data.get("nodes")) or None

@@ -111,6 +111,8 @@ class JobRecord:
     node_gpus: tuple[tuple[int, ...], ...] = ()  # each node's own GPU indices, in the order of ``nodes``
     max_rss_kb: int | None = None  # the batch step's MaxRSS: its memory cgroup's peak (None: not measured)
     assoc_id: int = 0  # the association it was charged to (sacctmgr's id); 0: none, as Slurm's
+    suspend_time: float | None = None  # its last scontrol suspend or resume (Slurm's SuspendTime); None: never
+    suspended_seconds: float = 0.0  # the run's time suspended before its last resume: its limit's end moves so
 
     @property
     def all_nodes(self) -> tuple[str, ...]:

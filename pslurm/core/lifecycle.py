@@ -8,7 +8,9 @@ applies a change as one compare-and-set (``UPDATE ... WHERE state = :read``) plu
 named after the operation; nothing else writes a job's state.
 
     submit ──> PENDING ──start──> RUNNING ──finish──> COMPLETED | FAILED | TIMEOUT | CANCELLED
-                 │  ^                │  launch_failed ──> FAILED (JobLaunchFailure)
+                 │  ^           suspend │ ^ resume
+                 │  │                 SUSPENDED (ends, is cancelled or lost as a RUNNING job is)
+                 │  │                │  launch_failed ──> FAILED (JobLaunchFailure)
      hold/release│  │requeue         │  node_lost ──────> NODE_FAIL, or PENDING when it may requeue
                  v  │                │  cancel, request_requeue
     CANCELLED, DEADLINE         COMPLETING ──finish──> final, or PENDING when a requeue was asked
@@ -26,7 +28,9 @@ from typing import Any
 
 from pslurm.core.states import FINAL_STATES, InvalidTransition, JobReason, JobState
 
-_ACTIVE = frozenset({JobState.RUNNING, JobState.COMPLETING})
+_ACTIVE = frozenset({JobState.RUNNING, JobState.SUSPENDED, JobState.COMPLETING})
+_RUNNING = frozenset({JobState.RUNNING})
+_SUSPENDED = frozenset({JobState.SUSPENDED})
 _AGENT_ENDS = frozenset({JobState.COMPLETED, JobState.FAILED, JobState.TIMEOUT, JobState.CANCELLED,
                          JobState.OUT_OF_MEMORY})
 
@@ -55,14 +59,16 @@ OPERATIONS: Mapping[str, Operation] = MappingProxyType({op.name: op for op in (
     _op("start", (_PENDING, JobState.RUNNING)),
     _op("launch_failed", (_ACTIVE, JobState.FAILED)),
     _op("finish", *((_ACTIVE, s) for s in _AGENT_ENDS), (_ACTIVE, JobState.PENDING)),  # PENDING: requeue asked
-    _op("cancel", (_PENDING, JobState.CANCELLED), (frozenset({JobState.RUNNING}), JobState.COMPLETING)),
-    _op("relinquish", (frozenset({JobState.RUNNING}), JobState.COMPLETING)),  # psalloc's end: finish -> COMPLETED
+    _op("cancel", (_PENDING, JobState.CANCELLED), (_RUNNING | _SUSPENDED, JobState.COMPLETING)),
+    _op("relinquish", (_RUNNING, JobState.COMPLETING)),  # psalloc's end: finish -> COMPLETED
     _op("request_requeue", (_ACTIVE, JobState.COMPLETING)),
     _op("requeue", (_ACTIVE | FINAL_STATES, JobState.PENDING)),
     _op("hold", (_PENDING, JobState.PENDING)),
     _op("release", (_PENDING, JobState.PENDING)),
     _op("node_lost", (_ACTIVE, JobState.NODE_FAIL), (_ACTIVE, JobState.PENDING)),  # PENDING: it may requeue
     _op("deadline", (_PENDING, JobState.DEADLINE)),
+    _op("suspend", (_RUNNING, JobState.SUSPENDED), (_SUSPENDED, JobState.SUSPENDED)),  # again: nothing changes
+    _op("resume", (_SUSPENDED, JobState.RUNNING)),
 )})
 
 
@@ -103,6 +109,8 @@ class JobFlags:
     node: str | None = None
     relinquish_code: int | None = None  # psalloc's end asked, with the command's exit code; None: not asked
     nodes: str = ""  # the allocation's hostlist (a multi-node job's; ``node`` is its first)
+    suspend_time: float | None = None  # its last suspend or resume (Slurm's suspend_time); None: never
+    suspended_seconds: float = 0.0  # the time this run spent suspended before its last resume (tot_sus_time)
 
 
 @dataclass(frozen=True)
@@ -137,7 +145,7 @@ _FRESH_RUN = MappingProxyType(dict(
     cancel_requested=False, requeue_requested=False, start_estimate=None, eligible_time=None,
     gpu_seconds=None, peak_gpu_memory_mb=None, mean_gpu_util=None, max_rss_kb=None, total_cpu_seconds=None,
     reason=JobReason.NONE,
-    relinquish_code=None,
+    relinquish_code=None, suspend_time=None, suspended_seconds=0.0,
 ))
 
 
@@ -254,6 +262,48 @@ def deadline(job: JobFlags, now: float, why: str) -> Change:
     too: its deadline passes all the same."""
     return _change("deadline", job, JobState.DEADLINE, why, start_time=now, end_time=now, exit_code=1,
                    exit_signal=0, reason=JobReason.DEADLINE)
+
+
+# scontrol suspend / resume's refusals, Slurm's words (slurm_strerror of slurmctld's answer)
+SUSPEND_PENDING = "Job is pending execution"  # ESLURM_JOB_PENDING
+SUSPEND_NOT_RUNNING = "Job is not running"  # ESLURM_JOB_NOT_RUNNING: completing
+NOT_SUSPENDED = "Job is not suspended"  # ESLURM_JOB_NOT_SUSPENDED: resume of a job that is not
+
+
+def suspend(job: JobFlags, now: float) -> Change:
+    """pscontrol suspend: RUNNING -> SUSPENDED, its processes to be stopped on every node; the time it
+    stays suspended does not count against its time limit (see :func:`resume`). A job suspended
+    already stays so, untouched (slurmctld's re-suspend). InvalidTransition, in Slurm's words, from any
+    other state (:func:`suspend_refusal`)."""
+    refusal = suspend_refusal(job.state, resume=False)
+    if refusal:
+        raise InvalidTransition(refusal)
+    if job.state is JobState.SUSPENDED:
+        return _change("suspend", job, JobState.SUSPENDED, "suspended again")
+    return _change("suspend", job, JobState.SUSPENDED, "suspended", suspend_time=now)
+
+
+def resume(job: JobFlags, now: float) -> Change:
+    """pscontrol resume: SUSPENDED -> RUNNING; the time since its suspend is added to
+    ``suspended_seconds``, by which its end moves later (its limit counts running time only)."""
+    refusal = suspend_refusal(job.state, resume=True)
+    if refusal:
+        raise InvalidTransition(refusal)
+    since = job.suspend_time if job.suspend_time is not None else now
+    return _change("resume", job, JobState.RUNNING, "resumed", suspend_time=now,
+                   suspended_seconds=job.suspended_seconds + max(0.0, now - since))
+
+
+def suspend_refusal(state: JobState, resume: bool) -> str:
+    """Why scontrol suspend (``resume`` False) or resume of a job in ``state`` is refused, in
+    slurmctld's order (pending, finished, then not running / not suspended); "" when it may be."""
+    if state is JobState.PENDING:
+        return SUSPEND_PENDING
+    if state.is_final:
+        return JOB_ENDED
+    if resume:
+        return "" if state is JobState.SUSPENDED else NOT_SUSPENDED
+    return "" if state in (JobState.RUNNING, JobState.SUSPENDED) else SUSPEND_NOT_RUNNING
 
 
 def end_reason(state: JobState, exit_signal: int = 0) -> JobReason:

@@ -189,7 +189,7 @@ def job_to_json(job: JobRecord, node_target: str = "", specs: dict[int, Json] | 
         "node_count": no_val(len(job.all_nodes) or job.spec.num_nodes), "submit_time": no_val(job.submit_time),
         "start_time": no_val(job.start_time), "end_time": no_val(job.end_time),
         "eligible_time": no_val(job.eligible_time), "time_limit": _minutes(job.time_limit),
-        "priority": no_val(job.priority),
+        "suspend_time": no_val(job.suspend_time), "priority": no_val(job.priority),
         "array_job_id": no_val(job.array_job_id), "array_task_id": no_val(job.array_task_id),
         "exit_code": {"return_code": no_val(job.exit_code), "signal": {"id": no_val(job.exit_signal)}},
         "restart_cnt": job.restarts, "requeue": job.requeue, "hold": bool(job.hold),
@@ -198,7 +198,7 @@ def job_to_json(job: JobRecord, node_target: str = "", specs: dict[int, Json] | 
             "job": spec, "hold": job.hold, "gpu_indices": list(job.gpu_indices), "time_limit": job.time_limit,
             "start_estimate": job.start_estimate, "gpu_seconds": job.gpu_seconds,
             "peak_gpu_memory_mb": job.peak_gpu_memory_mb, "mean_gpu_util": job.mean_gpu_util,
-            "max_rss_kb": job.max_rss_kb,
+            "max_rss_kb": job.max_rss_kb, "suspended_seconds": job.suspended_seconds,
             "collapsed_tasks": job.collapsed_tasks, "node_target": node_target, "nodes": list(job.nodes),
             "node_gpus": [list(g) for g in job.node_gpus],
         },
@@ -304,7 +304,8 @@ def job_to_brief_json(job: JobRecord, specs: dict[int, int]) -> Json:
         own["nodes"] = list(job.nodes)
         own["node_gpus"] = [list(g) for g in job.node_gpus]
     for key, value in (("start_time", job.start_time), ("end_time", job.end_time),
-                       ("eligible_time", job.eligible_time), ("array_job_id", job.array_job_id),
+                       ("eligible_time", job.eligible_time), ("suspend_time", job.suspend_time),
+                       ("array_job_id", job.array_job_id),
                        ("array_task_id", job.array_task_id)):
         if value is not None:
             data[key] = _set(value)
@@ -333,6 +334,8 @@ def job_to_brief_json(job: JobRecord, specs: dict[int, int]) -> Json:
                        ("max_rss_kb", job.max_rss_kb)):
         if value is not None:
             own[key] = value
+    if job.suspended_seconds:
+        own["suspended_seconds"] = job.suspended_seconds
     if job.collapsed_tasks:
         own["collapsed_tasks"] = job.collapsed_tasks
     return data

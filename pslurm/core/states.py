@@ -11,6 +11,7 @@ class JobState(enum.StrEnum):
 
     PENDING = "PENDING"
     RUNNING = "RUNNING"
+    SUSPENDED = "SUSPENDED"  # pscontrol suspend: its processes stopped on every node, its allocation kept
     COMPLETING = "COMPLETING"
     COMPLETED = "COMPLETED"
     FAILED = "FAILED"
@@ -31,8 +32,9 @@ class JobState(enum.StrEnum):
 
     @property
     def holds_resources(self) -> bool:
-        """RUNNING and COMPLETING jobs keep their GPUs until the agent reports the end."""
-        return self in (JobState.RUNNING, JobState.COMPLETING)
+        """RUNNING, SUSPENDED and COMPLETING jobs keep their GPUs until the agent reports the end (a
+        suspended job keeps its whole allocation, as Slurm's does its GPUs and memory)."""
+        return self in (JobState.RUNNING, JobState.SUSPENDED, JobState.COMPLETING)
 
     @classmethod
     def parse(cls, text: str) -> JobState:
@@ -47,6 +49,7 @@ class JobState(enum.StrEnum):
 _SHORT = {
     JobState.PENDING: "PD",
     JobState.RUNNING: "R",
+    JobState.SUSPENDED: "S",
     JobState.COMPLETING: "CG",
     JobState.COMPLETED: "CD",
     JobState.FAILED: "F",

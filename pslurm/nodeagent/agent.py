@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -528,6 +529,20 @@ class Agent:
                     del self._early_limits[next(iter(self._early_limits))]
                 return
         self.launcher.set_time_limit(running, time_limit)
+
+    def suspend(self, job_id: int, restarts: int, resume: bool) -> None:
+        """pscontrol suspend / resume of the run (job, restarts) here: its processes stopped or
+        continued, its time limit paused meanwhile (Launcher.suspend); without a cgroup its steps'
+        tasks, in sessions of their own, too. A run not here (ended, or its launch still to come) is
+        left alone."""
+        with self._lock:
+            running = self._runs.get((job_id, restarts))
+        if running is None:
+            return
+        self.launcher.suspend(running, resume)
+        if running.cgroup is None:
+            for step in self.steps.of_run(running):
+                step.signal(signal.SIGCONT if resume else signal.SIGSTOP)
 
     def signal(self, job_id: int, signum: int) -> None:
         """pscancel: signal the job's run; 0 cancels it (and any older run still ending). A

@@ -172,6 +172,25 @@ class JobCgroup:
             return
         self.signal(signal.SIGKILL)
 
+    def freeze(self, frozen: bool) -> bool:
+        """Stop (``frozen``) or continue every process in the cgroup, the way scontrol suspend /
+        resume does it with Slurm's cgroup plugins: v2 ``cgroup.freeze`` (Linux 5.2+), else the v1
+        freezer's ``freezer.state``. False when neither is there or writable (the caller then sends
+        SIGSTOP / SIGCONT, as Slurm's proctrack/linuxproc does)."""
+        if self._v2 is not None:
+            try:
+                write(os.path.join(self._v2, "cgroup.freeze"), "1" if frozen else "0")
+                return True
+            except OSError:
+                pass  # an older kernel, or already removed
+        if self._freezer is not None:
+            try:
+                write(os.path.join(self._freezer, "freezer.state"), "FROZEN" if frozen else "THAWED")
+                return True
+            except OSError:
+                pass
+        return False
+
     def kill_all(self, timeout: float) -> list[int]:
         """kill() until the cgroup is empty or ``timeout`` seconds have passed; the processes left
         (none: all gone). Zombies count as gone: their parent reaps them."""

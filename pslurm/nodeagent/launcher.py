@@ -71,6 +71,16 @@ class RunningJob:
     visible: list[int] = field(default_factory=list)  # CUDA_VISIBLE_DEVICES of the job (its steps renumber so)
     gpu_setup: Any = None  # the job's GpuSetup (its steps' sharing variables)
     node_index: int = 0  # this node's position in the job's allocation (> 0: it holds the run for steps only)
+    suspended_at: float | None = None  # pscontrol suspend: when its processes were stopped (None: they run)
+    suspended_for: float = 0.0  # the time it was suspended before its last resume: its limit's end moves so
+
+    def limit_left(self, now: float) -> float | None:
+        """Seconds before its time limit (negative: past it), counting only the time it ran; None
+        while it has no limit or is suspended (its limit does not run then). Hold ``changed``."""
+        limit = self.job.time_limit
+        if limit is None or self.suspended_at is not None:
+            return None
+        return self.started + self.suspended_for + limit - now
 
     @property
     def proc(self) -> TaskProcess | None:
@@ -374,12 +384,11 @@ class Launcher:
         run ends first or its limit is lifted."""
         with running.changed:
             while True:
-                limit = running.job.time_limit
-                if running.exited or limit is None:
+                if running.exited or running.job.time_limit is None:
                     running.limit_watched = False
                     return
-                left = running.started + limit - time.time()
-                if left <= 0:
+                left = running.limit_left(time.time())  # None while suspended: woken by its resume
+                if left is not None and left <= 0:
                     running.timed_out = True
                     break
                 running.changed.wait(left)
@@ -406,8 +415,8 @@ class Launcher:
             while True:
                 if running.exited or running.timed_out or running.cancelled:
                     return
-                limit = running.job.time_limit
-                left = None if limit is None else running.started + limit - spec.warn_time - time.time()
+                before = running.limit_left(time.time())
+                left = None if before is None else before - spec.warn_time
                 if left is not None and left <= 0:
                     break
                 running.changed.wait(left)  # woken by a new limit, and by the run's end
@@ -425,6 +434,29 @@ class Launcher:
                 os.kill(running.proc.pid, spec.warn_signal)
         else:
             self.signal(running, spec.warn_signal)
+
+    # -- suspend and resume --
+
+    def suspend(self, running: RunningJob, resume: bool) -> None:
+        """pscontrol suspend / resume: the run's processes stopped or continued (its cgroup frozen or
+        thawed; without a freezer SIGSTOP / SIGCONT to its processes, as Slurm's proctrack does), and
+        its time limit paused meanwhile. Idempotent; a run not begun or ended is left alone."""
+        with running.changed:
+            if running.end is not None or not running.begun or resume == (running.suspended_at is None):
+                return
+            now = time.time()
+            if resume:
+                running.suspended_for += max(0.0, now - (running.suspended_at or now))
+                running.suspended_at = None
+            else:
+                running.suspended_at = now
+            running.changed.notify_all()  # the limit's and --signal's watchers count again, or stop counting
+        self._freeze(running, not resume)
+
+    def _freeze(self, running: RunningJob, frozen: bool) -> None:
+        if running.cgroup is None or not running.cgroup.freeze(frozen):
+            self._signal_all(running, signal.SIGSTOP if frozen else signal.SIGCONT)
+        log.info("job %d: %s", running.job.job_id, "suspended" if frozen else "resumed")
 
     # -- cancel and signals --
 
@@ -471,6 +503,10 @@ class Launcher:
         What is left once the leader is gone, its step's supervisor reaps."""
         leader = running.proc
         assert leader is not None
+        with running.changed:
+            suspended, running.suspended_at = running.suspended_at is not None, None
+        if suspended:  # a frozen process takes no signal: it is continued first, as slurmd's terminate does
+            self._freeze(running, False)
         self.on_ending(running)
         for signum in (signal.SIGCONT, signal.SIGTERM):
             self._signal_all(running, signum)

@@ -212,6 +212,11 @@ class AgentServicer(pb_grpc.NodeAgentServicer):
                                   request.time_limit if request.HasField("time_limit") else None)
         return pb.Empty()
 
+    def SuspendJob(self, request: pb.SuspendRequest, context: grpc.ServicerContext) -> pb.Empty:
+        self._from_controller(context)
+        self.agent.suspend(request.job_id, request.restarts, request.resume)
+        return pb.Empty()
+
     def LaunchStep(self, request: pb.StepLaunch, context: grpc.ServicerContext) -> pb.Empty:
         """A step's tasks on this node: FAILED_PRECONDITION when the agent does not run its job's run."""
         self._from_controller(context)

@@ -20,6 +20,7 @@ class JobState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     JOB_NODE_FAIL: _ClassVar[JobState]
     JOB_OUT_OF_MEMORY: _ClassVar[JobState]
     JOB_DEADLINE: _ClassVar[JobState]
+    JOB_SUSPENDED: _ClassVar[JobState]
 
 class JobReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -56,6 +57,7 @@ JOB_TIMEOUT: JobState
 JOB_NODE_FAIL: JobState
 JOB_OUT_OF_MEMORY: JobState
 JOB_DEADLINE: JobState
+JOB_SUSPENDED: JobState
 REASON_NONE: JobReason
 REASON_PRIORITY: JobReason
 REASON_RESOURCES: JobReason
@@ -550,6 +552,16 @@ class TimeLimitRequest(_message.Message):
     restarts: int
     time_limit: int
     def __init__(self, job_id: _Optional[int] = ..., restarts: _Optional[int] = ..., time_limit: _Optional[int] = ...) -> None: ...
+
+class SuspendRequest(_message.Message):
+    __slots__ = ("job_id", "restarts", "resume")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    RESTARTS_FIELD_NUMBER: _ClassVar[int]
+    RESUME_FIELD_NUMBER: _ClassVar[int]
+    job_id: int
+    restarts: int
+    resume: bool
+    def __init__(self, job_id: _Optional[int] = ..., restarts: _Optional[int] = ..., resume: _Optional[bool] = ...) -> None: ...
 
 class OutputRequest(_message.Message):
     __slots__ = ("job_id", "step_id")

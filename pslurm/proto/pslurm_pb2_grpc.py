@@ -301,6 +301,11 @@ class NodeAgentStub:
                 request_serializer=pslurm__pb2.TimeLimitRequest.SerializeToString,
                 response_deserializer=pslurm__pb2.Empty.FromString,
                 _registered_method=True)
+        self.SuspendJob = channel.unary_unary(
+                '/pslurm.NodeAgent/SuspendJob',
+                request_serializer=pslurm__pb2.SuspendRequest.SerializeToString,
+                response_deserializer=pslurm__pb2.Empty.FromString,
+                _registered_method=True)
         self.StreamOutput = channel.unary_stream(
                 '/pslurm.NodeAgent/StreamOutput',
                 request_serializer=pslurm__pb2.OutputRequest.SerializeToString,
@@ -357,6 +362,13 @@ class NodeAgentServicer:
 
     def SetTimeLimit(self, request, context):
         """a running job's limit changed (scontrol update)
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SuspendJob(self, request, context):
+        """scontrol suspend / resume of a job running here
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -424,6 +436,11 @@ def add_NodeAgentServicer_to_server(servicer, server):
             'SetTimeLimit': grpc.unary_unary_rpc_method_handler(
                     servicer.SetTimeLimit,
                     request_deserializer=pslurm__pb2.TimeLimitRequest.FromString,
+                    response_serializer=pslurm__pb2.Empty.SerializeToString,
+            ),
+            'SuspendJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.SuspendJob,
+                    request_deserializer=pslurm__pb2.SuspendRequest.FromString,
                     response_serializer=pslurm__pb2.Empty.SerializeToString,
             ),
             'StreamOutput': grpc.unary_stream_rpc_method_handler(
@@ -564,6 +581,33 @@ class NodeAgent:
             target,
             '/pslurm.NodeAgent/SetTimeLimit',
             pslurm__pb2.TimeLimitRequest.SerializeToString,
+            pslurm__pb2.Empty.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SuspendJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pslurm.NodeAgent/SuspendJob',
+            pslurm__pb2.SuspendRequest.SerializeToString,
             pslurm__pb2.Empty.FromString,
             options,
             channel_credentials,

@@ -29,7 +29,6 @@ CANCELLED_REASON = ("a job cancelled while it waited: slurmctld keeps the reason
 UPDATE_KEYS = ("scontrol update JobId= keys pslurm does not change yet (NumNodes, ReqNodeList, ExcNodeList, "
                "Dependency, Requeue, WorkDir, StdOut, CPUsPerTask, MinMemoryCPU, Mail*, Features, Gres, StartTime, "
                "Deadline, ArrayTaskThrottle): core/jobupdate.py and JobService._update_values")
-SUSPEND = "suspend/resume: the node agent's side (stopping and continuing a job's processes) is not there yet"
 REQUEUE_HOLD = ("requeuehold is requeue then hold from the command: the scheduler may start the job again between "
                 "the two; it needs a held requeue in the controller")
 DIFFERENT: dict[str, str] = {
@@ -106,7 +105,6 @@ NOT_YET: dict[str, str] = {
     "sacct -a --reason=None -X": ("sacct --reason matches the accounting database's reason a job waited for "
                                   "before (state_reason_prev), which pslurm does not keep"),
     "scontrol update JobId=*": UPDATE_KEYS,
-    "scontrol suspend {gpujob} *": SUSPEND, "scontrol resume {gpujob} *": SUSPEND,
     "scontrol requeuehold {multi}*": REQUEUE_HOLD,
     "scancel -w c001 -u root; sleep 2; squeue -h -t all -j {multi} -o %T": REQUEUE_HOLD + " (the case before this "
                                                                               "one left the job running here)",

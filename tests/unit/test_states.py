@@ -37,7 +37,7 @@ def test_parse_rejects_unknown_state():
 
 
 def test_short_codes_are_slurms():
-    assert [s.short for s in JobState] == ["PD", "R", "CG", "CD", "F", "CA", "TO", "NF", "OOM", "DL"]
+    assert [s.short for s in JobState] == ["PD", "R", "S", "CG", "CD", "F", "CA", "TO", "NF", "OOM", "DL"]
 
 
 @pytest.mark.parametrize("args,word", [

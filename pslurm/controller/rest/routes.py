@@ -122,6 +122,9 @@ ROUTES: tuple[Route, ...] = (
           body="{\"job\": \"14_3\", \"action\": \"hold\", \"priority\": null, \"nice\": null, "
                "\"changes\": {\"time_limit\": \"+30\", \"partition\": \"gpu\", \"name\": \"x\"}}",
           tags=("pslurm",)),
+    Route("POST", f"{PSLURM}/job/suspend", "suspend_job", "scontrol suspend / resume (operators only): the job's "
+          "processes stopped on every node of its allocation, SUSPENDED, its time limit paused; or resumed",
+          body="{\"job\": \"14\", \"resume\": false}; reply {\"job_errors\": [...]}", tags=("pslurm",)),
     Route("GET", f"{PSLURM}/priorities", "priorities", "Each pending job's priority factors and the weights",
           query=("job_id", "user"), tags=("pslurm",)),
     Route("GET", f"{PSLURM}/accounts", "accounts", "The accounts, their users and shares, and the fair-share "
@@ -420,6 +423,12 @@ class Api:
         job, action = str(body.get("job") or ""), str(body.get("action") or "").lower()
         errors = await self._run(lambda: self.service.update_job(job, uid, action, priority, nice, changes))
         return _reply({"job_errors": errors})
+
+    async def suspend_job(self, request: web.Request) -> web.StreamResponse:
+        body = await self._body(request)
+        uid = _caller(request).uid
+        job, resume = str(body.get("job") or ""), bool(body.get("resume"))
+        return _reply({"job_errors": await self._run(lambda: self.service.suspend(job, uid, resume))})
 
     async def priorities(self, request: web.Request) -> web.StreamResponse:
         ids, users = _ids(request.query.getall("job_id", [])), _strings(request.query.getall("user", []))

@@ -70,7 +70,7 @@ from pslurm.core.lifecycle import Change, JobFlags
 from pslurm.core.node import NodeRecord
 from pslurm.core.states import NODE_TRANSITIONS, InvalidTransition, JobReason, JobState, NodeState
 
-_ACTIVE = (JobState.RUNNING.value, JobState.COMPLETING.value)
+_ACTIVE = (JobState.RUNNING.value, JobState.SUSPENDED.value, JobState.COMPLETING.value)  # they hold their nodes
 _FINAL = tuple(s.value for s in JobState if s.is_final)
 
 
@@ -266,6 +266,14 @@ class Store:
 
     def requeue(self, job_id: int, now: float, detail: str) -> Change:
         return self._apply(job_id, now, lambda job: lifecycle.requeue(job, now, detail))
+
+    def suspend(self, job_id: int, now: float) -> Change:
+        """pscontrol suspend (lifecycle.suspend): RUNNING -> SUSPENDED."""
+        return self._apply(job_id, now, lambda job: lifecycle.suspend(job, now))
+
+    def resume(self, job_id: int, now: float) -> Change:
+        """pscontrol resume (lifecycle.resume): SUSPENDED -> RUNNING, its suspended time counted."""
+        return self._apply(job_id, now, lambda job: lifecycle.resume(job, now))
 
     def hold(self, job_id: int, now: float, by_operator: bool) -> Change:
         return self._apply(job_id, now, lambda job: lifecycle.hold(job, by_operator))
@@ -828,9 +836,10 @@ _LISTED = tuple(jobs.c[name] for name in (
     "exit_signal", "cancel_requested", "partition", "time_limit", "gpu_seconds", "peak_gpu_memory_mb",
     "mean_gpu_util", "array_job_id", "array_task_id", "priority", "admin_priority", "hold", "restarts",
     "start_estimate", "eligible_time", "requeue", "requeue_requested", "system_comment", "nodes",
-    "max_rss_kb", "assoc_id", "name", "user_name", "uid", "cpus", "mem_mb", "gres", "account", "nice", "dependency",
+    "max_rss_kb", "assoc_id", "suspend_time", "suspended_seconds",
+    "name", "user_name", "uid", "cpus", "mem_mb", "gres", "account", "nice", "dependency",
     "array_max_running", "comment", "qos", "num_nodes"))
-_LISTED_OWN = 30  # where the request's own columns start in a _LISTED row (name, user_name, ...): its spec's key
+_LISTED_OWN = 32  # where the request's own columns start in a _LISTED row (name, user_name, ...): its spec's key
 _STATES = {s.value: s for s in JobState}
 _REASONS = {r.value: r for r in JobReason}
 
@@ -842,7 +851,7 @@ def _listed_record(specs: dict[Any, Any], row: Any) -> JobRecord:
     (job_id, state, reason, submit_time, start_time, end_time, node, gpu_indices, exit_code, exit_signal,
      cancel_requested, partition, time_limit, gpu_seconds, peak_gpu_memory_mb, mean_gpu_util, array_job_id,
      array_task_id, priority, admin_priority, hold, restarts, start_estimate, eligible_time, requeue,
-     requeue_requested, system_comment, hostlist, max_rss_kb, assoc_id, *own) = row
+     requeue_requested, system_comment, hostlist, max_rss_kb, assoc_id, suspend_time, suspended_seconds, *own) = row
     key = tuple(own)  # row[_LISTED_OWN:]
     spec = specs.get(key)
     if spec is None:  # as records.light_spec: of an array's expression only the throttle (%2)
@@ -863,7 +872,7 @@ def _listed_record(specs: dict[Any, Any], row: Any) -> JobRecord:
         hold, restarts, start_estimate, eligible_time, bool(requeue), bool(requeue_requested), "",
         system_comment or "", row_nodes(node, hostlist),
         (tuple(int(i) for i in gpu_indices.split(",")) if gpu_indices else (),) if node else (), max_rss_kb,
-        assoc_id or 0)
+        assoc_id or 0, suspend_time, suspended_seconds or 0.0)
 
 
 def _fill_nodes(conn: Connection, records: Sequence[JobRecord]) -> None:
@@ -913,7 +922,8 @@ _UPDATABLE = frozenset({"name", "account", "partition", "time_limit", "cpus", "m
 _UPDATABLE_REQUEST = frozenset({"name", "account", "partition", "time_limit", "ntasks", "mem_mb", "nice", "comment"})
 
 _FLAG_COLUMNS = (jobs.c.state, jobs.c.hold, jobs.c.cancel_requested, jobs.c.requeue_requested, jobs.c.requeue,
-                 jobs.c.restarts, jobs.c.node, jobs.c.relinquish_code, jobs.c.nodes)
+                 jobs.c.restarts, jobs.c.node, jobs.c.relinquish_code, jobs.c.nodes, jobs.c.suspend_time,
+                 jobs.c.suspended_seconds)
 
 
 # Built once: a statement built per call costs more CPU than its execution (clause building and
@@ -975,7 +985,8 @@ def _apply(conn: Connection, job_id: int, now: float, decide: Callable[[JobFlags
 
 def _flags(job_id: int, row: Any) -> JobFlags:
     return JobFlags(job_id, JobState(row.state), row.hold, bool(row.cancel_requested), bool(row.requeue_requested),
-                    bool(row.requeue), row.restarts, row.node, row.relinquish_code, row.nodes or "")
+                    bool(row.requeue), row.restarts, row.node, row.relinquish_code, row.nodes or "",
+                    row.suspend_time, row.suspended_seconds or 0.0)
 
 
 def _read_flags(conn: Connection, job_id: int) -> JobFlags:

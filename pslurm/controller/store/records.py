@@ -268,6 +268,7 @@ def job_from_row(row: Row[Any], spec: JobSpec) -> JobRecord:
         requeue_requested=bool(row.requeue_requested), system_comment=row.system_comment or "",
         nodes=row_nodes(row.node, row.nodes), node_gpus=(indices_from_column(row.gpu_indices),) if row.node else (),
         assoc_id=row.assoc_id or 0,
+        suspend_time=row.suspend_time, suspended_seconds=row.suspended_seconds or 0.0,
     )
 
 

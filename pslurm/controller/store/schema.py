@@ -86,6 +86,10 @@ jobs = Table(
     Column("nodes", String(1024), nullable=False, default=""),
     Column("num_nodes", Integer, nullable=False, default=1),  # -N: the nodes it asks
     Column("node_cpus", String(1024), nullable=False, default=""),  # each node's CPUs, "8,4" ("" one node)
+    # scontrol suspend / resume (migration 0015): the last suspend or resume (NULL: never), and the run's time
+    # spent suspended before its last resume (its time limit's end moves later by it)
+    Column("suspend_time", Float),
+    Column("suspended_seconds", Float, nullable=False, default=0.0, server_default="0"),
 )
 
 # What a submit asked (migration 0012): the whole JobSpec as JSON, stored once per submit, so that the tasks
