@@ -205,16 +205,18 @@ def test_up_from_conf_copies_gres_and_cgroup_conf_and_drains_short_node(gpu_clus
     assert "pslurm: warning: node c002 is drained: gres/gpu count reported lower than configured (1 < 2)" \
         in gpu_cluster.up_output
     node = gpu_cluster.node("c002")
-    assert node["State"] == "DRAIN"
-    assert node["Reason"] == "gres/gpu count reported lower than configured (1 < 2)"
+    assert node["State"] == "IDLE+DRAIN"  # scontrol 22.05: the base state, then +DRAIN
+    assert re.fullmatch(r"gres/gpu count reported lower than configured \(1 < 2\) \[root@[0-9T:-]+\]", node["Reason"])
     out = gpu_cluster.run("psinfo", "-N", "-h", "-o", "%N %G %t", check=True).stdout.split("\n")
     assert out[:4] == ["c000 gpu:a100:2 idle", "c001 gpu:v100:2 idle", "c002 gpu:2 drain", "c003 gpu:h100:2 idle"]
 
 
 def test_nvml_node_reports_detected_gpus(gpu_cluster: GpuCluster) -> None:
     node = gpu_cluster.node("c003")
-    assert node["Gpus"] == "0:h100@/dev/nvidia0, 1:h100@/dev/nvidia1"
-    assert node["State"] == "IDLE"
+    assert node["Gres"] == "gpu:h100:2" and node["State"] == "IDLE"
+    shown = json.loads(gpu_cluster.run("pscontrol", "--json=pslurm", "show", "node", "c003", check=True).stdout)
+    gpus = [(g["index"], g["type"], g["file"]) for g in shown["nodes"][0]["gpus"]]  # each GPU as NVML found it
+    assert gpus == [(0, "h100", "/dev/nvidia0"), (1, "h100", "/dev/nvidia1")], gpus
 
 
 def test_isolation_is_shown(gpu_cluster: GpuCluster) -> None:
@@ -283,11 +285,11 @@ def test_nvml_health_drains_and_resume_brings_node_back(gpu_cluster: GpuCluster)
     broken = [dict(GPUS[0]), {**GPUS[1], "ecc": 2}]
     set_nvml(gpu_cluster.root, {"gpus": broken})
     try:
-        node = wait_for(lambda: (n := gpu_cluster.node("c003"))["State"] == "DRAIN" and n, 10)
-        assert node["Reason"] == "gpu 1: 2 uncorrectable ECC error(s)"
+        node = wait_for(lambda: (n := gpu_cluster.node("c003"))["State"] == "IDLE+DRAIN" and n, 10)
+        assert re.fullmatch(r"gpu 1: 2 uncorrectable ECC error\(s\) \[root@[0-9T:-]+\]", node["Reason"]), node
         # still broken: a RESUME does not stick, the next heartbeat drains again (as a health check would)
         gpu_cluster.run("pscontrol", "update", "NodeName=c003", "State=RESUME", check=True)
-        wait_for(lambda: gpu_cluster.node("c003")["State"] == "DRAIN", 10)
+        wait_for(lambda: gpu_cluster.node("c003")["State"] == "IDLE+DRAIN", 10)
     finally:
         set_nvml(gpu_cluster.root, {"gpus": GPUS})
     time.sleep(2)  # a heartbeat with the healthy GPUs
@@ -335,11 +337,11 @@ def test_usage_recorded_with_nvml_and_without(gpu_cluster: GpuCluster) -> None:
     assert lines[0] == "JobID|State|AllocTRES|GPUSeconds|GPUMemPeak|GPUUtil|NodeList"
     rows = {line.split("|")[0]: line.split("|") for line in lines[1:]}
     nvml_row, static_row, cpu_row = rows[ids[0]], rows[ids[1]], rows[ids[2]]
-    assert nvml_row[1:3] == ["COMPLETED", "cpu=1,gres/gpu=1,gres/gpu:h100=1,node=1"]
+    assert nvml_row[1:3] == ["COMPLETED", "billing=1,cpu=1,gres/gpu=1,gres/gpu:h100=1,node=1"]
     assert 2 <= int(nvml_row[3]) <= 6 and nvml_row[4:] == ["1500M", "60.0%", "c003"]
-    assert static_row[2] == "cpu=1,gres/gpu=2,gres/gpu:v100=2,node=1"
+    assert static_row[2] == "billing=1,cpu=1,gres/gpu=2,gres/gpu:v100=2,node=1"
     assert 3 <= int(static_row[3]) <= 6 and static_row[4:6] == ["", ""]  # no NVML: not measured
-    assert cpu_row[2:6] == ["cpu=1,node=1", "", "", ""]
+    assert cpu_row[2:6] == ["billing=1,cpu=1,node=1", "", "", ""]
     # the GPU measures are pslurm's own: in its JSON (--json=pslurm), not in Slurm's shape (--json)
     data = json.loads(gpu_cluster.run("psacct", "--json=pslurm", "-j", ids[0], check=True).stdout)["jobs"][0]
     assert data["peak_gpu_memory_mb"] == 1500 and data["mean_gpu_util"] == pytest.approx(60.0)
@@ -355,7 +357,7 @@ def test_psacct_defaults_and_formats(gpu_cluster: GpuCluster) -> None:
     assert lines[0].split() == ["JobID", "JobName", "Partition", "Account", "AllocCPUS", "State", "ExitCode"]
     assert set(lines[1]) == {"-", " "}
     row = next(line for line in lines if line.startswith(f"{job} "))
-    assert row.split() == [job, "acct", "gpu", "1", "FAILED", "3:0"]
+    assert row.split() == [job, "acct", "gpu", "root", "1", "FAILED", "3:0"]  # root's job charges root's association
     parsable = gpu_cluster.run("psacct", "-j", job, "-n", "-p", "-o", "JobID,JobName,State", check=True)
     assert parsable.stdout == f"{job}|acct|FAILED|\n{job}.batch|batch|FAILED|\n"  # its batch step, as sacct
     assert gpu_cluster.run("psacct", "-S", "now+1hours", "-n", "-P", "-o", "JobID", check=True).stdout == ""

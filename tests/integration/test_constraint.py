@@ -50,7 +50,7 @@ def test_a_constraint_no_node_meets_is_refused(env: dict[str, str]) -> None:
 
 def test_features_are_shown(env: dict[str, str]) -> None:
     node = run("pscontrol", "show", "node", "a1", env=env).stdout
-    assert "AvailableFeatures=a100,ib ActiveFeatures=a100,ib" in node
+    assert "AvailableFeatures=a100,ib\n   ActiveFeatures=a100,ib" in node  # two lines, as scontrol 22.05
     assert run("psinfo", "-h", "-N", "-o", "%N %f", env=env).stdout.split() == ["a1", "a100,ib", "h1", "h100"]
     job = run("psbatch", "--parsable", "-H", "-C", "a100", "--wrap", "true", env=env).stdout.strip()
     assert "Features=a100" in run("pscontrol", "show", "job", job, env=env).stdout
