@@ -34,7 +34,8 @@ def test_one_process_serves_every_node_and_each_call_reaches_its_own_node(tmp_pa
         sleeper = run("psbatch", "--parsable", "-w", "c003", "--wrap", "sleep 300").strip()
         wait_for(lambda: run("psqueue", "-h", "-j", sleeper, "-o", "%T %N") == "RUNNING c003\n")
         run("pscancel", sleeper)
-        wait_for(lambda: run("psacct", "-n", "-X", "-j", sleeper, "-o", "State%20").split()[:1] == ["CANCELLED"])  # "CANCELLED by 0"
+        # sacct's "CANCELLED by 0"
+        wait_for(lambda: run("psacct", "-n", "-X", "-j", sleeper, "-o", "State%20").split()[:1] == ["CANCELLED"])
         # psrun's output streams come from the nodes' agents through the controller's relay
         out = run("psrun", "-N", "3", "-w", "c[000,002,005]", "sh", "-c", "echo $SLURMD_NODENAME")
         assert sorted(out.split()) == ["c000", "c002", "c005"]
