@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from pslurm.auth.credential import Identity
@@ -149,7 +150,8 @@ class JobService:
         for _ in range(2):
             try:
                 columns, request, detail = update_values(job, changes, uid, admin, self.config,
-                                                         self.admission.readmit, self.associations().job_account)
+                                                         partial(self._readmit, job.spec.dependency),
+                                                         self.associations().job_account)
             except SpecError as exc:
                 return str(exc)
             if not columns and not request:
@@ -164,6 +166,11 @@ class JobService:
                 return INVALID_JOB_ID
             job = fresh
         return NOT_PENDING if changes.keys() & PENDING_ONLY else JOB_FINISHED
+
+    def _readmit(self, dependency: str, spec: JobSpec) -> int | None:
+        """A pending job's request as an update changes it, admitted again (its dependency checked
+        when it is not ``dependency``, the one it had)."""
+        return self.admission.readmit(spec, dependency=spec.dependency != dependency)
 
     def _send_time_limit(self, job: JobRecord, limit: int | None) -> None:
         """A running job's new limit to its agent, which enforces it (the store holds it already: an

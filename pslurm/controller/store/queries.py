@@ -66,6 +66,7 @@ from pslurm.core.arrays import format_ranges
 from pslurm.core.gres import GresRequest
 from pslurm.core.hostlists import expand
 from pslurm.core.jobspec import JobRecord, JobSpec
+from pslurm.core.layout import node_cpus_text
 from pslurm.core.lifecycle import Change, JobFlags
 from pslurm.core.node import NodeRecord
 from pslurm.core.states import NODE_TRANSITIONS, InvalidTransition, JobReason, JobState, NodeState
@@ -146,7 +147,7 @@ class Store:
             requeue_requested=False, restarts=0, priority=0, array_max_running=throttle,
             array_job_id=None, array_task_id=array_ids[0] if array_ids else None,
             req_nodes=spec.nodelist, exc_nodes=spec.exclude, begin_time=spec.begin_time, deadline=spec.deadline,
-            comment=spec.comment, qos=spec.qos, num_nodes=spec.num_nodes, node_cpus=_node_cpus(spec),
+            comment=spec.comment, qos=spec.qos, num_nodes=spec.num_nodes, node_cpus=node_cpus_text(spec),
             req_features=spec.constraint, exclusive=spec.exclusive,
         )
 
@@ -881,15 +882,6 @@ def _fill_nodes(conn: Connection, records: Sequence[JobRecord]) -> None:
         job.node_gpus = tuple(gpus for _, gpus in rows)
 
 
-def _node_cpus(spec: JobSpec) -> str:
-    """``jobs.node_cpus``: each node's CPUs of a multi-node job ("" for one node)."""
-    if spec.num_nodes <= 1:
-        return ""
-    from pslurm.core.layout import node_layout
-
-    return ",".join(str(n.cpus) for n in node_layout(spec))
-
-
 def _chunks(ids: Collection[int]) -> list[list[int]]:
     """``ids`` in sorted lists of at most _IN_CHUNK, for IN clauses."""
     ordered = sorted(ids)
@@ -906,8 +898,12 @@ def _end_decision(e: RunEnd) -> Callable[[JobFlags], Change]:
 # What pscontrol update JobId= may set (Store.update_fields): the job's columns, and the request's
 # fields kept in step with them; never the state, hold or flags, which are the lifecycle's.
 _UPDATABLE = frozenset({"name", "account", "partition", "time_limit", "cpus", "mem_mb", "nice", "admin_priority",
-                        "priority", "comment"})
-_UPDATABLE_REQUEST = frozenset({"name", "account", "partition", "time_limit", "ntasks", "mem_mb", "nice", "comment"})
+                        "priority", "comment", "num_nodes", "node_cpus", "req_nodes", "exc_nodes", "req_features",
+                        "gres", "dependency", "qos", "begin_time", "deadline", "requeue", "array_max_running"})
+_UPDATABLE_REQUEST = frozenset({"name", "account", "partition", "time_limit", "ntasks", "mem_mb", "nice", "comment",
+                                "num_nodes", "max_nodes", "nodelist", "exclude", "constraint", "gres", "dependency",
+                                "qos", "begin_time", "deadline", "requeue", "cpus_per_task", "mem_per_cpu_mb",
+                                "workdir", "stdout", "stderr", "mail_type", "mail_user", "array"})
 
 _FLAG_COLUMNS = (jobs.c.state, jobs.c.hold, jobs.c.cancel_requested, jobs.c.requeue_requested, jobs.c.requeue,
                  jobs.c.restarts, jobs.c.node, jobs.c.relinquish_code, jobs.c.nodes)
