@@ -90,7 +90,7 @@ class JobService:
 
     def update_job(self, text: str, requester_uid: int, action: str = "", priority: int | None = None,
                    nice: int | None = None, changes: Mapping[str, object] | None = None) -> list[str]:
-        """pscontrol hold|uhold|release|requeue ID (``action``), and update JobId=ID KEY=VALUE...
+        """pscontrol hold|uhold|release|requeue|requeuehold ID (``action``), and update JobId=ID KEY=VALUE...
         (``changes``, as :mod:`pslurm.core.jobupdate` names them; ``priority`` and ``nice`` are two of
         them). One error line per job that could not be changed."""
         fields = {**(changes or {}), **({"priority": priority} if priority is not None else {}),
@@ -101,7 +101,7 @@ class JobService:
         if not ids:
             return [f"Invalid job id specified: {text}"]
         admin = requester_uid in self.operators
-        if action not in ("hold", "uhold", "release", "requeue"):
+        if action not in ("hold", "uhold", "release", "requeue", "requeuehold"):
             raise SpecError(f"Invalid job action: {action}")
         errors = []
         for job in self.store.jobs_with_ids(ids):  # the whole request: requeue asks whether it is a batch job
@@ -184,8 +184,10 @@ class JobService:
             log.warning("job %d: the new time limit did not reach %s: %s", job.job_id, node.name, exc)
 
     def _act(self, job: JobRecord, action: str, admin: bool) -> str | None:
-        """hold, uhold, release or requeue one job; the error's words, or None."""
+        """hold, uhold, release, requeue or requeuehold one job; the error's words, or None.
+        requeuehold: requeued held (JobHeldUser, as slurmctld's), in the same operation as the requeue."""
         now = self.clock()
+        hold = "user" if action == "requeuehold" else ""
         try:
             if action in ("hold", "uhold"):
                 self.store.hold(job.job_id, now, by_operator=admin and action == "hold")
@@ -196,9 +198,9 @@ class JobService:
             elif job.spec.interactive:
                 return "Only batch jobs are accepted or processed"
             elif job.state.is_final:  # as scontrol requeue: a finished batch job runs again
-                self.store.requeue(job.job_id, now, f"requeued (pscontrol requeue) after {job.state}")
+                self.store.requeue(job.job_id, now, f"requeued (pscontrol {action}) after {job.state}", hold)
             else:  # it ends first: its next run never starts while a process of this one is alive
-                self._end_on_node(job, self.store.request_requeue(job.job_id, now))
+                self._end_on_node(job, self.store.request_requeue(job.job_id, now, hold))
         except NotPermitted as exc:
             return f"Access/permission denied ({exc})"
         except InvalidTransition as exc:

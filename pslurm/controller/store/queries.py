@@ -227,7 +227,7 @@ class Store:
         return self._apply_each([(e.job_id, e.end_time, _end_decision(e)) for e in ends])
 
     def cancel(self, job_id: int, now: float, detail: str = "cancelled",
-               reason: JobReason = JobReason.NONE) -> Change:
+               reason: JobReason | None = None) -> Change:
         return self._apply(job_id, now, lambda job: lifecycle.cancel(job, now, detail, reason))
 
     def cancel_jobs(self, job_ids: Sequence[int], now: float, detail: str = "cancelled"
@@ -260,11 +260,11 @@ class Store:
         """psalloc's end (lifecycle.relinquish): COMPLETING until the agent reports the run's end."""
         return self._apply(job_id, now, lambda job: lifecycle.relinquish(job, exit_code, now))
 
-    def request_requeue(self, job_id: int, now: float) -> Change:
-        return self._apply(job_id, now, lambda job: lifecycle.request_requeue(job, now))
+    def request_requeue(self, job_id: int, now: float, hold: str = "") -> Change:
+        return self._apply(job_id, now, lambda job: lifecycle.request_requeue(job, now, hold))
 
-    def requeue(self, job_id: int, now: float, detail: str) -> Change:
-        return self._apply(job_id, now, lambda job: lifecycle.requeue(job, now, detail))
+    def requeue(self, job_id: int, now: float, detail: str, hold: str = "") -> Change:
+        return self._apply(job_id, now, lambda job: lifecycle.requeue(job, now, detail, hold=hold))
 
     def hold(self, job_id: int, now: float, by_operator: bool) -> Change:
         return self._apply(job_id, now, lambda job: lifecycle.hold(job, by_operator))
