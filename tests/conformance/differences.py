@@ -24,21 +24,15 @@ NODE = ("a node's record: what the host measures and runs (CPULoad, FreeMem, OS,
         "pslurm's own line (GresUsed with GPU indexes, DeviceIsolation)")
 ARRAY = ("an array's pending tasks: Slurm keeps them as one record (job 14) until each starts and gets an id of its "
          "own; pslurm gives each task its id at submission")
-CANCELLED_REASON = ("a job cancelled while it waited: slurmctld keeps the reason it waited for (JobHeldUser), "
-                    "psctld clears it (the controller's cancel path)")
-KILLED = ("a batch script that killed itself with SIGKILL: Slurm 22.05 says JobLaunchFailure, pslurm NonZeroExitCode "
-          "(with a cancelled job's reason, see above)")
+KILLED = "a batch script that killed itself with SIGKILL: Slurm 22.05 says JobLaunchFailure, pslurm NonZeroExitCode"
 REASON_WHO = ("who drained a node and when: psctld does not record them (a column of the store's node table), so "
               "USER and TIMESTAMP are Unknown")
 START_ESTIMATE = ("the expected start of a job that waits for Resources held by jobs without a time limit: Slurm "
                   "estimates one (and so an END_TIME NONE), pslurm's scheduler none")
 ASSOCIATIONS = "association ids: pslurm has no association table yet (issue 20's accounts)"
-UPDATE_KEYS = ("scontrol update JobId= keys pslurm does not change yet (NumNodes, ReqNodeList, ExcNodeList, "
-               "Dependency, Requeue, WorkDir, StdOut, CPUsPerTask, MinMemoryCPU, Mail*, Features, Gres, StartTime, "
-               "Deadline, ArrayTaskThrottle): core/jobupdate.py and JobService._update_values")
 SUSPEND = "suspend/resume: the node agent's side (stopping and continuing a job's processes) is not there yet"
-REQUEUE_HOLD = ("requeuehold is requeue then hold from the command: the scheduler may start the job again between "
-                "the two; it needs a held requeue in the controller")
+REQUEUE_HOLD = ("requeuehold: squeue's %r shows slurmctld's state description of the held job (`job requeued in "
+                "held state`); pslurm keeps no state description, it says JobHeldUser")
 DIFFERENT: dict[str, str] = {
     "* -V": VERSION, "* --version": VERSION, "scontrol version": VERSION, "sinfo -O Version": VERSION,
     "sinfo -o %v": VERSION, "sinfo -N -o %v": VERSION,
@@ -106,27 +100,22 @@ UNSTABLE: dict[str, str] = {
 DIFFERENT.update(UNSTABLE)
 
 NOT_YET: dict[str, str] = {
-    **{pattern: CANCELLED_REASON for pattern in (
-        "squeue -O Reason", "sacct -o Reason", "scontrol show job {cancelled}")},
     **{pattern: KILLED for pattern in (
-        "squeue -o %r", "squeue -o %R", "squeue -O ReasonList", "squeue -t all", "squeue -t F",
+        "squeue -O Reason", "squeue -o %r", "squeue -o %R", "squeue -O ReasonList", "squeue -t all", "squeue -t F",
         "squeue --states=all", "scontrol show job {killed}")},
     **{pattern: REASON_WHO for pattern in (
         "sinfo -R", "sinfo --list-reasons", "sinfo -o %H", "sinfo -N -o %H", "sinfo -o %u", "sinfo -N -o %u",
         "sinfo -o %U", "sinfo -N -o %U", "sinfo -O TimeStamp", "sinfo -O User", "sinfo -O UserLong")},
     **{pattern: START_ESTIMATE for pattern in (
         "squeue --start", "squeue -o %S", "squeue -o %e", "squeue -O StartTime", "squeue -O EndTime")},
-    "tool: squeue -a -r -h -o' %A,%T,%r' --states=all": f"{CANCELLED_REASON}; {KILLED}; {ARRAY}",
-    "scontrol show job": f"{CANCELLED_REASON}; {KILLED}; {START_ESTIMATE}",
-    "scontrol -o show jobs": f"{CANCELLED_REASON}; {KILLED}; {START_ESTIMATE}",
+    "tool: squeue -a -r -h -o' %A,%T,%r' --states=all": f"{KILLED}; {ARRAY}",
+    "scontrol show job": f"{KILLED}; {START_ESTIMATE}",
+    "scontrol -o show jobs": f"{KILLED}; {START_ESTIMATE}",
     "sacct -a --reason=None -X": ("sacct --reason matches the accounting database's reason a job waited for "
                                   "before (state_reason_prev), which pslurm does not keep"),
     "squeue -O AssocID": ASSOCIATIONS, "sacct -o AssocID": ASSOCIATIONS,
-    "scontrol update JobId=*": UPDATE_KEYS,
     "scontrol suspend {gpujob} *": SUSPEND, "scontrol resume {gpujob} *": SUSPEND,
     "scontrol requeuehold {multi}*": REQUEUE_HOLD,
-    "scancel -w c001 -u root; sleep 2; squeue -h -t all -j {multi} -o %T": REQUEUE_HOLD + " (the case before this "
-                                                                              "one left the job running here)",
 }
 
 

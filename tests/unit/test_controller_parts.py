@@ -302,25 +302,24 @@ def test_cancel_of_a_running_job_asks_its_agent_and_waits_for_the_end(config, se
     assert store.get_job(job_id).state is JobState.CANCELLED
 
 
-def test_requeue_of_a_running_job_pends_only_after_its_end(config, service, store):
+@pytest.mark.parametrize("action, hold, reason", [("requeue", "", JobReason.NONE),
+                                                   ("requeuehold", "user", JobReason.JOB_HELD_USER)])
+def test_requeue_of_a_running_job_pends_only_after_its_end(config, service, store, action, hold, reason):
     jobs, agents, _ = service
     job_id = running_job(store)
-    assert jobs.update_job(str(job_id), 0, "requeue") == []
+    assert jobs.update_job(str(job_id), 0, action) == []
     assert store.get_job(job_id).state is JobState.COMPLETING and agents.signals
     report_end(config, store, job_id, "c000", 0, JobState.CANCELLED, 0, 15, 1001.0)
-    job = store.get_job(job_id)
-    assert (job.state, job.restarts) == (JobState.PENDING, 1)
+    job = store.get_job(job_id)  # requeuehold: PENDING and held at once, no scheduling pass in between
+    assert (job.state, job.restarts, job.hold, job.reason) == (JobState.PENDING, 1, hold, reason)
+    assert [e.op for e in store.events(job_id)][-2:] == ["request_requeue", "finish"]
 
 
 def test_requeuehold_requeues_held_in_the_same_operation(config, service, store):
-    jobs, agents, _ = service
+    jobs, _, _ = service
     job_id = running_job(store)
     assert jobs.update_job(str(job_id), 0, "requeuehold") == []
-    assert store.get_job(job_id).state is JobState.COMPLETING and agents.signals
     report_end(config, store, job_id, "c000", 0, JobState.CANCELLED, 0, 15, 1001.0)
-    job = store.get_job(job_id)  # PENDING and held at once: no scheduling pass can start it in between
-    assert (job.state, job.hold, job.reason, job.restarts) == (JobState.PENDING, "user", JobReason.JOB_HELD_USER, 1)
-    assert [e.op for e in store.events(job_id)][-2:] == ["request_requeue", "finish"]
     assert store.start_jobs([(job_id, "c000", (0,))], 1002.0) == []  # a held job does not start
     assert jobs.update_job(str(job_id), 0, "release") == []  # a user's hold: its owner releases it
     assert store.get_job(job_id).hold == ""
