@@ -68,6 +68,8 @@ def show_job(job: JobInfo, one_liner: bool = False, details: bool = False, now: 
     end = "Unknown" if job.time_limit is None and job.state.holds_resources else when(v.slurm_end_time(job))
     nodes = v.node_count(job)
     num_nodes = f"{nodes}-{spec.max_nodes}" if state == "PENDING" and spec.max_nodes else str(nodes)  # -N: MIN-MAX
+    # a job cancelled before it started: slurmctld never set its task count (NO_VAL, shown N/A)
+    tasks = "N/A" if state == "CANCELLED" and job.start_time is None else v.total_tasks(job)
     lines = [
         first,
         f"UserId={spec.user}({spec.uid}) GroupId={group}({spec.gid}) MCS_label=N/A",
@@ -90,7 +92,7 @@ def show_job(job: JobInfo, one_liner: bool = False, details: bool = False, now: 
         f"ReqNodeList={spec.nodelist or NULL} ExcNodeList={spec.exclude or NULL}",
         f"NodeList={v.nodelist_text(job)}",
         *([f"BatchHost={job.node}"] if job.node and not spec.interactive else []),
-        f"NumNodes={num_nodes} NumCPUs={v.total_cpus(job)} NumTasks={v.total_tasks(job)} "
+        f"NumNodes={num_nodes} NumCPUs={v.total_cpus(job)} NumTasks={tasks} "
         f"CPUs/Task={spec.cpus_per_task} ReqB:S:C:T=0:0:*:*",
         f"TRES={v.tres_alloc_text(job, node_memory)}",
         f"Socks/Node=* NtasksPerN:B:S:C={spec.ntasks_per_node}:0:*:* CoreSpec=*",

@@ -38,10 +38,8 @@ def run(verb: str, args: list[str], opts: Options) -> None:
         _listpids(args, opts)
     elif not args:
         _fail(opts, f"too few arguments for keyword:{verb}")
-    elif verb in ("hold", "uhold", "release", "requeue"):
+    elif verb in ("hold", "uhold", "release", "requeue", "requeuehold"):
         _job_action(verb, args, opts)
-    elif verb == "requeuehold":
-        _requeue_hold(args, opts)
     elif verb == "notify":
         _notify(args, opts)
     elif verb == "wait_job":
@@ -78,9 +76,11 @@ def _job(client: Client, text: str) -> JobInfo | None:
 
 
 def _job_action(verb: str, args: list[str], opts: Options) -> None:
-    """hold / uhold / release / requeue of each id (14, 14_3, 14_[5-9]); an unknown one is scontrol's two
-    lines (one for requeue), exit 1."""
-    unknown = [f"{NO_SUCH_JOB} for job {{}}", *([] if verb == "requeue" else [f"slurm_suspend error: {NO_SUCH_JOB}"])]
+    """hold / uhold / release / requeue / requeuehold of each id (14, 14_3, 14_[5-9]), the controller's
+    operation each (requeuehold: requeued held at once); an unknown one is scontrol's two lines (one for
+    requeue and requeuehold), exit 1."""
+    quiet_after = [] if verb in ("requeue", "requeuehold") else [f"slurm_suspend error: {NO_SUCH_JOB}"]
+    unknown = [f"{NO_SUCH_JOB} for job {{}}", *quiet_after]
     _each_job(args, opts, unknown, lambda client, text: client.update_job(text, action=verb))
 
 
@@ -101,30 +101,6 @@ def _each_job(args: list[str], opts: Options, unknown: list[str], act: Callable[
                 print(line, file=sys.stderr)
     if failed:
         raise SystemExit(1)
-
-
-def _requeue_hold(args: list[str], opts: Options) -> None:
-    """requeuehold: requeue, then hold once it is pending again (the requeue ends the run first)."""
-    import time
-
-    client = connect(PROG)
-    for text in _ids(args):
-        if _job(client, text) is None:
-            _fail(opts, f"{NO_SUCH_JOB} for job {text}")
-        with reporting(PROG):
-            errors = client.update_job(text, action="requeue")
-        deadline = time.time() + 10
-        while not errors:
-            job = _job(client, text)
-            if job is not None and job.state.value == "PENDING":
-                with reporting(PROG):
-                    errors = client.update_job(text, action="hold")
-                break
-            if time.time() > deadline:
-                break
-            time.sleep(0.2)
-        if errors:
-            _fail(opts, errors[0])
 
 
 def _top(args: list[str], opts: Options) -> None:

@@ -138,13 +138,16 @@ class Admission:
         return Submission(spec, admitted.partition, time_limit, requeue, array_ids, throttle,
                           assoc.id if assoc is not None else 0)
 
-    def readmit(self, spec: JobSpec) -> int | None:
+    def readmit(self, spec: JobSpec, dependency: bool = False) -> int | None:
         """A pending job's request changed where it may run (``pscontrol update`` of its partition,
-        task count or memory): admitted again as at submit (no deadline check); the time limit in
-        force, or SpecError."""
+        task count, memory, nodes, GRES...): admitted again as at submit (no deadline check), its
+        dependency too when it changed (``dependency``); the time limit in force, or SpecError."""
         gpu_memory = self._gpu_memory() if any(g.name == "gpumem" for g in spec.gres) else None
-        return admit(spec, self.config, enforce_part_limits=self.sched.enforce_part_limits,
-                     groups=_group_names(spec.user, spec.gid), gpu_memory=gpu_memory).time_limit
+        limit = admit(spec, self.config, enforce_part_limits=self.sched.enforce_part_limits,
+                      groups=_group_names(spec.user, spec.gid), gpu_memory=gpu_memory).time_limit
+        if dependency:
+            self._check_dependency(spec.dependency)
+        return limit
 
     def _check_queue_limits(self, user: str, count: int) -> None:
         """MaxJobCount and MaxSubmitJobsPerUser, with ``count`` more jobs (an array's tasks) queued."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from pslurm.auth.credential import Identity
@@ -90,7 +91,7 @@ class JobService:
 
     def update_job(self, text: str, requester_uid: int, action: str = "", priority: int | None = None,
                    nice: int | None = None, changes: Mapping[str, object] | None = None) -> list[str]:
-        """pscontrol hold|uhold|release|requeue ID (``action``), and update JobId=ID KEY=VALUE...
+        """pscontrol hold|uhold|release|requeue|requeuehold ID (``action``), and update JobId=ID KEY=VALUE...
         (``changes``, as :mod:`pslurm.core.jobupdate` names them; ``priority`` and ``nice`` are two of
         them). One error line per job that could not be changed."""
         fields = {**(changes or {}), **({"priority": priority} if priority is not None else {}),
@@ -101,7 +102,7 @@ class JobService:
         if not ids:
             return [f"Invalid job id specified: {text}"]
         admin = requester_uid in self.operators
-        if action not in ("hold", "uhold", "release", "requeue"):
+        if action not in ("hold", "uhold", "release", "requeue", "requeuehold"):
             raise SpecError(f"Invalid job action: {action}")
         errors = []
         for job in self.store.jobs_with_ids(ids):  # the whole request: requeue asks whether it is a batch job
@@ -150,7 +151,8 @@ class JobService:
         for _ in range(2):
             try:
                 columns, request, detail = update_values(job, changes, uid, admin, self.config,
-                                                         self.admission.readmit, self.associations().job_account)
+                                                         partial(self._readmit, job.spec.dependency),
+                                                         self.associations().job_account)
             except SpecError as exc:
                 return str(exc)
             if not columns and not request:
@@ -166,6 +168,11 @@ class JobService:
             job = fresh
         return NOT_PENDING if changes.keys() & PENDING_ONLY else JOB_FINISHED
 
+    def _readmit(self, dependency: str, spec: JobSpec) -> int | None:
+        """A pending job's request as an update changes it, admitted again (its dependency checked
+        when it is not ``dependency``, the one it had)."""
+        return self.admission.readmit(spec, dependency=spec.dependency != dependency)
+
     def _send_time_limit(self, job: JobRecord, limit: int | None) -> None:
         """A running job's new limit to its agent, which enforces it (the store holds it already: an
         agent out of reach keeps the old one, and says so in psctld's log)."""
@@ -178,8 +185,10 @@ class JobService:
             log.warning("job %d: the new time limit did not reach %s: %s", job.job_id, node.name, exc)
 
     def _act(self, job: JobRecord, action: str, admin: bool) -> str | None:
-        """hold, uhold, release or requeue one job; the error's words, or None."""
+        """hold, uhold, release, requeue or requeuehold one job; the error's words, or None.
+        requeuehold: requeued held (JobHeldUser, as slurmctld's), in the same operation as the requeue."""
         now = self.clock()
+        hold = "user" if action == "requeuehold" else ""
         try:
             if action in ("hold", "uhold"):
                 self.store.hold(job.job_id, now, by_operator=admin and action == "hold")
@@ -190,9 +199,9 @@ class JobService:
             elif job.spec.interactive:
                 return "Only batch jobs are accepted or processed"
             elif job.state.is_final:  # as scontrol requeue: a finished batch job runs again
-                self.store.requeue(job.job_id, now, f"requeued (pscontrol requeue) after {job.state}")
+                self.store.requeue(job.job_id, now, f"requeued (pscontrol {action}) after {job.state}", hold)
             else:  # it ends first: its next run never starts while a process of this one is alive
-                self._end_on_node(job, self.store.request_requeue(job.job_id, now))
+                self._end_on_node(job, self.store.request_requeue(job.job_id, now, hold))
         except NotPermitted as exc:
             return f"Access/permission denied ({exc})"
         except InvalidTransition as exc:

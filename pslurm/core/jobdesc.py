@@ -233,7 +233,7 @@ def _memory_options(opts: Mapping[str, Any]) -> tuple[int, int, int]:
     return mem, per_cpu, per_gpu
 
 
-def _mail_type(text: str | None) -> str:
+def mail_type_text(text: str | None) -> str:
     """--mail-type's list as Slurm prints it (BEGIN,END; ALL; NONE is none)."""
     if not text:
         return ""
@@ -310,7 +310,7 @@ def spec_values(opts: Mapping[str, Any], *, user: str, uid: int, gid: int, cwd: 
         cpus_per_task=_count("--cpus-per-task", o("cpus_per_task"), 1),
         mem_mb=mem, mem_per_cpu_mb=mem_per_cpu, mem_per_gpu_mb=mem_per_gpu,
         cpus_per_gpu=_count("--cpus-per-gpu", o("cpus_per_gpu"), 0) if o("cpus_per_gpu") else 0,
-        mail_type=_mail_type(o("mail_type")), mail_user=o("mail_user") or "", command=command,
+        mail_type=mail_type_text(o("mail_type")), mail_user=o("mail_user") or "", command=command,
         submit_line=submit_line,
         submit_host=os.uname().nodename.split(".")[0], gres=gres, interactive=interactive,
         account=o("account") or "", nice=nice, dependency=o("dependency") or "", requeue=o("requeue"),

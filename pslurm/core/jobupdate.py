@@ -11,7 +11,24 @@ The words become a plain mapping of changes (the user API's fields, JSON-ready):
     account (str)       Account=NAME          pending jobs only; "" is the user's default account
     comment (str)       Comment=TEXT          only where the job request has a comment field
     num_tasks (int)     NumTasks=N            pending jobs only
-    min_memory_node (int) MinMemoryNode=MB    pending jobs only; K/M/G/T allowed
+    min_memory_node (int) MinMemoryNode=MB    pending jobs only; K/M/G/T allowed (clears MinMemoryCPU)
+    min_memory_cpu (int) MinMemoryCPU=MB      pending jobs only (clears MinMemoryNode, as Slurm's)
+    cpus_per_task (int) CPUsPerTask=N         pending jobs only
+    num_nodes (str)     NumNodes=N[-M]        pending jobs only (a running job's: Slurm's resize, refused)
+    req_nodes (str)     ReqNodeList=|NodeList=HOSTLIST   pending jobs only; "" clears it
+    exc_nodes (str)     ExcNodeList=HOSTLIST  pending jobs only
+    features (str)      Features=CONSTRAINT   pending jobs only
+    gres (str)          Gres=|TresPerNode=LIST pending jobs only (--gres's syntax)
+    dependency (str)    Dependency=LIST       pending jobs only, checked as at submit
+    qos (str)           QOS=NAME              pending jobs only ("normal": pslurm's one QOS)
+    begin_time (float)  StartTime=|EligibleTime=TIME  pending jobs only; scontrol's parse_time, a past
+                                              time is now
+    deadline (float)    Deadline=TIME         pending jobs only
+    workdir, stdout, stderr (str)  WorkDir=, StdOut=, StdErr=PATH  pending jobs only
+    requeue (int)       Requeue=0|1           any job not ended
+    mail_type, mail_user (str)  MailType=, MailUser=  any job not ended (kept and shown; pslurm
+                                              sends no mail, as Slurm without a MailProg)
+    throttle (int)      ArrayTaskThrottle=N   an array's tasks (0: none)
 
 Keys are scontrol's, case-insensitive, and may be cut short as scontrol allows (``TimeL=``,
 ``Part=``). The controller reads the same mapping (:func:`checked_changes`) at its trust boundary
@@ -42,21 +59,55 @@ INT32_MAX = 2**31 - 1
 # may be cut to (update_job.c: xstrncasecmp(tag, KEY, MAX(taglen, N))) and the change it sets.
 _KEYS = (
     ("JobId", 3, "job"),
+    ("ArrayTaskThrottle", 10, "throttle"),
     ("Comment", 3, "comment"),
     ("TimeLimit", 5, "time_limit"),
     ("Priority", 2, "priority"),
     ("Nice", 2, "nice"),
+    ("CPUsPerTask", 6, "cpus_per_task"),
     ("NumTasks", 8, "num_tasks"),
     ("ReqProcs", 8, "num_tasks"),
+    ("Requeue", 4, "requeue"),
+    ("ReqNodes", 8, "num_nodes"),
+    ("NumNodes", 8, "num_nodes"),
     ("MinMemoryNode", 10, "min_memory_node"),
+    ("MinMemoryCPU", 10, "min_memory_cpu"),
     ("Partition", 2, "partition"),
+    ("QOS", 2, "qos"),
     ("Name", 2, "name"),
     ("JobName", 4, "name"),
+    ("StdOut", 6, "stdout"),
+    ("StdErr", 6, "stderr"),
+    ("ExcNodeList", 3, "exc_nodes"),
+    ("NodeList", 8, "req_nodes"),
+    ("ReqNodeList", 8, "req_nodes"),
+    ("Features", 1, "features"),
+    ("Gres", 2, "gres"),
+    ("TresPerNode", 4, "gres"),
     ("Account", 1, "account"),
+    ("Dependency", 1, "dependency"),
+    ("EligibleTime", 2, "begin_time"),
+    ("StartTime", 2, "begin_time"),
+    ("Deadline", 3, "deadline"),
+    ("MailType", 5, "mail_type"),
+    ("MailUser", 5, "mail_user"),
+    ("WorkDir", 2, "workdir"),
 )
-FIELDS = frozenset({"priority", "nice", "time_limit", "partition", "name", "account", "comment", "num_tasks",
-                    "min_memory_node"})
-PENDING_ONLY = frozenset({"partition", "account", "num_tasks", "min_memory_node", "priority", "nice"})
+# the changes that name a field of the job's request (JobSpec) as they are: text, checked by admission
+REQUEST_TEXT = {"req_nodes": "nodelist", "exc_nodes": "exclude", "features": "constraint", "dependency": "dependency",
+                "qos": "qos", "workdir": "workdir", "stdout": "stdout", "stderr": "stderr",
+                "mail_type": "mail_type", "mail_user": "mail_user"}
+_INTEGERS = {"priority": 0xFFFFFFFF, "num_tasks": INT32_MAX, "min_memory_node": 2**53, "min_memory_cpu": 2**53,
+             "cpus_per_task": 0xFFFF, "requeue": 0xFFFF, "throttle": INT32_MAX}
+_TIMES = frozenset({"begin_time", "deadline"})
+FIELDS = frozenset({"nice", "time_limit", "partition", "name", "account", "comment", "num_nodes", "gres",
+                    *REQUEST_TEXT, *_INTEGERS, *_TIMES})
+PENDING_ONLY = frozenset({"partition", "account", "num_tasks", "min_memory_node", "priority", "nice",
+                          "min_memory_cpu", "cpus_per_task", "num_nodes", "gres", "begin_time", "deadline",
+                          *REQUEST_TEXT} - {"mail_type", "mail_user"})
+# the changes after which a pending job is admitted again (where it may run, what it needs)
+READMIT = frozenset({"partition", "num_tasks", "min_memory_node", "min_memory_cpu", "cpus_per_task", "num_nodes",
+                     "req_nodes", "exc_nodes", "features", "gres", "qos", "begin_time", "deadline"})
 _INFINITE = frozenset({"INFINITE", "UNLIMITED", "-1"})
 
 # slurm_strerror's words for what scontrol update is refused with (slurm_errno.c)
@@ -64,6 +115,7 @@ INVALID_JOB_ID = "Invalid job id specified"  # ESLURM_INVALID_JOB_ID
 INVALID_USER = "Invalid user id"  # ESLURM_USER_ID_MISSING: another user's job
 JOB_FINISHED = "Job has already finished"  # ESLURM_JOB_FINISHED
 NOT_PENDING = "Job is no longer pending execution"  # ESLURM_JOB_NOT_PENDING
+NOT_SUPPORTED = "Requested operation not supported on this system"  # ESLURM_NOT_SUPPORTED: a running job's resize
 ACCESS_DENIED = "Access/permission denied"  # ESLURM_ACCESS_DENIED: a user raising a limit, setting a priority
 
 
@@ -134,15 +186,25 @@ def parse_job_update(words: Sequence[str]) -> tuple[str, dict[str, object]]:
             if abs(nice) > NICE_LIMIT:
                 raise UpdateError(f"Nice value out of range (+/- {NICE_LIMIT}). Value ignored")
             changes[change] = nice
-        elif change == "num_tasks":
-            if not value.isdigit() or int(value) > INT32_MAX:
-                raise UpdateError(f"Invalid NumTasks value: {value}")
-            changes[change] = int(value)
-        elif change == "min_memory_node":
+        elif change in ("min_memory_node", "min_memory_cpu"):
             mb = memory_mb(value)
             if mb is None:
-                raise UpdateError(f"Invalid MinMemoryNode value: {value}")
+                raise UpdateError(f"Invalid {_name(change)} value: {value}")
             changes[change] = mb
+        elif change in _INTEGERS:
+            if not value.isdigit() or int(value) > _INTEGERS[change]:
+                raise UpdateError(f"Invalid {_name(change)} value" + ("" if change == "throttle" else f": {value}"))
+            changes[change] = int(value)
+        elif change in _TIMES:
+            changes[change] = _time(value, change == "begin_time")
+        elif change == "mail_type":
+            from pslurm.core.errors import SpecError
+            from pslurm.core.jobdesc import mail_type_text
+
+            try:
+                changes[change] = mail_type_text(value)
+            except SpecError:
+                raise UpdateError(f"Invalid MailType value: {value}") from None
         else:
             changes[change] = value
     if not changes:
@@ -150,6 +212,25 @@ def parse_job_update(words: Sequence[str]) -> tuple[str, dict[str, object]]:
     if not job:
         raise UpdateError("No job ID specified")
     return job, changes
+
+
+def _name(change: str) -> str:
+    """The scontrol key a change is named by in its messages (the first of _KEYS that sets it)."""
+    return next(key for key, _, name in _KEYS if name == change)
+
+
+def _time(text: str, not_before_now: bool) -> float:
+    """StartTime= / Deadline=: scontrol's parse_time, here (a past start time is now, as scontrol's)."""
+    import time
+
+    from pslurm.core.timefmt import TimeFormatError, parse_time
+
+    now = time.time()
+    try:
+        when = parse_time(text, now)
+    except TimeFormatError as exc:
+        raise UpdateError(str(exc)) from None
+    return max(when, float(int(now))) if not_before_now else when
 
 
 def _integer(text: str) -> int | None:
@@ -220,14 +301,17 @@ def checked_changes(data: Mapping[str, object]) -> dict[str, object]:
             continue
         if key not in FIELDS:
             raise ValueError(f"Update of this parameter is not supported: {key}")
-        if key in ("priority", "nice", "num_tasks", "min_memory_node"):
+        if key == "nice" or key in _INTEGERS:
             if not isinstance(value, int) or isinstance(value, bool):
                 raise ValueError(f"Invalid request: {key} is an integer")
             if key == "nice" and abs(value) > NICE_LIMIT:
                 raise ValueError(f"Nice value out of range (+/- {NICE_LIMIT}). Value ignored")
-            if key != "nice" and not 0 <= value <= (0xFFFFFFFF if key == "priority" else
-                                                   2**53 if key == "min_memory_node" else INT32_MAX):
-                raise ValueError(f"Invalid {'NumTasks' if key == 'num_tasks' else key} value: {value}")
+            if key != "nice" and not 0 <= value <= _INTEGERS[key]:
+                raise ValueError(f"Invalid {_name(key)} value: {value}")
+        elif key in _TIMES:
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 < value < 2**53:
+                raise ValueError(f"Invalid request: {key} is a time (epoch seconds)")
+            value = float(value)
         elif key == "time_limit":
             if isinstance(value, int) and not isinstance(value, bool):  # seconds, from a program
                 value = str(value // 60) + (f":{value % 60:02d}" if value % 60 else "") if value > 0 else "UNLIMITED"
@@ -269,9 +353,11 @@ def update_values(job: JobRecord, changes: Mapping[str, Any], uid: int, admin: b
         account_of = config_associations(config).job_account
     new = _checked_values(job, changes, admin, config, account_of)
     spec = job.spec
-    if (new["partition"], new["ntasks"], new["mem_mb"]) != (job.partition, spec.ntasks, spec.mem_mb):
-        new["time_limit"] = readmit(replace(spec, partition=new["partition"], ntasks=new["ntasks"],
-                                            mem_mb=new["mem_mb"], time_limit=new["asked"]))
+    new["spec"] = replace(spec, partition=new["partition"], ntasks=new["ntasks"], mem_mb=new["mem_mb"],
+                          time_limit=new["asked"], **new["request"])
+    if ((new["partition"], new["ntasks"], new["mem_mb"]) != (job.partition, spec.ntasks, spec.mem_mb)
+            or new["request"].keys() & _ADMITTED):
+        new["time_limit"] = readmit(new["spec"])
     return _writes(job, changes, new)
 
 
@@ -313,9 +399,10 @@ def _checked_values(job: JobRecord, changes: Mapping[str, Any], admin: bool, con
             pending_only()
             if not admin and (key == "priority" or int(changes[key]) < 0):
                 raise SpecError(ACCESS_DENIED)
-    if "min_memory_node" in changes:
+    if "min_memory_node" in changes or "min_memory_cpu" in changes:
         pending_only()
-        new["mem_mb"] = int(changes["min_memory_node"])
+        new["mem_mb"] = 0 if "min_memory_cpu" in changes else int(changes["min_memory_node"])
+    new["request"] = _request_changes(job, changes, pending_only)
     new["name"] = str(changes.get("name", spec.name))
     if len(new["name"]) > 256:
         raise SpecError("Invalid job request: the job name is longer than 256 characters")
@@ -323,6 +410,59 @@ def _checked_values(job: JobRecord, changes: Mapping[str, Any], admin: bool, con
     if new["comment"] is not None and len(str(new["comment"])) > 1024:
         raise SpecError("Invalid job request: the comment is longer than 1024 characters")
     return new
+
+
+# the fields of a request whose change has the job admitted again (where it may run, what it needs)
+_ADMITTED = frozenset({"num_nodes", "max_nodes", "nodelist", "exclude", "constraint", "gres", "qos", "cpus_per_task",
+                       "mem_per_cpu_mb", "begin_time", "deadline", "dependency"})
+# the job's columns that hold a field of its request as it is
+_COLUMN_OF = {"num_nodes": "num_nodes", "nodelist": "req_nodes", "exclude": "exc_nodes", "constraint": "req_features",
+              "dependency": "dependency", "qos": "qos", "begin_time": "begin_time", "deadline": "deadline"}
+
+
+def _request_changes(job: JobRecord, changes: Mapping[str, Any], pending_only: Callable[[], None]
+                     ) -> dict[str, Any]:
+    """The request's fields (JobSpec's names) that the keys beyond the job's columns change, each
+    checked as scontrol's slurmctld does (a pending job's only, where so); the values still to be
+    admitted (:func:`update_values`)."""
+    from pslurm.core.errors import SpecError
+    from pslurm.core.gres import GresError, parse_gres
+    from pslurm.core.states import JobState
+
+    spec = job.spec
+    out: dict[str, Any] = {}
+    if "num_nodes" in changes:
+        if job.state is not JobState.PENDING:
+            raise SpecError(NOT_SUPPORTED)  # slurmctld: a running job's resize, which pslurm does not do
+        low, _, high = str(changes["num_nodes"]).partition("-")
+        if not low.isdigit() or not (high or low).isdigit() or not 1 <= int(low) <= int(high or low) <= 100000:
+            raise SpecError("Node count specification invalid")
+        out["num_nodes"], out["max_nodes"] = int(low), int(high) if high and int(high) != int(low) else 0
+    for change, field in REQUEST_TEXT.items():
+        if change in changes and changes[change] != getattr(spec, field):
+            if change in PENDING_ONLY:
+                pending_only()
+            out[field] = str(changes[change])
+    if "qos" in out:
+        out["qos"] = out["qos"].lower()
+    for change, field in (("cpus_per_task", "cpus_per_task"), ("begin_time", "begin_time"), ("deadline", "deadline")):
+        if change in changes:
+            pending_only()
+            out[field] = changes[change]
+    if "min_memory_cpu" in changes or "min_memory_node" in changes:  # one or the other, as Slurm's
+        out["mem_per_cpu_mb"] = int(changes.get("min_memory_cpu", 0))
+    if "gres" in changes:
+        pending_only()
+        try:
+            out["gres"] = parse_gres(str(changes["gres"]))
+        except GresError:
+            raise SpecError("Invalid generic resource (gres) specification") from None
+    if "requeue" in changes and bool(changes["requeue"]) != job.requeue:  # slurmctld: MIN(requeue, 1)
+        out["requeue"] = bool(changes["requeue"])
+    if "throttle" in changes and job.array_job_id is not None:
+        base = spec.array.partition("%")[0]
+        out["array"] = base + (f"%{changes['throttle']}" if changes["throttle"] else "")
+    return {k: v for k, v in out.items() if getattr(spec, k) != v or k == "requeue"}
 
 
 def _allowed_time_limit(job: JobRecord, text: str, admin: bool, pending: bool,
@@ -369,11 +509,11 @@ def _writes(job: JobRecord, changes: Mapping[str, Any], new: Mapping[str, Any]
         words.append(f"Account={new['account']}")
     if new["ntasks"] != spec.ntasks:
         request["ntasks"] = new["ntasks"]
-        columns["cpus"] = new["ntasks"] * spec.cpus_per_task
         words.append(f"NumTasks={new['ntasks']}")
     if new["mem_mb"] != spec.mem_mb:
         columns["mem_mb"] = request["mem_mb"] = new["mem_mb"]
         words.append(f"MinMemoryNode={new['mem_mb']}")
+    _request_writes(job, new["spec"], new["request"], columns, request, words)
     if new["time_limit"] != job.time_limit or new["asked"] != spec.time_limit:
         columns["time_limit"], request["time_limit"] = new["time_limit"], new["asked"]
         words.append(f"TimeLimit={format_duration(new['time_limit'])}")
@@ -390,3 +530,31 @@ def _writes(job: JobRecord, changes: Mapping[str, Any], new: Mapping[str, Any]
         columns["comment"] = request["comment"] = str(new["comment"])
         words.append(f"Comment={new['comment']}")
     return columns, request, "update " + " ".join(words)
+
+
+def _request_writes(job: JobRecord, after: JobSpec, changed: Mapping[str, Any], columns: dict[str, Any],
+                    request: dict[str, Any], words: list[str]) -> None:
+    """The writes of the request's fields ``changed`` (:func:`_request_changes`), ``after`` the
+    request once every change applies: each field, the column that holds it, the columns derived
+    from the request (its CPUs, each node's CPUs, its GRES) where they change."""
+    from pslurm.core.layout import node_cpus_text
+
+    spec = job.spec
+    for field, value in changed.items():
+        if field == "gres":
+            request[field] = [[g.name, g.type, g.count] for g in value]  # as spec_to_dict keeps it
+            columns["gres"] = ",".join(str(g) for g in value)
+        else:
+            request[field] = value
+        if field in _COLUMN_OF:
+            columns[_COLUMN_OF[field]] = value
+        if field == "requeue":
+            columns["requeue"] = value
+        if field == "array":
+            throttle = value.partition("%")[2]
+            columns["array_max_running"] = int(throttle) if throttle else None
+        words.append(f"{field}={value}")
+    if after.cpus != spec.cpus:
+        columns["cpus"] = after.cpus
+    if node_cpus_text(after) != node_cpus_text(spec):
+        columns["node_cpus"] = node_cpus_text(after)

@@ -73,6 +73,13 @@ def node_layout(spec: _Layout) -> tuple[NodeNeed, ...]:
     return tuple(needs)
 
 
+def node_cpus_text(spec: _Layout) -> str:
+    """A multi-node job's CPUs on each node, ``8,4`` (the store's ``jobs.node_cpus``); "" for one node."""
+    if spec.num_nodes <= 1:
+        return ""
+    return ",".join(str(n.cpus) for n in node_layout(spec))
+
+
 def compress_counts(counts: tuple[int, ...] | list[int]) -> str:
     """Slurm's ``2(x3),1`` form of per-node counts (SLURM_TASKS_PER_NODE, SLURM_JOB_CPUS_PER_NODE)."""
     parts: list[str] = []

@@ -200,12 +200,16 @@ def finish(job: JobFlags, node: str, restarts: int, reported: JobState, exit_cod
                    **({"system_comment": comment[:1024]} if comment else {}))
 
 
-def cancel(job: JobFlags, now: float, detail: str = "cancelled", reason: JobReason = JobReason.NONE) -> Change:
+def cancel(job: JobFlags, now: float, detail: str = "cancelled", reason: JobReason | None = None) -> Change:
     """scancel: a pending job ends CANCELLED at once; a running one is COMPLETING until its
-    agent reports the end (then CANCELLED)."""
+    agent reports the end (then CANCELLED). A pending job keeps the reason it waited for, as
+    slurmctld's (a held one its hold's, whether or not a scheduling pass wrote it yet), unless
+    ``reason`` says why the system cancelled it (DependencyNeverSatisfied)."""
     if job.state is JobState.PENDING:
+        if reason is None and job.hold:
+            reason = JobReason.JOB_HELD_ADMIN if job.hold == "admin" else JobReason.JOB_HELD_USER
         return _change("cancel", job, JobState.CANCELLED, f"{detail} while pending", end_time=now,
-                       exit_signal=15, reason=reason)
+                       exit_signal=15, **({} if reason is None else {"reason": reason}))
     return _change("cancel", job, JobState.COMPLETING, detail, cancel_requested=True)
 
 
@@ -217,16 +221,22 @@ def relinquish(job: JobFlags, exit_code: int, now: float) -> Change:
                    relinquish_code=exit_code)
 
 
-def request_requeue(job: JobFlags, now: float) -> Change:
+def request_requeue(job: JobFlags, now: float, hold: str = "") -> Change:
     """pscontrol requeue of a running job: it ends first (COMPLETING); ``finish`` then requeues it,
-    so its next run never starts while a process of this one is alive."""
-    return _change("request_requeue", job, JobState.COMPLETING, "requeue requested", requeue_requested=True)
+    so its next run never starts while a process of this one is alive. ``hold`` ("user"):
+    pscontrol requeuehold, the hold set now so that the job comes back PENDING held, never
+    startable between the two."""
+    return _change("request_requeue", job, JobState.COMPLETING, "requeue requested" + (" (held)" if hold else ""),
+                   requeue_requested=True, **({"hold": hold} if hold else {}))
 
 
-def requeue(job: JobFlags, now: float, detail: str, op: str = "requeue") -> Change:
+def requeue(job: JobFlags, now: float, detail: str, op: str = "requeue", hold: str = "") -> Change:
     """Back to PENDING with the same id and one more restart; the run's node, times, status and
-    usage are cleared (its events keep every run)."""
-    return _change(op, job, JobState.PENDING, detail, **_FRESH_RUN, restarts=job.restarts + 1)
+    usage are cleared (its events keep every run). Held (``hold``, or the hold its requeuehold set)
+    with Reason=JobHeldUser, as slurmctld's requeuehold."""
+    held = hold or job.hold
+    return _change(op, job, JobState.PENDING, detail, **{**_FRESH_RUN, **(
+        {"hold": held, "reason": JobReason.JOB_HELD_USER} if held else {})}, restarts=job.restarts + 1)
 
 
 def hold(job: JobFlags, by_operator: bool) -> Change:

@@ -198,6 +198,21 @@ def test_pscontrol_requeue_keeps_the_id_and_reruns(sched, tmp_path):
     wait_for(lambda: state(sched, job)[0] == "CANCELLED")
 
 
+def test_pscontrol_requeuehold_brings_a_running_job_back_held(sched, tmp_path):
+    log = tmp_path / "held-runs"
+    job = submit(sched, "--wrap", f"echo run $SLURM_RESTART_COUNT >> {log}; sleep 30", cwd=tmp_path)
+    wait_for(lambda: log.exists() and log.read_text())
+    sched.run("pscontrol", "requeuehold", job, check=True)
+    wait_for(lambda: state(sched, job)[0] == "PENDING", timeout=30)
+    assert state(sched, job) == ("PENDING", "JobHeldUser")  # held from the requeue on, as scontrol's
+    assert log.read_text().splitlines() == ["run 0"]
+    sched.run("pscontrol", "release", job, check=True)
+    wait_for(lambda: len(log.read_text().splitlines()) == 2, timeout=30)
+    assert log.read_text().splitlines() == ["run 0", "run 1"]
+    sched.run("pscancel", job, check=True)
+    wait_for(lambda: state(sched, job)[0] == "CANCELLED")
+
+
 def test_a_finished_batch_job_is_requeued_and_an_interactive_one_is_not(sched, tmp_path):
     log = tmp_path / "runs"
     job = submit(sched, "--wrap", f"echo run $SLURM_RESTART_COUNT >> {log}; exit 3", cwd=tmp_path)

@@ -24,13 +24,8 @@ NODE = ("a node's record: what the host measures and runs (CPULoad, FreeMem, OS,
         "pslurm's own line (GresUsed with GPU indexes, DeviceIsolation)")
 ARRAY = ("an array's pending tasks: Slurm keeps them as one record (job 14) until each starts and gets an id of its "
          "own; pslurm gives each task its id at submission")
-CANCELLED_REASON = ("a job cancelled while it waited: slurmctld keeps the reason it waited for (JobHeldUser), "
-                    "psctld clears it (the controller's cancel path)")
-UPDATE_KEYS = ("scontrol update JobId= keys pslurm does not change yet (NumNodes, ReqNodeList, ExcNodeList, "
-               "Dependency, Requeue, WorkDir, StdOut, CPUsPerTask, MinMemoryCPU, Mail*, Features, Gres, StartTime, "
-               "Deadline, ArrayTaskThrottle): core/jobupdate.py and JobService._update_values")
-REQUEUE_HOLD = ("requeuehold is requeue then hold from the command: the scheduler may start the job again between "
-                "the two; it needs a held requeue in the controller")
+REQUEUE_HOLD = ("requeuehold: squeue's %r shows slurmctld's state description of the held job (`job requeued in "
+                "held state`); pslurm keeps no state description, it says JobHeldUser")
 DIFFERENT: dict[str, str] = {
     "* -V": VERSION, "* --version": VERSION, "scontrol version": VERSION, "sinfo -O Version": VERSION,
     "sinfo -o %v": VERSION, "sinfo -N -o %v": VERSION,
@@ -98,16 +93,9 @@ UNSTABLE: dict[str, str] = {
 DIFFERENT.update(UNSTABLE)
 
 NOT_YET: dict[str, str] = {
-    **{pattern: CANCELLED_REASON for pattern in (
-        "squeue -O Reason", "sacct -o Reason", "scontrol show job {cancelled}", "squeue -o %r")},
-    "tool: squeue -a -r -h -o' %A,%T,%r' --states=all": f"{CANCELLED_REASON}; {ARRAY}",
-    "scontrol show job": CANCELLED_REASON, "scontrol -o show jobs": CANCELLED_REASON,
     "sacct -a --reason=None -X": ("sacct --reason matches the accounting database's reason a job waited for "
                                   "before (state_reason_prev), which pslurm does not keep"),
-    "scontrol update JobId=*": UPDATE_KEYS,
     "scontrol requeuehold {multi}*": REQUEUE_HOLD,
-    "scancel -w c001 -u root; sleep 2; squeue -h -t all -j {multi} -o %T": REQUEUE_HOLD + " (the case before this "
-                                                                              "one left the job running here)",
 }
 
 

@@ -342,6 +342,19 @@ def test_a_requeue_asked_of_a_running_job_waits_for_its_end(store):
     assert (job.state, job.restarts, job.requeue_requested, job.cancel_requested) == (JobState.PENDING, 1, False, False)
 
 
+def test_a_held_requeue_comes_back_held_and_a_cancel_keeps_the_reason_it_waited_for(store):
+    job_id = store.submit(spec(), "gpu", None, 1.0)
+    start(store, job_id, "c000", (0,), 2.0)
+    assert store.request_requeue(job_id, 3.0, hold="user").to is JobState.COMPLETING
+    assert store.finish(job_id, "c000", 0, JobState.CANCELLED, 0, 15, 4.0).to is JobState.PENDING
+    job = store.get_job(job_id)
+    assert (job.state, job.hold, job.reason, job.restarts) == (JobState.PENDING, "user", "JobHeldUser", 1)
+    assert store.cancel(job_id, 5.0).to is JobState.CANCELLED
+    assert store.get_job(job_id).reason == "JobHeldUser"  # as slurmctld: the reason it waited for stays
+    assert store.requeue(job_id, 6.0, "requeued", hold="user").to is JobState.PENDING  # a final job: at once
+    assert store.get_job(job_id).hold == "user"
+
+
 def test_an_operators_settings_show_in_every_read_and_touch_no_state(store):
     job_id = store.submit(spec(), "gpu", None, 1.0)
     assert store.set_pending_fields([job_id], nice=5, admin_priority=7, priority=7) == [job_id]

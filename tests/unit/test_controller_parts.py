@@ -319,14 +319,48 @@ def test_cancel_of_a_running_job_asks_its_agent_and_waits_for_the_end(config, se
     assert store.get_job(job_id).state is JobState.CANCELLED
 
 
-def test_requeue_of_a_running_job_pends_only_after_its_end(config, service, store):
+@pytest.mark.parametrize("action, hold, reason", [("requeue", "", JobReason.NONE),
+                                                   ("requeuehold", "user", JobReason.JOB_HELD_USER)])
+def test_requeue_of_a_running_job_pends_only_after_its_end(config, service, store, action, hold, reason):
     jobs, agents, _ = service
     job_id = running_job(store)
-    assert jobs.update_job(str(job_id), 0, "requeue") == []
+    assert jobs.update_job(str(job_id), 0, action) == []
     assert store.get_job(job_id).state is JobState.COMPLETING and agents.signals
     report_end(config, store, job_id, "c000", 0, JobState.CANCELLED, 0, 15, 1001.0)
-    job = store.get_job(job_id)
-    assert (job.state, job.restarts) == (JobState.PENDING, 1)
+    job = store.get_job(job_id)  # requeuehold: PENDING and held at once, no scheduling pass in between
+    assert (job.state, job.restarts, job.hold, job.reason) == (JobState.PENDING, 1, hold, reason)
+    assert [e.op for e in store.events(job_id)][-2:] == ["request_requeue", "finish"]
+
+
+def test_requeuehold_requeues_held_in_the_same_operation(config, service, store):
+    jobs, _, _ = service
+    job_id = running_job(store)
+    assert jobs.update_job(str(job_id), 0, "requeuehold") == []
+    report_end(config, store, job_id, "c000", 0, JobState.CANCELLED, 0, 15, 1001.0)
+    assert store.start_jobs([(job_id, "c000", (0,))], 1002.0) == []  # a held job does not start
+    assert jobs.update_job(str(job_id), 0, "release") == []  # a user's hold: its owner releases it
+    assert store.get_job(job_id).hold == ""
+    # a finished job: back to PENDING held in one step
+    report_end(config, store, done := running_job(store), "c000", 0, JobState.COMPLETED, 0, 0, 1003.0)
+    assert jobs.update_job(str(done), 0, "requeuehold") == []
+    job = store.get_job(done)
+    assert (job.state, job.hold, job.reason) == (JobState.PENDING, "user", JobReason.JOB_HELD_USER)
+    assert jobs.update_job(str(done), 0, "requeuehold") == [f"Job {done}: Job is pending execution"]
+
+
+def test_a_job_cancelled_while_it_waited_keeps_the_reason_it_waited_for(service, store):
+    jobs, _, _ = service
+    held = store.submit(spec(hold=True), "p", None, 1000.0)
+    waiting = store.submit(spec(), "p", None, 1000.0)
+    store.update_pending({waiting: ("Priority", 0, None, None)})  # a scheduling pass's reason
+    admin_held = store.submit(spec(), "p", None, 1000.0)
+    store.hold(admin_held, 1000.0, by_operator=True)  # no scheduling pass wrote its reason yet
+    assert jobs.cancel([held, waiting, admin_held], 0) == []
+    reasons = {j.job_id: (j.state, j.reason) for j in store.get_jobs(job_ids=[held, waiting, admin_held],
+                                                                     include_finished=True)}
+    assert reasons == {held: (JobState.CANCELLED, JobReason.JOB_HELD_USER),
+                       waiting: (JobState.CANCELLED, JobReason.PRIORITY),
+                       admin_held: (JobState.CANCELLED, JobReason.JOB_HELD_ADMIN)}
 
 
 def test_an_end_from_an_earlier_run_or_another_node_is_ignored(config, service, store):

@@ -60,6 +60,15 @@ def test_pscontrol_show_job(view) -> None:  # type: ignore[no-untyped-def]
     assert "NumNodes=2-4 NumCPUs=2 NumTasks=2 " in waiting
 
 
+def test_pscontrol_show_job_of_a_job_cancelled_while_it_waited(view) -> None:  # type: ignore[no-untyped-def]
+    from dataclasses import replace
+
+    cancelled = replace(pending(), state=JobState.CANCELLED, reason=JobReason.JOB_HELD_USER, end_time=3.0)
+    text = show_job(view(cancelled))
+    assert "JobState=CANCELLED Reason=JobHeldUser " in text  # the reason it waited for, as slurmctld keeps it
+    assert " NumTasks=N/A " in text  # its task count never set, as slurmctld's
+
+
 def test_psacct_fields(view) -> None:  # type: ignore[no-untyped-def]
     fields = account_fields(100.0)
     job = view(running())

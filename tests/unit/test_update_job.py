@@ -39,13 +39,31 @@ def test_the_words_become_the_changes_as_scontrol_reads_them() -> None:
     assert parse_job_update(["JobId=14", "NumTasks=2", "MinMemoryNode=2G", "Comment=hi"])[1] == {
         "num_tasks": 2, "min_memory_node": 2048, "comment": "hi"}
     assert parse_job_update(["JobId=14", "Account="])[1] == {"account": ""}
+    assert parse_job_update(["JobId=14", "NumNodes=1-2", "ReqNodeList=c001", "ExcNodeList=c002", "Features=a100",
+                             "Gres=gpu:1", "Dependency=afterok:3", "QOS=normal", "WorkDir=/tmp", "StdOut=o",
+                             "StdErr=e", "CPUsPerTask=2", "MinMemoryCPU=1G", "Requeue=0", "MailType=end,fail",
+                             "MailUser=ana", "ArrayTaskThrottle=3"])[1] == {
+        "num_nodes": "1-2", "req_nodes": "c001", "exc_nodes": "c002", "features": "a100", "gres": "gpu:1",
+        "dependency": "afterok:3", "qos": "normal", "workdir": "/tmp", "stdout": "o", "stderr": "e",
+        "cpus_per_task": 2, "min_memory_cpu": 1024, "requeue": 0, "mail_type": "END,FAIL", "mail_user": "ana",
+        "throttle": 3}
+    assert parse_job_update(["JobId=14", "NodeList=c000", "TresPerNode=gpu:2", "Dep=", "Dead=uts2000000000"])[1] == {
+        "req_nodes": "c000", "gres": "gpu:2", "dependency": "", "deadline": 2000000000.0}
+    start = parse_job_update(["JobId=14", "StartTime=2001-01-01"])[1]["begin_time"]  # a past start: now
+    assert isinstance(start, float) and start > 1.7e9
 
 
 @pytest.mark.parametrize("words, lines, prefixed", [
     (["JobId=14", "Frobnicate=1"], ("Update of this parameter is not supported: Frobnicate=1", "Request aborted"),
      False),
-    (["JobId=14", "Dependency=afterok:3"],
-     ("Update of this parameter is not supported: Dependency=afterok:3", "Request aborted"), False),
+    (["JobId=14", "Licenses=matlab"],
+     ("Update of this parameter is not supported: Licenses=matlab", "Request aborted"), False),
+    (["JobId=14", "CPUsPerTask=two"], ("Invalid CPUsPerTask value: two",), True),
+    (["JobId=14", "MinMemoryCPU=lots"], ("Invalid MinMemoryCPU value: lots",), True),
+    (["JobId=14", "Requeue=yes"], ("Invalid Requeue value: yes",), True),
+    (["JobId=14", "ArrayTaskThrottle=-1"], ("Invalid ArrayTaskThrottle value",), True),
+    (["JobId=14", "MailType=SOMETIMES"], ("Invalid MailType value: SOMETIMES",), True),
+    (["JobId=14", "StartTime=soonish"], ("Invalid time specification (pos=0): soonish",), True),
     (["JobId=14", "TimeLimit=bogus"], ("Invalid TimeLimit value",), True),
     (["JobId=14", "TimeLimit=+UNLIMITED"], ("Invalid TimeLimit value",), True),
     (["JobId=14", "TimeLimit+=+5"], ("Invalid syntax, variations of +=- are not accepted.",), True),
@@ -334,3 +352,82 @@ def test_a_job_that_started_meanwhile_is_checked_again(service, store, monkeypat
     assert jobs.update_job(str(job_id), ANA, changes={"num_tasks": 2}) == [
         f"Job is no longer pending execution for job {job_id}"]
     assert store.get_job(job_id).spec.ntasks == 1
+
+
+def test_a_pending_jobs_request_changes_where_the_scheduler_reads_it(service, store) -> None:
+    jobs, _ = service
+    job_id = submit(store, ntasks=2)
+    assert jobs.update_job(str(job_id), ANA, changes={
+        "num_nodes": "2", "req_nodes": "c[000-001]", "exc_nodes": "", "gres": "gpu:1", "cpus_per_task": 2,
+        "min_memory_cpu": 100, "dependency": "", "qos": "Normal", "begin_time": 5000.0, "deadline": 9000.0,
+        "workdir": "/var/tmp", "stdout": "o.%j", "stderr": "e.%j", "requeue": 0, "mail_type": "END",
+        "mail_user": "ana"}) == []
+    spec = store.get_job(job_id).spec
+    assert (spec.num_nodes, spec.nodelist, spec.cpus_per_task, spec.mem_per_cpu_mb, spec.mem_mb) == (
+        2, "c[000-001]", 2, 100, 0)
+    assert (spec.workdir, spec.stdout, spec.stderr, spec.mail_type, spec.mail_user, spec.qos) == (
+        "/var/tmp", "o.%j", "e.%j", "END", "ana", "normal")
+    assert (spec.begin_time, spec.deadline, str(spec.gres[0])) == (5000.0, 9000.0, "gpu:1")
+    queued = store.queue(job_ids=[job_id])[0]
+    assert (queued.num_nodes, queued.req_nodes, queued.begin_time, queued.deadline) == (2, "c[000-001]", 5000.0, 9000.0)
+    assert (queued.cpus, queued.node_cpus, str(queued.gres[0])) == (4, (2, 2), "gpu:1")  # a task of 2 CPUs a node
+    assert store.get_job(job_id).requeue is False
+    [event] = [e for e in store.events(job_id) if e.op == "update"]
+    assert "num_nodes=2" in event.detail and "nodelist=c[000-001]" in event.detail
+    # the same values again: nothing to write
+    assert jobs.update_job(str(job_id), ANA, changes={"req_nodes": "c[000-001]", "qos": "normal"}) == []
+    assert len([e for e in store.events(job_id) if e.op == "update"]) == 1
+
+
+def test_request_changes_are_admitted_as_at_submit_all_or_nothing(service, store) -> None:
+    jobs, _ = service
+    job_id, done = submit(store), submit(store)
+    start(store, done)
+    store.finish(done, "c000", 0, JobState.COMPLETED, 0, 0, 960.0)
+    for changes, why in (
+            ({"features": "a100", "name": "x"}, "Invalid feature specification"),
+            ({"req_nodes": "c009"}, "Invalid node name specified: c009"),
+            ({"gres": "gpu:9"}, "Requested node configuration is not available"),
+            ({"gres": "gpu:x:y:z"}, "Invalid generic resource (gres) specification"),
+            ({"num_nodes": "3"}, "Node count specification invalid: the partition has 2 usable node(s), the job "
+                                 "asks 3"),
+            ({"num_nodes": "2-1"}, "Node count specification invalid"),
+            ({"qos": "high"}, "Invalid qos specification"),
+            ({"dependency": "afterok:999999"}, "Job dependency problem: no job 999999"),
+            ({"dependency": "whenever:1"}, None)):
+        lines = jobs.update_job(str(job_id), ANA, changes=changes)
+        assert len(lines) == 1 and lines[0].endswith(f" for job {job_id}"), (changes, lines)
+        if why is not None:
+            assert lines[0] == f"{why} for job {job_id}"
+    assert jobs.update_job(str(job_id), ANA, changes={"dependency": f"afterany:{done}"}) == []
+    assert store.queue(job_ids=[job_id])[0].dependency == f"afterany:{done}"
+    spec = store.get_job(job_id).spec
+    assert (spec.name, spec.constraint, spec.nodelist, spec.gres, spec.num_nodes) == ("j", "", "", (), 1)
+
+
+def test_a_running_jobs_request_stays_but_for_requeue_and_mail(service, store) -> None:
+    jobs, _ = service
+    running = submit(store)
+    start(store, running)
+    assert jobs.update_job(str(running), ANA, changes={"num_nodes": "2"}) == [
+        f"Requested operation not supported on this system for job {running}"]
+    for changes in ({"req_nodes": "c001"}, {"workdir": "/"}, {"cpus_per_task": 2}, {"begin_time": 5000.0},
+                    {"dependency": "afterok:1"}, {"gres": "gpu:1"}):
+        assert jobs.update_job(str(running), ANA, changes=changes) == [
+            f"Job is no longer pending execution for job {running}"], changes
+    assert jobs.update_job(str(running), ANA, changes={"requeue": 1, "mail_type": "BEGIN,END",
+                                                       "mail_user": "ana"}) == []
+    job = store.get_job(running)
+    assert (job.requeue, job.spec.mail_type, job.spec.mail_user) == (True, "BEGIN,END", "ana")
+
+
+def test_an_arrays_throttle_on_each_task(service, store) -> None:
+    jobs, _ = service
+    spec = JobSpec(name="j", user="ana", uid=ANA, gid=ANA, workdir="/tmp", script="#!/bin/sh\n", array="0-2")
+    first = store.submit(spec, "p", 600, 900.0, array_ids=(0, 1, 2))
+    assert jobs.update_job(str(first), ANA, changes={"throttle": 1}) == []
+    tasks = store.get_jobs(job_ids=[first])
+    assert {t.spec.array for t in tasks} == {"0-2%1"}
+    assert {q.array_max_running for q in store.queue(job_ids=[t.job_id for t in tasks])} == {1}
+    assert jobs.update_job(str(first), ANA, changes={"throttle": 0}) == []
+    assert {t.spec.array for t in store.get_jobs(job_ids=[first])} == {"0-2"}

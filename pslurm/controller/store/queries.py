@@ -66,6 +66,7 @@ from pslurm.core.arrays import format_ranges
 from pslurm.core.gres import GresRequest
 from pslurm.core.hostlists import expand
 from pslurm.core.jobspec import JobRecord, JobSpec
+from pslurm.core.layout import node_cpus_text
 from pslurm.core.lifecycle import Change, JobFlags
 from pslurm.core.node import NodeRecord
 from pslurm.core.states import NODE_TRANSITIONS, InvalidTransition, JobReason, JobState, NodeState
@@ -148,7 +149,7 @@ class Store:
             requeue_requested=False, restarts=0, priority=0, array_max_running=throttle,
             array_job_id=None, array_task_id=array_ids[0] if array_ids else None,
             req_nodes=spec.nodelist, exc_nodes=spec.exclude, begin_time=spec.begin_time, deadline=spec.deadline,
-            comment=spec.comment, qos=spec.qos, num_nodes=spec.num_nodes, node_cpus=_node_cpus(spec),
+            comment=spec.comment, qos=spec.qos, num_nodes=spec.num_nodes, node_cpus=node_cpus_text(spec),
             req_features=spec.constraint, exclusive=spec.exclusive, assoc_id=assoc_id or None,
         )
 
@@ -228,7 +229,7 @@ class Store:
         return self._apply_each([(e.job_id, e.end_time, _end_decision(e)) for e in ends])
 
     def cancel(self, job_id: int, now: float, detail: str = "cancelled",
-               reason: JobReason = JobReason.NONE) -> Change:
+               reason: JobReason | None = None) -> Change:
         return self._apply(job_id, now, lambda job: lifecycle.cancel(job, now, detail, reason))
 
     def cancel_jobs(self, job_ids: Sequence[int], now: float, detail: str = "cancelled"
@@ -261,11 +262,11 @@ class Store:
         """psalloc's end (lifecycle.relinquish): COMPLETING until the agent reports the run's end."""
         return self._apply(job_id, now, lambda job: lifecycle.relinquish(job, exit_code, now))
 
-    def request_requeue(self, job_id: int, now: float) -> Change:
-        return self._apply(job_id, now, lambda job: lifecycle.request_requeue(job, now))
+    def request_requeue(self, job_id: int, now: float, hold: str = "") -> Change:
+        return self._apply(job_id, now, lambda job: lifecycle.request_requeue(job, now, hold))
 
-    def requeue(self, job_id: int, now: float, detail: str) -> Change:
-        return self._apply(job_id, now, lambda job: lifecycle.requeue(job, now, detail))
+    def requeue(self, job_id: int, now: float, detail: str, hold: str = "") -> Change:
+        return self._apply(job_id, now, lambda job: lifecycle.requeue(job, now, detail, hold=hold))
 
     def suspend(self, job_id: int, now: float) -> Change:
         """pscontrol suspend (lifecycle.suspend): RUNNING -> SUSPENDED."""
@@ -893,15 +894,6 @@ def _fill_nodes(conn: Connection, records: Sequence[JobRecord]) -> None:
         job.node_gpus = tuple(gpus for _, gpus in rows)
 
 
-def _node_cpus(spec: JobSpec) -> str:
-    """``jobs.node_cpus``: each node's CPUs of a multi-node job ("" for one node)."""
-    if spec.num_nodes <= 1:
-        return ""
-    from pslurm.core.layout import node_layout
-
-    return ",".join(str(n.cpus) for n in node_layout(spec))
-
-
 def _chunks(ids: Collection[int]) -> list[list[int]]:
     """``ids`` in sorted lists of at most _IN_CHUNK, for IN clauses."""
     ordered = sorted(ids)
@@ -918,8 +910,12 @@ def _end_decision(e: RunEnd) -> Callable[[JobFlags], Change]:
 # What pscontrol update JobId= may set (Store.update_fields): the job's columns, and the request's
 # fields kept in step with them; never the state, hold or flags, which are the lifecycle's.
 _UPDATABLE = frozenset({"name", "account", "partition", "time_limit", "cpus", "mem_mb", "nice", "admin_priority",
-                        "priority", "comment"})
-_UPDATABLE_REQUEST = frozenset({"name", "account", "partition", "time_limit", "ntasks", "mem_mb", "nice", "comment"})
+                        "priority", "comment", "num_nodes", "node_cpus", "req_nodes", "exc_nodes", "req_features",
+                        "gres", "dependency", "qos", "begin_time", "deadline", "requeue", "array_max_running"})
+_UPDATABLE_REQUEST = frozenset({"name", "account", "partition", "time_limit", "ntasks", "mem_mb", "nice", "comment",
+                                "num_nodes", "max_nodes", "nodelist", "exclude", "constraint", "gres", "dependency",
+                                "qos", "begin_time", "deadline", "requeue", "cpus_per_task", "mem_per_cpu_mb",
+                                "workdir", "stdout", "stderr", "mail_type", "mail_user", "array"})
 
 _FLAG_COLUMNS = (jobs.c.state, jobs.c.hold, jobs.c.cancel_requested, jobs.c.requeue_requested, jobs.c.requeue,
                  jobs.c.restarts, jobs.c.node, jobs.c.relinquish_code, jobs.c.nodes, jobs.c.suspend_time,
