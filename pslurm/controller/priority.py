@@ -123,7 +123,7 @@ def share_rows(usage: Mapping[tuple[str, str], float], users: Iterable[tuple[str
     seen = [k for k in usage if not tree.enforced or k[0] in tree.accounts]  # a deleted account's usage: not a row
     for account, user in [*seen, *users]:
         for key in ((account, ""), (account, user)):
-            if key not in raw:
+            if key not in raw and key != (ROOT, ""):  # the root account is the tree's top, no row under itself
                 raw[key] = 1
                 kids[account if key[1] else (tree.parent_of(account) if account in tree.accounts else ROOT)
                      ].append(key)

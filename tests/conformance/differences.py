@@ -72,7 +72,7 @@ DIFFERENT: dict[str, str] = {
     # arrays: Slurm keeps an array's pending tasks as one record (job 14) until each starts
     "squeue -j {arr}_[1-2]": ARRAY + " (a task range of it is answered by its first task, 14_0)",
     "scontrol show job {arr}_2": ARRAY, "tool: squeue -a -r -h -o' %A|%a|%T|%C'": ARRAY,
-    "tool: squeue -a -r -h -o' %A|%u|%T|%C'": ARRAY,
+    "tool: squeue -a -r -h -o' %A|%u|%T|%C'": ARRAY, "tool: squeue -a -r -h -o' %A,%T,%r' --states=all": ARRAY,
     "scancel {arr}_1 && squeue -h -t all -j {arr} -r -o '%i %T'": (
         ARRAY + "; squeue 22.05 leaves out the task cancelled before it was split off, pslurm lists it"),
     "sbatch -n 2 -c 2, held: its node count while pending": (

@@ -158,6 +158,17 @@ def test_a_tree_of_accounts_in_the_fair_share_rows() -> None:
     assert by[("b", "bo")].fairshare > by[("a1", "ana")].fairshare  # less usage than its shares' part
 
 
+def test_usage_charged_to_the_root_account_is_a_user_row_under_the_root() -> None:
+    """root's jobs charge the root account (as Slurm's): its user row sits under the root, which has
+    no row of its own (a row (root, "") under the root walked itself without end)."""
+    from pslurm.controller.priority import share_rows
+
+    for tree in (Associations({}, {}, ()), Associations({"root": None}, {}, ())):  # type: ignore[dict-item]
+        rows = share_rows({("root", "root"): 5.0, ("acct", "ana"): 1.0}, [("root", "root")], tree)
+        assert [(r.account, r.user, r.depth) for r in rows] == [("root", "root", 1), ("acct", "", 1),
+                                                               ("acct", "ana", 2)]
+
+
 def test_jwt_tokens_are_hs256_and_refused_when_forged_expired_or_for_another(tmp_path: Path) -> None:
     path = tmp_path / "jwt_hs256.key"
     key = load_or_create_key(str(path))
