@@ -53,12 +53,14 @@ def ended(c: Cluster, *jobs: str) -> None:
 
 
 def test_memory_slices_pack_one_gpu_and_keep_whole_gpus_whole(shared: Cluster, tmp_path: Path) -> None:
-    a, release_a = submit(shared, tmp_path, "--gpu-mem=6G", use_mb=5000)
-    b, release_b = submit(shared, tmp_path, "--gpu-mem=6G", use_mb=3000)
+    # time limits make the plan certain: a job without one is expected to end a year after its start (as
+    # slurmctld's), and a third slice without one would run past the waiting whole-GPU job's reservation
+    a, release_a = submit(shared, tmp_path, "--gpu-mem=6G", "-t", "10", use_mb=5000)
+    b, release_b = submit(shared, tmp_path, "--gpu-mem=6G", "-t", "10", use_mb=3000)
     wait_for(lambda: fields(shared, a, "%T")[0] == fields(shared, b, "%T")[0] == "RUNNING", timeout=30)
-    whole, release_w = submit(shared, tmp_path, "--gres=gpu:1")
+    whole, release_w = submit(shared, tmp_path, "--gres=gpu:1", "-t", "10")
     wait_for(lambda: fields(shared, whole, "%T")[0] == "RUNNING", timeout=30)
-    another, release_x = submit(shared, tmp_path, "--gres=gpu:1")  # both GPUs taken: one whole, one shared
+    another, release_x = submit(shared, tmp_path, "--gres=gpu:1", "-t", "10")  # both GPUs taken: one whole, one shared
     try:
         wait_for(lambda: fields(shared, another, "%T|%r") == ["PENDING", "Resources"], timeout=30)
         gpus = {j: (tmp_path / f"{j}.out") for j in (a, b, whole)}
@@ -74,7 +76,7 @@ def test_memory_slices_pack_one_gpu_and_keep_whole_gpus_whole(shared: Cluster, t
         # a third slice that does not fit what is left of the shared GPU waits, behind the whole-GPU job;
         # once there is room on the shared GPU again, backfill starts it (it delays nobody: the GPU stays
         # shared as long as the job already on it runs)
-        c, release_c = submit(shared, tmp_path, "--gpu-mem=6G")
+        c, release_c = submit(shared, tmp_path, "--gpu-mem=6G", "-t", "5")
         wait_for(lambda: fields(shared, c, "%T|%r") == ["PENDING", "Priority"], timeout=30)
         release_a.touch()
         wait_for(lambda: fields(shared, c, "%T")[0] == "RUNNING", timeout=30)
