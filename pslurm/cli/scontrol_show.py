@@ -87,8 +87,7 @@ def show_job(job: JobInfo, one_liner: bool = False, details: bool = False, now: 
         f"Deadline={format_timestamp(spec.deadline) if spec.deadline else 'N/A'}",
         f"SuspendTime={when(job.suspend_time) if job.suspend_time else 'None'} "
         f"SecsPreSuspend={_secs_pre_suspend(job)} LastSchedEval={when(job.start_time or job.submit_time)} "
-        # a pending job with an expected start was last looked at by backfill (the pass that plans starts)
-        f"Scheduler={'Backfill:*' if state == 'PENDING' and job.start_estimate is not None else 'Main'}",
+        "Scheduler=Main",
         f"Partition={job.partition or spec.partition or ''} AllocNode:Sid={spec.submit_host or 'localhost'}:0",
         f"ReqNodeList={spec.nodelist or NULL} ExcNodeList={spec.exclude or NULL}",
         f"NodeList={v.nodelist_text(job)}",

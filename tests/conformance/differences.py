@@ -89,6 +89,9 @@ UNSTABLE: dict[str, str] = {
                        "as its scheduling passes fall; pslurm: None"),
     "sacct -o SystemCPU": ("CPU time measured by Slurm's jobacct_gather, a millisecond or none (pslurm measures "
                            "none yet: 00:00:00)"),
+    **{pattern: ("a waiting job's Scheduler=: Slurm names whichever of its schedulers (Main or Backfill:*) last "
+                 "looked at the job, as its passes fall; pslurm: Main") for pattern in (
+        "scontrol show job", "scontrol -o show jobs")},
 }
 DIFFERENT.update(UNSTABLE)
 
