@@ -28,12 +28,15 @@ def prog_name(own: str) -> str:
     """The name a command reports itself by (``squeue: error: ...``): its Slurm name when it was run
     by that name (``argv[0]``, as Slurm's commands take theirs: the executables of `pslurm compat
     install`), else its own. A command's output into a pipe that closes ends it quietly, as it ends
-    Slurm's (``squeue | head -1``): SIGPIPE's default action."""
-    import signal
-
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    Slurm's (``squeue | head -1``): SIGPIPE's default action, in the command's own process only (not in
+    a program that imports the command, such as a test run or a daemon)."""
     slurm = SLURM_NAMES.get(own)
-    if slurm and sys.argv and os.path.basename(sys.argv[0]) == slurm:
+    called = os.path.basename(sys.argv[0]) if sys.argv else ""
+    if called in (own, slurm):
+        import signal
+
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    if slurm and called == slurm:
         return slurm
     return own
 
