@@ -84,7 +84,7 @@ class JobService:
 
     def resolve(self, text: str) -> list[int]:
         """The job ids ``14``, ``14_3`` or ``14_[5-9]`` names (an array's id: every task), at most the
-        array's tasks whatever the selector spans (core.arrays.TaskRanges, Store.resolve). SpecError
+        array's tasks whatever the selector spans (core.jobids.TaskRanges, Store.resolve). SpecError
         for a malformed id; [] for an unknown one."""
         job_id, tasks = parse_job_selector(text)
         return self.store.resolve(job_id, tasks)

@@ -6,9 +6,7 @@ import re
 from collections.abc import Iterable
 
 from pslurm.core.errors import SpecError, shown
-from pslurm.core.jobids import MAX_ID, MAX_SELECTOR_ITEMS, TaskRanges, is_id, parse_task_ranges
-
-__all__ = ["MAX_ID", "MAX_SELECTOR_ITEMS", "TaskRanges"]  # where the controller and tests found them
+from pslurm.core.jobids import TaskRanges, is_id, parse_task_ranges
 
 _ITEM = re.compile(r"^(\d+)(?:-(\d+)(?::(\d+))?)?$")
 

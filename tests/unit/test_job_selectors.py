@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from pslurm.core.arrays import MAX_SELECTOR_ITEMS, TaskRanges, parse_job_selector
+from pslurm.core.arrays import parse_job_selector
+from pslurm.core.jobids import MAX_SELECTOR_ITEMS, TaskRanges
 from pslurm.core.jobspec import SpecError
 from pslurm.core.states import JobState
 from tests.unit.test_update_job import ANA, config, service, start, store, submit  # noqa: F401 - fixtures
