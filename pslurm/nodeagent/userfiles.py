@@ -225,8 +225,9 @@ class UserStart:
     def _reason(self, step: int, code: int, kind: str) -> str:
         why = os.strerror(code) if code else kind
         if step in (STDOUT, STDERR) and code == errno.ENOENT:
-            path = self.stdout if step == STDOUT else self.stderr
-            self.output_dir_missing = not os.path.isdir(os.path.dirname(path or "/") or "/")
+            # an O_CREAT open fails ENOENT for a missing directory; asking now whether it exists would race
+            # the client that makes it just after submitting (submitit): the launch is tried again either way
+            self.output_dir_missing = True
         if step == CHDIR:
             return f"chdir({self.workdir}): {why}"
         if step in (STDOUT, STDERR):
