@@ -38,7 +38,6 @@ DIFFERENT: dict[str, str] = {
     "sinfo -o %n": "a node's host name (as sinfo -O NodeHost)", "sinfo -N -o %n": "a node's host name",
     "squeue -O AllocSID": "the session id of the shell that submitted (pslurm does not record it)",
     "sacct -o DBIndex": "the accounting database's row numbers (pslurm's store has none: it prints the job id)",
-    "sacct -o UserCPU": "CPU time measured by Slurm's jobacct_gather (pslurm measures none yet: 00:00:00)",
     "sacct -o TotalCPU": "CPU time measured by Slurm's jobacct_gather (pslurm measures none yet: 00:00:00)",
     "scontrol show config *": "the configuration of two different systems (pslurm.conf has pslurm's keys)",
     "scontrol show daemons": "the daemons' names: psctld and psd",
@@ -89,6 +88,12 @@ UNSTABLE: dict[str, str] = {
                        "as its scheduling passes fall; pslurm: None"),
     "sacct -o SystemCPU": ("CPU time measured by Slurm's jobacct_gather, a millisecond or none (pslurm measures "
                            "none yet: 00:00:00)"),
+    **{pattern: ("a timed-out job's batch script: SIGTERM reaches bash while it waits for a child or not, so Slurm "
+                 "reports it killed by signal 15 (0:15, CANCELLED) in some runs and exited 143 (143:0, FAILED 15:0) in "
+                 "others; pslurm: 0:15") for pattern in (
+        "squeue -O exit_code", "sacct", "sacct -a", "sacct --allusers", "sacct -j {timeout}", "sacct --federation",
+        "scontrol show job {timeout}")},
+    "sacct -o UserCPU": "CPU time measured by Slurm's jobacct_gather, a few milliseconds or none (pslurm: 00:00:00)",
     **{pattern: ("a waiting job's Scheduler=: Slurm names whichever of its schedulers (Main or Backfill:*) last "
                  "looked at the job, as its passes fall; pslurm: Main") for pattern in (
         "scontrol show job", "scontrol -o show jobs")},
