@@ -88,7 +88,8 @@ def show_job(job: JobInfo, one_liner: bool = False, details: bool = False, now: 
         f"SuspendTime={when(job.suspend_time) if job.suspend_time else 'None'} "
         f"SecsPreSuspend={_secs_pre_suspend(job)} LastSchedEval={when(job.start_time or job.submit_time)} "
         "Scheduler=Main",
-        f"Partition={job.partition or spec.partition or ''} AllocNode:Sid={spec.submit_host or 'localhost'}:0",
+        f"Partition={job.partition or spec.partition or ''} "
+        f"AllocNode:Sid={spec.submit_host or 'localhost'}:{spec.submit_sid}",
         f"ReqNodeList={spec.nodelist or NULL} ExcNodeList={spec.exclude or NULL}",
         f"NodeList={v.nodelist_text(job)}",
         *([f"BatchHost={job.node}"] if job.node and not spec.interactive else []),

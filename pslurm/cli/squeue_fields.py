@@ -178,7 +178,7 @@ class JobFields:
             "accruetime": ("ACCRUE_TIME", lambda j: stamp(v.eligible_time(j))),
             "admin_comment": ("ADMIN_COMMENT", lambda j: NOT_SET),
             "allocnodes": ("ALLOC_NODES", lambda j: "localhost"),
-            "allocsid": ("ALLOC_SID", lambda j: "0"),
+            "allocsid": ("ALLOC_SID", lambda j: str(spec(j).submit_sid)),
             "arrayjobid": fields["F"], "arraytaskid": fields["K"],
             "associd": ("ASSOC_ID", lambda j: str(j.assoc_id)),
             "batchflag": ("BATCH_FLAG", lambda j: "0" if spec(j).interactive or spec(j).allocation else "1"),

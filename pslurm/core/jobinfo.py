@@ -214,6 +214,10 @@ class JobDesc:
         return str(self.own.get("submit_host") or "")
 
     @property
+    def submit_sid(self) -> int:
+        return int(self.own.get("submit_sid") or 0)
+
+    @property
     def submit_line(self) -> str:
         return str(self.own.get("submit_line") or "")
 

@@ -58,6 +58,7 @@ class JobSpec:
     ntasks_per_node: int = 0  # --ntasks-per-node; 0: not given (ntasks spread in block order, core/layout.py)
     command: str = ""  # the batch script's path as sbatch was given it, absolute (Command=); "": --wrap, stdin
     submit_host: str = ""  # the host it was submitted from (AllocNode=)
+    submit_sid: int = 0  # the session id of the shell that submitted it (AllocSID, AllocNode:Sid=)
     submit_line: str = ""  # the command line that submitted it (sacct's SubmitLine)
     mem_per_cpu_mb: int = 0  # --mem-per-cpu; each node's memory is this times its CPUs (core/layout.py)
     mem_per_gpu_mb: int = 0  # --mem-per-gpu; each node's memory is this times its GPUs

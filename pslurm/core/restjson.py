@@ -89,7 +89,7 @@ def desc_to_json(spec: Mapping[str, Any]) -> Json:
                    "time_limit": spec["time_limit"]},
     }
     for own_key in ("open_mode", "gpu_mem", "allocation", "max_nodes", "exclusive", "command", "submit_host",
-                    "submit_line", "mem_per_gpu_mb", "cpus_per_gpu"):
+                    "submit_sid", "submit_line", "mem_per_gpu_mb", "cpus_per_gpu"):
         if spec.get(own_key):
             data["pslurm"][own_key] = spec[own_key]
     _slurm_keys(data, spec)
@@ -269,7 +269,7 @@ def brief_spec_json(spec: JobSpec, partition: str) -> Json:
         own["exclusive"] = True
     if spec.max_nodes:
         own["max_nodes"] = spec.max_nodes
-    for own_key in ("command", "submit_host", "submit_line", "mem_per_gpu_mb", "cpus_per_gpu"):
+    for own_key in ("command", "submit_host", "submit_sid", "submit_line", "mem_per_gpu_mb", "cpus_per_gpu"):
         if getattr(spec, own_key):
             own[own_key] = getattr(spec, own_key)
     _slurm_keys(data, vars(spec))

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import getpass
 import re
+import subprocess
 
-from tests.conftest import wait_for
+from tests.conftest import BIN, wait_for
 
 
 def test_me_long_format_time_left_and_sort(cluster, tmp_path):
@@ -43,3 +44,19 @@ def test_me_long_format_time_left_and_sort(cluster, tmp_path):
         assert sort.returncode == 1 and "Invalid sort specification: #" in sort.stderr
     finally:
         cluster.run("pscancel", *ids)
+
+
+def test_alloc_sid_is_the_submitting_session(cluster, tmp_path):
+    """squeue -O AllocSID and scontrol's AllocNode:Sid= are the session of the shell that submitted (sbatch
+    records getsid(0)): here a session of its own, whose id is the submitting process's."""
+    proc = subprocess.Popen([str(BIN / "psbatch"), "--parsable", "-H", "--wrap", "true"], env=cluster.env,
+                            cwd=tmp_path, stdout=subprocess.PIPE, text=True, start_new_session=True)
+    job = proc.communicate(timeout=60)[0].strip()
+    assert proc.returncode == 0 and job.isdigit()
+    try:
+        out = cluster.run("psqueue", "-h", "-j", job, "-O", "JobID:8,AllocSID", check=True).stdout
+        assert out.split() == [job, str(proc.pid)]
+        show = cluster.run("pscontrol", "show", "job", job, check=True).stdout
+        assert re.search(rf"AllocNode:Sid=\S+:{proc.pid}\b", show), show
+    finally:
+        cluster.run("pscancel", job)

@@ -36,7 +36,6 @@ DIFFERENT: dict[str, str] = {
     "sinfo -O NodeHost": "a node's host name: Slurm's four slurmds share this machine's name, pslurm's nodes are "
                          "their own hosts",
     "sinfo -o %n": "a node's host name (as sinfo -O NodeHost)", "sinfo -N -o %n": "a node's host name",
-    "squeue -O AllocSID": "the session id of the shell that submitted (pslurm does not record it)",
     "sacct -o DBIndex": "the accounting database's row numbers (pslurm's store has none: it prints the job id)",
     "sacct -o TotalCPU": "CPU time measured by Slurm's jobacct_gather (pslurm measures none yet: 00:00:00)",
     "scontrol show config *": "the configuration of two different systems (pslurm.conf has pslurm's keys)",

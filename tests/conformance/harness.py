@@ -83,7 +83,7 @@ def _first_id(line: str) -> str:
 
 
 _SRUN_PID = re.compile(r"(SrunHost:Pid=\S*:)\d+")
-_ALLOC_SID = re.compile(r"AllocNode:Sid=\S+")
+_ALLOC_SID = re.compile(r"AllocNode:Sid=[^\s:]+:(\d+)")
 _NEW_JOB = re.compile(r"((?:job_id=|JobId=|[Jj]ob |job allocation |job step id ))(\d+)")
 
 
@@ -98,9 +98,9 @@ def normalise(text: str, side: Side, id_map: dict[str, str]) -> str:
     text = _TIMESTAMP.sub("{time}", text)
     text = _CTIME.sub("{date}", text)
     text = _SRUN_PID.sub(r"\1{pid}", text)  # the process id of the srun that runs a step
-    # the submitting host and its session: Slurm's anchor sees "localhost" and the shell's session id,
-    # pslurm records the host's name and no session
-    text = _ALLOC_SID.sub("AllocNode:Sid={host}:{sid}", text)
+    # the submitting host: Slurm's anchor sees "localhost", pslurm records the host's name (the session id,
+    # the same shell's on both sides, is compared)
+    text = _ALLOC_SID.sub(r"AllocNode:Sid={host}:\1", text)
     # a job a case submitted: its id is each side's next (Slurm numbers an array's tasks as they start)
     last = max((int(i) for i in side.ids.values() if i.isdigit()), default=0)
     text = _NEW_JOB.sub(lambda m: m.group(1) + ("{new}" if int(m.group(2)) > last else m.group(2)), text)
