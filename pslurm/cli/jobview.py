@@ -187,6 +187,12 @@ def slurm_end_time(job: Job) -> float | None:
     return start + job.time_limit + job.suspended_seconds
 
 
+def reason_text(job: Job) -> str:
+    """The reason as squeue's %r prints it: slurmctld's words for it where it gave some (state_desc),
+    else its name."""
+    return job.state_desc or str(job.reason)
+
+
 def shows_reason(job: Job) -> bool:
     """squeue's %R shows the reason (not the nodes) for a job pending, or one that ended timed out,
     out of memory, past its deadline or failed (print.c _print_job_reason_list)."""

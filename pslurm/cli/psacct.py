@@ -255,8 +255,8 @@ def _job_fields(now: float, node_memory: int = 0) -> dict[str, Callable[[Job], s
         return f"{job.exit_code}:{job.exit_signal}"
 
     def reason(job: Job) -> str:
-        # the reason it waited, for a job that never started; None once it ran (sacct keeps no other)
-        return str(job.reason) if job.start_time is None else "None"
+        # the last reason it waited for but None, Priority and Resources: what the accounting database keeps
+        return str(job.reason_prev)
 
     def req_mem(job: Job) -> str:
         from pslurm.cli.scontrol_show import mem_text
@@ -662,7 +662,7 @@ def _selected(job: Job, v: dict[str, object], selectors: list[Any], wanted: set[
     checks = ((listed(v, "names"), spec.name), (listed(v, "partition"), job.partition),
               (listed(v, "accounts"), spec.account), (listed(v, "qos"), spec.qos or "normal"),
               (listed(v, "constraints"), spec.constraint), (listed(v, "wckeys"), ""), (listed(v, "associations"), ""),
-              (listed(v, "reason"), str(job.reason)))
+              (listed(v, "reason"), str(job.reason_prev)))
     if any(want is not None and value not in want for want, value in checks):
         return False
     groups = listed(v, "groups")

@@ -75,7 +75,8 @@ def show_job(job: JobInfo, one_liner: bool = False, details: bool = False, now: 
         f"UserId={spec.user}({spec.uid}) GroupId={group}({spec.gid}) MCS_label=N/A",
         f"Priority={v.slurm_priority(job)} Nice={spec.nice} Account={spec.account or NULL} "
         f"QOS={spec.qos or 'normal'}",
-        f"JobState={state} Reason={job.reason} Dependency={v.dependency_text(job)}",
+        # slurmctld's words for the reason, where it gave some, with their blanks as underscores (as scontrol)
+        f"JobState={state} Reason={'_'.join(v.reason_text(job).split())} Dependency={v.dependency_text(job)}",
         f"Requeue={1 if job.requeue else 0} Restarts={job.restarts} "
         f"BatchFlag={0 if spec.interactive or spec.allocation else 1} Reboot=0 "
         "ExitCode={}:{}".format(*v.exit_pair(job)),

@@ -188,7 +188,8 @@ def job_json(job: Job, cluster: str) -> Json:
         "profile": None, "qos": getattr(spec, "qos", "") or "normal", "reboot": False,
         "required_nodes": spec.nodelist, "requeue": bool(job.requeue), "resize_time": 0,
         "restart_cnt": job.restarts, "resv_name": "", "shared": None, "show_flags": list(SHOW_FLAGS),
-        "sockets_per_board": 0, "sockets_per_node": None, "start_time": start, "state_description": "",
+        "sockets_per_board": 0, "sockets_per_node": None, "start_time": start,
+        "state_description": job.state_desc,
         "state_reason": str(job.reason), "standard_error": spec.stderr or "",
         "standard_input": "" if spec.interactive else "/dev/null", "standard_output": spec.stdout or "",
         "submit_time": _epoch(job.submit_time), "suspend_time": 0, "system_comment": job.system_comment,
@@ -291,8 +292,8 @@ def account_json(job: Job, cluster: str, now: float, steps: Sequence[Any] = ()) 
         "priority": 0 if job.hold else job.priority, "qos": getattr(spec, "qos", "") or "normal",
         "required": {"CPUs": spec.cpus, "memory": spec.mem_mb}, "kill_request_user": None,
         "reservation": {"id": 0, "name": 0},  # sic: 22.05 writes the reservation's name as a number
-        # the reason it waited for (the database keeps the last one before it started)
-        "state": {"current": job.state.value, "reason": str(job.reason) if not started else "None"},
+        # the last reason it waited for but None, Priority and Resources (the database's state_reason_prev)
+        "state": {"current": job.state.value, "reason": str(job.reason_prev)},
         "steps": [step_json(job, step, now) for step in steps],
         "tres": {"allocated": _tres_list(tres) if started else [], "requested": _tres_list(tres)},
         "user": spec.user, "wckey": {"wckey": "", "flags": []}, "working_directory": spec.workdir,

@@ -83,9 +83,9 @@ class JobFields:
 
     def reason_list(self, job: Job) -> str:
         """%R: the reason in parentheses for a pending job or one that ended badly, else its nodes."""
-        from pslurm.cli.jobview import nodelist_text, shows_reason
+        from pslurm.cli.jobview import nodelist_text, reason_text, shows_reason
 
-        return f"({job.reason})" if shows_reason(job) else nodelist_text(job)
+        return f"({reason_text(job)})" if shows_reason(job) else nodelist_text(job)
 
     def end_text(self, job: Job) -> str:
         """%e: NONE for a job without a time limit that runs or is expected to start."""
@@ -154,7 +154,7 @@ class JobFields:
             "P": ("PARTITION", lambda j: j.partition or spec(j).partition or ""),
             "q": ("QOS", lambda j: spec(j).qos or "normal"),
             "Q": ("PRIORITY", lambda j: str(v.slurm_priority(j))),
-            "r": ("REASON", lambda j: str(j.reason)),
+            "r": ("REASON", v.reason_text),
             "R": ("NODELIST(REASON)", self.reason_list),
             "s": ("", lambda j: ""),  # node selection plugin data: none in 22.05's cons_tres
             "S": ("START_TIME", lambda j: stamp(self.start(j))),

@@ -359,6 +359,16 @@ class JobInfo:
         return JobReason(self.data.get("state_reason") or "None")
 
     @property
+    def state_desc(self) -> str:
+        """The reason in words where slurmctld gives one (its state_desc); "" none."""
+        return str(self.data.get("state_description") or "")
+
+    @property
+    def reason_prev(self) -> JobReason:
+        """The last reason it waited for but None, Priority and Resources (sacct's Reason); pslurm's own key."""
+        return JobReason.parse(self.own.get("reason_prev"))
+
+    @property
     def submit_time(self) -> float:
         return float(from_no_val(self.data["submit_time"]) or 0.0)
 

@@ -114,6 +114,8 @@ class JobRecord:
     assoc_id: int = 0  # the association it was charged to (sacctmgr's id); 0: none, as Slurm's
     suspend_time: float | None = None  # its last scontrol suspend or resume (Slurm's SuspendTime); None: never
     suspended_seconds: float = 0.0  # the run's time suspended before its last resume: its limit's end moves so
+    state_desc: str = ""  # the reason in words where slurmctld gives one (its state_desc); shown for Reason
+    reason_prev: JobReason = JobReason.NONE  # the last reason it waited for but None/Priority/Resources (sacct's)
 
     @property
     def all_nodes(self) -> tuple[str, ...]:

@@ -130,6 +130,13 @@ def _change(op: str, job: JobFlags, to: JobState, detail: str, **values: Any) ->
     if (job.state, to) not in OPERATIONS[op].edges:
         _require(op, job)
         raise InvalidTransition(f"job {job.job_id} is {job.state}: it cannot {op.replace('_', ' ')} to {to}")
+    reason = values.get("reason")
+    if reason is not None:
+        # a new reason ends the words of the last one (slurmctld frees state_desc as it sets a reason), and a
+        # pending job's is kept as the reason it waited for (accounting's state_reason_prev)
+        values.setdefault("state_desc", "")
+        if to is JobState.PENDING and reason.is_kept_wait:
+            values["reason_prev"] = reason
     return Change(op, job.job_id, job.state, to, detail[:256], values)
 
 
@@ -138,6 +145,9 @@ def _require(op: str, job: JobFlags) -> None:
     if job.state not in OPERATIONS[op].sources:
         raise InvalidTransition(f"job {job.job_id} is {job.state}: it cannot {op.replace('_', ' ')}")
 
+
+# slurmctld's state_desc for a job requeuehold requeued: squeue's %r shows it until the job is released
+REQUEUED_HELD = "job requeued in held state"
 
 # Fields a new run starts without: what the last run left (node, times, status, usage, flags).
 _FRESH_RUN = MappingProxyType(dict(
@@ -233,10 +243,11 @@ def request_requeue(job: JobFlags, now: float, hold: str = "") -> Change:
 def requeue(job: JobFlags, now: float, detail: str, op: str = "requeue", hold: str = "") -> Change:
     """Back to PENDING with the same id and one more restart; the run's node, times, status and
     usage are cleared (its events keep every run). Held (``hold``, or the hold its requeuehold set)
-    with Reason=JobHeldUser, as slurmctld's requeuehold."""
+    with Reason=JobHeldUser and slurmctld's words for it, "job requeued in held state"."""
     held = hold or job.hold
     return _change(op, job, JobState.PENDING, detail, **{**_FRESH_RUN, **(
-        {"hold": held, "reason": JobReason.JOB_HELD_USER} if held else {})}, restarts=job.restarts + 1)
+        {"hold": held, "reason": JobReason.JOB_HELD_USER, "state_desc": REQUEUED_HELD} if held else {})},
+        restarts=job.restarts + 1)
 
 
 def hold(job: JobFlags, by_operator: bool) -> Change:
@@ -252,7 +263,7 @@ def release(job: JobFlags, by_operator: bool) -> Change:
         raise InvalidTransition(f"job {job.job_id} is not held")
     if job.hold == "admin" and not by_operator:
         raise NotPermitted("held by an operator")
-    return _change("release", job, JobState.PENDING, "released", hold="", eligible_time=None)
+    return _change("release", job, JobState.PENDING, "released", hold="", eligible_time=None, state_desc="")
 
 
 def node_lost(job: JobFlags, node: str, now: float, why: str) -> Change:

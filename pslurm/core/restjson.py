@@ -21,7 +21,7 @@ from pslurm.core.clusterinfo import NODE_FIELDS, PARTITION_FIELDS, NodeInfo, Par
 from pslurm.core.errors import SpecError
 from pslurm.core.jobinfo import JobDesc
 from pslurm.core.jobinfo import share_specs as share_specs  # the client's, beside the views
-from pslurm.core.states import JobState
+from pslurm.core.states import JobReason, JobState
 
 TYPE_CHECKING = False  # typing and the domain's dataclasses cost a command ~20 ms: the readers import them
 if TYPE_CHECKING:
@@ -194,13 +194,14 @@ def job_to_json(job: JobRecord, node_target: str = "", specs: dict[int, Json] | 
         "exit_code": {"return_code": no_val(job.exit_code), "signal": {"id": no_val(job.exit_signal)}},
         "restart_cnt": job.restarts, "requeue": job.requeue, "hold": bool(job.hold),
         "system_comment": job.system_comment, "association_id": job.assoc_id,
+        "state_description": job.state_desc,
         "pslurm": {
             "job": spec, "hold": job.hold, "gpu_indices": list(job.gpu_indices), "time_limit": job.time_limit,
             "start_estimate": job.start_estimate, "gpu_seconds": job.gpu_seconds,
             "peak_gpu_memory_mb": job.peak_gpu_memory_mb, "mean_gpu_util": job.mean_gpu_util,
             "max_rss_kb": job.max_rss_kb, "suspended_seconds": job.suspended_seconds,
             "collapsed_tasks": job.collapsed_tasks, "node_target": node_target, "nodes": list(job.nodes),
-            "node_gpus": [list(g) for g in job.node_gpus],
+            "node_gpus": [list(g) for g in job.node_gpus], "reason_prev": job.reason_prev.value,
         },
     }
 
@@ -325,6 +326,10 @@ def job_to_brief_json(job: JobRecord, specs: dict[int, int]) -> Json:
         own["hold"] = job.hold
     if job.system_comment:
         data["system_comment"] = job.system_comment
+    if job.state_desc:
+        data["state_description"] = job.state_desc
+    if job.reason_prev is not JobReason.NONE:
+        own["reason_prev"] = job.reason_prev.value
     if job.assoc_id:
         data["association_id"] = job.assoc_id
     if job.gpu_indices:

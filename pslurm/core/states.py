@@ -97,6 +97,12 @@ class JobReason(enum.StrEnum):
     OUT_OF_MEMORY = "OutOfMemory"
     DEADLINE = "DeadLine"  # Slurm's FAIL_DEADLINE: ended for a deadline it could no longer meet
 
+    @property
+    def is_kept_wait(self) -> bool:
+        """Whether accounting keeps it as the reason a pending job waited for (Slurm's state_reason_prev,
+        sacct's Reason): every reason but None, Priority and Resources, as slurmctld's build_job_queue."""
+        return self not in (JobReason.NONE, JobReason.PRIORITY, JobReason.RESOURCES)
+
     @classmethod
     def parse(cls, text: str | None) -> JobReason:
         """The reason a stored or received word names; an unknown or empty one is NONE."""

@@ -204,11 +204,23 @@ def test_pscontrol_requeuehold_brings_a_running_job_back_held(sched, tmp_path):
     wait_for(lambda: log.exists() and log.read_text())
     sched.run("pscontrol", "requeuehold", job, check=True)
     wait_for(lambda: state(sched, job)[0] == "PENDING", timeout=30)
-    assert state(sched, job) == ("PENDING", "JobHeldUser")  # held from the requeue on, as scontrol's
+    # held from the requeue on, in slurmctld's words (its state_desc): squeue's %r and %R, scontrol's Reason=
+    assert state(sched, job) == ("PENDING", "job requeued in held state")
+    assert rows(sched, "-j", job, fmt="%R") == [["(job requeued in held state)"]]
+    show = sched.run("pscontrol", "show", "job", job, check=True).stdout
+    assert "JobState=PENDING Reason=job_requeued_in_held_state " in show
     assert log.read_text().splitlines() == ["run 0"]
     sched.run("pscontrol", "release", job, check=True)
     wait_for(lambda: len(log.read_text().splitlines()) == 2, timeout=30)
     assert log.read_text().splitlines() == ["run 0", "run 1"]
+    assert state(sched, job) == ("RUNNING", "None")  # the words went with the hold
+    # accounting keeps the reason it waited for (state_reason_prev): sacct's Reason and --reason
+    acct = sched.run("psacct", "-n", "-P", "-X", "-j", job, "-o", "JobID,Reason", check=True).stdout
+    assert acct.split() == [f"{job}|JobHeldUser"]
+    def selected(reason: str) -> list[str]:
+        return sched.run("psacct", "-n", "-X", "-a", f"--reason={reason}", "-o", "JobID", check=True).stdout.split()
+
+    assert job not in selected("None") and job in selected("JobHeldUser")
     sched.run("pscancel", job, check=True)
     wait_for(lambda: state(sched, job)[0] == "CANCELLED")
 

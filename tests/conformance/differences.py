@@ -24,8 +24,6 @@ NODE = ("a node's record: what the host measures and runs (CPULoad, FreeMem, OS,
         "pslurm's own line (GresUsed with GPU indexes, DeviceIsolation)")
 ARRAY = ("an array's pending tasks: Slurm keeps them as one record (job 14) until each starts and gets an id of its "
          "own; pslurm gives each task its id at submission")
-REQUEUE_HOLD = ("requeuehold: squeue's %r shows slurmctld's state description of the held job (`job requeued in "
-                "held state`); pslurm keeps no state description, it says JobHeldUser")
 DIFFERENT: dict[str, str] = {
     "* -V": VERSION, "* --version": VERSION, "scontrol version": VERSION, "sinfo -O Version": VERSION,
     "sinfo -o %v": VERSION, "sinfo -N -o %v": VERSION,
@@ -99,11 +97,7 @@ UNSTABLE: dict[str, str] = {
 }
 DIFFERENT.update(UNSTABLE)
 
-NOT_YET: dict[str, str] = {
-    "sacct -a --reason=None -X": ("sacct --reason matches the accounting database's reason a job waited for "
-                                  "before (state_reason_prev), which pslurm does not keep"),
-    "scontrol requeuehold {multi}*": REQUEUE_HOLD,
-}
+NOT_YET: dict[str, str] = {}
 
 
 def reason_for(case_id: str, table: dict[str, str]) -> str:

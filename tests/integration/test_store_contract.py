@@ -386,3 +386,21 @@ def test_begin_deadline_comment_and_qos_are_columns_and_deadline_is_an_operation
     later = store.submit(spec(), "gpu", None, 2.0)
     assert store.start_jobs([(later, "c000", (0,))], 3.0, time_limits={later: 497}) == [later]
     assert store.get_job(later).time_limit == 497
+
+
+def test_a_pass_keeps_the_words_of_the_reason_it_keeps_and_the_reason_a_job_waited_for(store):
+    """update_pending's CASE and COALESCE on each database: the description (state_desc) lasts while a pass
+    writes the same reason and ends with another; a reason accounting keeps becomes reason_prev, None,
+    Priority and Resources leave it."""
+    job_id = store.submit(spec(), "gpu", None, 1.0)
+    assert start(store, job_id, "c000", (0,), now=2.0)
+    store.requeue(job_id, 3.0, "requeued held", hold="user")
+    job = store.get_job(job_id)
+    assert (job.reason, job.state_desc, job.reason_prev) == (
+        JobReason.JOB_HELD_USER, "job requeued in held state", JobReason.JOB_HELD_USER)
+    store.update_pending({job_id: ("JobHeldUser", 0, None, None)})
+    assert store.get_job(job_id).state_desc == "job requeued in held state"
+    store.update_pending({job_id: ("Dependency", 0, None, None)})
+    store.update_pending({job_id: ("Resources", 0, None, None)})
+    job = store.get_job(job_id)
+    assert (job.reason, job.state_desc, job.reason_prev) == (JobReason.RESOURCES, "", JobReason.DEPENDENCY)

@@ -12,6 +12,7 @@ from pslurm.controller.jobs import JobService
 from pslurm.controller.monitor import NodeMonitor, Run
 from pslurm.controller.scheduler import Scheduler
 from pslurm.controller.store import RunEnd, Store
+from pslurm.core import lifecycle
 from pslurm.core.config import ClusterConfig, parse_slurm_conf
 from pslurm.core.jobspec import JobRecord, JobSpec
 from pslurm.core.node import NodeRecord
@@ -346,6 +347,33 @@ def test_requeuehold_requeues_held_in_the_same_operation(config, service, store)
     job = store.get_job(done)
     assert (job.state, job.hold, job.reason) == (JobState.PENDING, "user", JobReason.JOB_HELD_USER)
     assert jobs.update_job(str(done), 0, "requeuehold") == [f"Job {done}: Job is pending execution"]
+
+
+def test_requeuehold_words_and_the_reason_a_job_waited_for(config, service, store):
+    """slurmctld's state_desc for a requeuehold ("job requeued in held state") lasts while passes find the
+    job held and ends with its release; the last reason it waited for but None, Priority and Resources is
+    kept (accounting's state_reason_prev) whatever the passes write after it."""
+    jobs, _, _ = service
+    report_end(config, store, done := running_job(store), "c000", 0, JobState.COMPLETED, 0, 0, 1001.0)
+    assert store.get_job(done).reason_prev is JobReason.NONE
+    assert jobs.update_job(str(done), 0, "requeuehold") == []
+    job = store.get_job(done)
+    assert (job.reason, job.state_desc, job.reason_prev) == (
+        JobReason.JOB_HELD_USER, lifecycle.REQUEUED_HELD, JobReason.JOB_HELD_USER)
+    store.update_pending({done: ("JobHeldUser", 0, None, None)})  # a pass that finds it held keeps the words
+    assert store.get_job(done).state_desc == lifecycle.REQUEUED_HELD
+    assert jobs.update_job(str(done), 0, "release") == []
+    store.update_pending({done: ("Priority", 5, None, None)})
+    job = store.get_job(done)
+    assert (job.reason, job.state_desc, job.reason_prev) == (JobReason.PRIORITY, "", JobReason.JOB_HELD_USER)
+    waiting = store.submit(spec(), "p", None, 1002.0)
+    store.update_pending({waiting: ("Dependency", 0, None, None)})
+    store.update_pending({waiting: ("Resources", 0, None, None)})
+    listed = {j.job_id: j for j in store.get_jobs(light=True)}
+    assert (listed[waiting].reason, listed[waiting].reason_prev) == (JobReason.RESOURCES, JobReason.DEPENDENCY)
+    assert listed[done].reason_prev is JobReason.JOB_HELD_USER
+    held_at_submit = store.submit(spec(hold=True), "p", None, 1003.0)
+    assert store.get_job(held_at_submit).reason_prev is JobReason.JOB_HELD_USER
 
 
 def test_a_job_cancelled_while_it_waited_keeps_the_reason_it_waited_for(service, store):

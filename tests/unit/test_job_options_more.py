@@ -178,7 +178,7 @@ def test_deadline_is_an_operation_of_pending_jobs() -> None:
     change = lifecycle.deadline(JobFlags(7, JobState.PENDING, hold="user"), 100.0, "cannot end before its deadline")
     assert (change.op, change.from_state, change.to) == ("deadline", JobState.PENDING, JobState.DEADLINE)
     assert change.values == {"start_time": 100.0, "end_time": 100.0, "exit_code": 1, "exit_signal": 0,
-                             "reason": JobReason.DEADLINE}
+                             "reason": JobReason.DEADLINE, "state_desc": ""}
     assert JobState.DEADLINE.short == "DL" and JobState.DEADLINE.is_final and JobReason.DEADLINE.value == "DeadLine"
     assert JobState.parse("dl") is JobState.DEADLINE
     for state in (JobState.RUNNING, JobState.COMPLETING, JobState.COMPLETED):

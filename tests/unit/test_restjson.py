@@ -66,7 +66,8 @@ def test_jobs_round_trip_and_share_their_spec_in_a_listing() -> None:
                   system_comment="requeued after node failure"),
         JobRecord(job_id=13, spec=SPEC, state=JobState.FAILED, reason=JobReason.NON_ZERO_EXIT_CODE, submit_time=5.0,
                   start_time=6.0, end_time=9.0, exit_code=3, exit_signal=9, gpu_seconds=12.5, peak_gpu_memory_mb=1500,
-                  mean_gpu_util=60.0, partition="gpu", hold="user", start_estimate=50.0, collapsed_tasks="0-99"),
+                  mean_gpu_util=60.0, partition="gpu", hold="user", start_estimate=50.0, collapsed_tasks="0-99",
+                  state_desc="job requeued in held state", reason_prev=JobReason.JOB_HELD_USER),
     ]
     specs: dict[int, dict[str, object]] = {}
     wire = through_json({"jobs": [restjson.job_to_json(j, specs=specs) for j in records]})
@@ -88,7 +89,8 @@ def test_a_brief_listing_round_trips_and_carries_each_request_once() -> None:
                   system_comment="requeued after node failure"),
         JobRecord(job_id=13, spec=SPEC, state=JobState.FAILED, reason=JobReason.NON_ZERO_EXIT_CODE, submit_time=5.0,
                   start_time=6.0, end_time=9.0, exit_code=3, exit_signal=9, gpu_seconds=12.5, peak_gpu_memory_mb=1500,
-                  mean_gpu_util=60.0, partition="gpu", hold="user", start_estimate=50.0, collapsed_tasks="0-99"),
+                  mean_gpu_util=60.0, partition="gpu", hold="user", start_estimate=50.0, collapsed_tasks="0-99",
+                  state_desc="job requeued in held state", reason_prev=JobReason.JOB_HELD_USER),
         JobRecord(job_id=14, spec=bare, state=JobState.PENDING, submit_time=7.0),
         JobRecord(job_id=15, spec=bare, state=JobState.PENDING, reason=JobReason.PRIORITY, submit_time=8.0,
                   partition="debug"),

@@ -20,7 +20,9 @@ from typing import Any
 from sqlalchemy import (
     Connection,
     Engine,
+    String,
     bindparam,
+    case,
     create_engine,
     delete,
     event,
@@ -141,6 +143,7 @@ class Store:
         values = dict(
             name=spec.name, user_name=spec.user, uid=spec.uid, partition=partition,
             state=JobState.PENDING.value, reason=JobReason.JOB_HELD_USER if spec.hold else JobReason.NONE,
+            reason_prev=JobReason.JOB_HELD_USER if spec.hold else JobReason.NONE,
             submit_time=now, time_limit=time_limit,
             cpus=spec.cpus, mem_mb=spec.mem_mb, gres=gres_to_column(spec.gres), gpu_indices="",
             exit_code=0, exit_signal=0, cancel_requested=False, spec="", spec_overrides="",
@@ -385,15 +388,14 @@ class Store:
 
     def update_pending(self, changes: dict[int, tuple[str, int, float | None, float | None]]) -> None:
         """Record each pending job's (reason, priority, expected start, eligible time) from a scheduling
-        pass; no event."""
+        pass; no event. A reason other than the job's ends its description (state_desc); one that accounting
+        keeps (JobReason.is_kept_wait) becomes the reason it waited for (reason_prev)."""
         if not changes:
             return
-        stmt = (update(jobs).where(jobs.c.job_id == bindparam("b_id"), jobs.c.state == "PENDING")
-                .values(reason=bindparam("b_reason"), priority=bindparam("b_prio"), start_estimate=bindparam("b_est"),
-                        eligible_time=bindparam("b_eligible")))
-        params = [{"b_id": k, "b_reason": r, "b_prio": p, "b_est": e, "b_eligible": t}
+        params = [{"b_id": k, "b_reason": r, "b_prio": p, "b_est": e, "b_eligible": t,
+                   "b_kept": r if JobReason.parse(r).is_kept_wait else None}
                   for k, (r, p, e, t) in changes.items()]
-        self._writer.write(lambda conn: conn.execute(stmt, params))
+        self._writer.write(lambda conn: conn.execute(_UPDATE_PENDING, params))
         self._jobs_changed(list(changes))
 
     def set_pending_fields(self, job_ids: Sequence[int], **values: Any) -> list[int]:
@@ -837,22 +839,23 @@ _LISTED = tuple(jobs.c[name] for name in (
     "exit_signal", "cancel_requested", "partition", "time_limit", "gpu_seconds", "peak_gpu_memory_mb",
     "mean_gpu_util", "array_job_id", "array_task_id", "priority", "admin_priority", "hold", "restarts",
     "start_estimate", "eligible_time", "requeue", "requeue_requested", "system_comment", "nodes",
-    "max_rss_kb", "assoc_id", "suspend_time", "suspended_seconds",
+    "max_rss_kb", "assoc_id", "suspend_time", "suspended_seconds", "state_desc", "reason_prev",
     "name", "user_name", "uid", "cpus", "mem_mb", "gres", "account", "nice", "dependency",
     "array_max_running", "comment", "qos", "num_nodes"))
-_LISTED_OWN = 32  # where the request's own columns start in a _LISTED row (name, user_name, ...): its spec's key
+_LISTED_OWN = 34  # where the request's own columns start in a _LISTED row (name, user_name, ...): its spec's key
 _STATES = {s.value: s for s in JobState}
 _REASONS = {r.value: r for r in JobReason}
 
 
 def _listed_record(specs: dict[Any, Any], row: Any) -> JobRecord:
     """The JobRecord of a row of :data:`_LISTED`: what records.light_spec and job_from_row make, read
-    as a plain tuple (a listing of 100,000 jobs reads each row's 42 columns once: attribute access
+    as a plain tuple (a listing of 100,000 jobs reads each row's 47 columns once: attribute access
     on SQLAlchemy's rows was most of its time)."""
     (job_id, state, reason, submit_time, start_time, end_time, node, gpu_indices, exit_code, exit_signal,
      cancel_requested, partition, time_limit, gpu_seconds, peak_gpu_memory_mb, mean_gpu_util, array_job_id,
      array_task_id, priority, admin_priority, hold, restarts, start_estimate, eligible_time, requeue,
-     requeue_requested, system_comment, hostlist, max_rss_kb, assoc_id, suspend_time, suspended_seconds, *own) = row
+     requeue_requested, system_comment, hostlist, max_rss_kb, assoc_id, suspend_time, suspended_seconds, state_desc,
+     reason_prev, *own) = row
     key = tuple(own)  # row[_LISTED_OWN:]
     spec = specs.get(key)
     if spec is None:  # as records.light_spec: of an array's expression only the throttle (%2)
@@ -873,7 +876,8 @@ def _listed_record(specs: dict[Any, Any], row: Any) -> JobRecord:
         hold, restarts, start_estimate, eligible_time, bool(requeue), bool(requeue_requested), "",
         system_comment or "", row_nodes(node, hostlist),
         (tuple(int(i) for i in gpu_indices.split(",")) if gpu_indices else (),) if node else (), max_rss_kb,
-        assoc_id or 0, suspend_time, suspended_seconds or 0.0)
+        assoc_id or 0, suspend_time, suspended_seconds or 0.0, state_desc or "",
+        _REASONS.get(reason_prev or "None", JobReason.NONE))
 
 
 def _fill_nodes(conn: Connection, records: Sequence[JobRecord]) -> None:
@@ -942,6 +946,13 @@ _END_STEP = (update(job_steps).where(job_steps.c.job_id == bindparam("b_job"),
                                      job_steps.c.step_id == bindparam("b_step"), job_steps.c.state == "RUNNING")
              .values(state=bindparam("v_state"), end_time=bindparam("v_end"), exit_code=bindparam("v_code"),
                      exit_signal=bindparam("v_sig")))
+# a scheduling pass's notes on a pending job (Store.update_pending)
+_UPDATE_PENDING = (
+    update(jobs).where(jobs.c.job_id == bindparam("b_id"), jobs.c.state == "PENDING")
+    .values(reason=bindparam("b_reason"), priority=bindparam("b_prio"), start_estimate=bindparam("b_est"),
+            eligible_time=bindparam("b_eligible"),
+            state_desc=case((jobs.c.reason == bindparam("b_reason"), jobs.c.state_desc), else_=""),
+            reason_prev=func.coalesce(bindparam("b_kept", type_=String), jobs.c.reason_prev)))
 _CAS: dict[tuple[str, ...], Any] = {}  # the columns a change sets -> its compare-and-set UPDATE
 
 

@@ -269,6 +269,7 @@ def job_from_row(row: Row[Any], spec: JobSpec) -> JobRecord:
         nodes=row_nodes(row.node, row.nodes), node_gpus=(indices_from_column(row.gpu_indices),) if row.node else (),
         assoc_id=row.assoc_id or 0,
         suspend_time=row.suspend_time, suspended_seconds=row.suspended_seconds or 0.0,
+        state_desc=row.state_desc or "", reason_prev=JobReason.parse(row.reason_prev),
     )
 
 

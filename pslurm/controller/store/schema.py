@@ -90,6 +90,11 @@ jobs = Table(
     # spent suspended before its last resume (its time limit's end moves later by it)
     Column("suspend_time", Float),
     Column("suspended_seconds", Float, nullable=False, default=0.0, server_default="0"),
+    # the reason in words where slurmctld gives one (its state_desc, "job requeued in held state"; "" none) and
+    # the last reason the job waited for but None, Priority and Resources (accounting's state_reason_prev,
+    # sacct's Reason) (migration 0016)
+    Column("state_desc", String(256), nullable=False, default="", server_default=""),
+    Column("reason_prev", String(64), nullable=False, default="None", server_default="None"),
 )
 
 # What a submit asked (migration 0012): the whole JobSpec as JSON, stored once per submit, so that the tasks
