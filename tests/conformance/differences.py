@@ -35,7 +35,6 @@ DIFFERENT: dict[str, str] = {
                          "their own hosts",
     "sinfo -o %n": "a node's host name (as sinfo -O NodeHost)", "sinfo -N -o %n": "a node's host name",
     "sacct -o DBIndex": "the accounting database's row numbers (pslurm's store has none: it prints the job id)",
-    "sacct -o TotalCPU": "CPU time measured by Slurm's jobacct_gather (pslurm measures none yet: 00:00:00)",
     "scontrol show config *": "the configuration of two different systems (pslurm.conf has pslurm's keys)",
     "scontrol show daemons": "the daemons' names: psctld and psd",
     "scontrol reconfigure": "pslurm reads pslurm.conf when psctld starts: reconfigure says so on stderr",
@@ -74,9 +73,6 @@ DIFFERENT: dict[str, str] = {
     "sbatch -n 2 -c 2, held: its node count while pending": (
         "a held job of 2 tasks of 2 CPUs without -N: slurmctld 22.05 shows 2 nodes while it waits (it allocates "
         "one); pslurm the 1 node it will have"),
-    "scontrol release {dep} && squeue -h -j {dep} -o '%r'": (
-        "release of a job that waits on a dependency: slurmctld clears its reason (None) until its next "
-        "scheduling pass; pslurm says what it still waits for (Dependency)"),
 }
 
 # Cases where Slurm's own answer varies from run to run: listed, and never required to differ
@@ -91,6 +87,11 @@ UNSTABLE: dict[str, str] = {
         "squeue -O exit_code", "sacct", "sacct -a", "sacct --allusers", "sacct -j {timeout}", "sacct --federation",
         "scontrol show job {timeout}")},
     "sacct -o UserCPU": "CPU time measured by Slurm's jobacct_gather, a few milliseconds or none (pslurm: 00:00:00)",
+    "sacct -o TotalCPU": ("CPU time measured by Slurm's jobacct_gather, its user and system parts (each varies as "
+                          "above; pslurm measures none yet: 00:00:00)"),
+    "scontrol release {dep} && squeue -h -j {dep} -o '%r'": (
+        "release of a job that waits on a dependency: slurmctld clears its reason (None) until its next "
+        "scheduling pass, which may come before squeue asks; pslurm says what it still waits for (Dependency)"),
     **{pattern: ("a waiting job's Scheduler=: Slurm names whichever of its schedulers (Main or Backfill:*) last "
                  "looked at the job, as its passes fall; pslurm: Main") for pattern in (
         "scontrol show job", "scontrol -o show jobs")},
