@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,24 @@ os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")  # as psd does (nodea
 import pytest
 
 BIN = Path(sys.executable).parent  # the console scripts of the environment running the tests
+
+
+def store_with_nodes(db: Path, config: Any, up: Iterable[str] | None = None, heartbeat: bool = False) -> Any:
+    """A migrated SQLite store in the file ``db`` holding ``config``'s nodes as the node monitor registers
+    them; those in ``up`` (None: every node) UP at t=1000, with a heartbeat then when ``heartbeat``."""
+    from pslurm.controller.store import Store
+    from pslurm.core.node import NodeRecord
+    from pslurm.core.states import NodeState
+
+    store = Store(f"sqlite:///{db}")
+    store.migrate()
+    store.ensure_nodes([NodeRecord(n.name, n.addr, n.port, n.cpus, n.real_memory, n.gres)
+                        for n in config.nodes.values()])
+    for name in config.nodes if up is None else up:
+        store.set_node_state(name, NodeState.UP, 1000.0)
+        if heartbeat:
+            store.update_node(name, last_heartbeat=1000.0)
+    return store
 
 
 def pg_url() -> str | None:

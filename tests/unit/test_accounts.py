@@ -17,8 +17,8 @@ from pslurm.core.accounts import INVALID_ACCOUNT
 from pslurm.core.assoc import config_associations
 from pslurm.core.config import AccountConfig, ClusterConfig, ConfigError, parse_slurm_conf, render_slurm_conf
 from pslurm.core.jobspec import JobRecord, JobSpec, SpecError
-from pslurm.core.node import NodeRecord
-from pslurm.core.states import JobState, NodeState
+from pslurm.core.states import JobState
+from tests.conftest import store_with_nodes
 
 NODES = ("NodeName=c[000-001] NodeAddr=127.0.0.1 Port=7000 CPUs=4 RealMemory=1000 Gres=gpu:2\n"
          "PartitionName=p Nodes=c[000-001] Default=YES\n")
@@ -99,12 +99,7 @@ class Agents:
 
 
 def store_for(tmp_path: Path, cfg: ClusterConfig) -> Store:
-    s = Store(f"sqlite:///{tmp_path}/accounts.db")
-    s.migrate()
-    s.ensure_nodes([NodeRecord(n.name, n.addr, n.port, n.cpus, n.real_memory, n.gres) for n in cfg.nodes.values()])
-    for name in cfg.nodes:
-        s.set_node_state(name, NodeState.UP, 1000.0)
-    return s
+    return store_with_nodes(tmp_path / "accounts.db", cfg)
 
 
 def root_job(**kw: object) -> JobSpec:

@@ -15,8 +15,8 @@ from pslurm.controller.store import RunEnd, Store
 from pslurm.core import lifecycle
 from pslurm.core.config import ClusterConfig, parse_slurm_conf
 from pslurm.core.jobspec import JobRecord, JobSpec
-from pslurm.core.node import NodeRecord
 from pslurm.core.states import JobReason, JobState, NodeState
+from tests.conftest import store_with_nodes
 
 CONF = ("SlurmdTimeout=30\nBatchStartTimeout=10\n"
         "NodeName=c000 NodeAddr=127.0.0.1 Port=7000 CPUs=4 RealMemory=1000 Gres=gpu:2\n"
@@ -77,9 +77,7 @@ def config() -> ClusterConfig:
 
 @pytest.fixture
 def store(tmp_path: Path, config: ClusterConfig):
-    s = Store(f"sqlite:///{tmp_path}/parts.db")
-    s.migrate()
-    s.ensure_nodes([NodeRecord(n.name, n.addr, n.port, n.cpus, n.real_memory, n.gres) for n in config.nodes.values()])
+    s = store_with_nodes(tmp_path / "parts.db", config, up=())
     yield s
     s.close()
 

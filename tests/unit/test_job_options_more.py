@@ -31,10 +31,10 @@ from pslurm.core.gres import GresRequest
 from pslurm.core.jobdesc import signal_name, signal_option, spec_values
 from pslurm.core.jobspec import JobRecord, JobSpec, SpecError
 from pslurm.core.lifecycle import JobFlags
-from pslurm.core.node import NodeRecord
-from pslurm.core.states import InvalidTransition, JobReason, JobState, NodeState
+from pslurm.core.states import InvalidTransition, JobReason, JobState
 from pslurm.core.timefmt import TimeFormatError, format_timestamp, parse_time
 from pslurm.proto import convert
+from tests.conftest import store_with_nodes
 
 # Slurm 22.05's answers (scontrol show job's EligibleTime) for --begin given at 15:14:23 on 2026-11-23
 NOW = time.mktime((2026, 11, 23, 15, 14, 23, 0, 0, -1))
@@ -297,12 +297,7 @@ class Clock:
 @pytest.fixture
 def sched(tmp_path: Path) -> Iterator[tuple[Scheduler, Store, Clock, Agents]]:
     config: ClusterConfig = parse_slurm_conf(SCHED_CONF)
-    store = Store(f"sqlite:///{tmp_path}/options.db")
-    store.migrate()
-    store.ensure_nodes([NodeRecord(n.name, n.addr, n.port, n.cpus, n.real_memory, n.gres)
-                        for n in config.nodes.values()])
-    store.set_node_state("c000", NodeState.UP, 1000.0)
-    store.update_node("c000", last_heartbeat=1000.0)
+    store = store_with_nodes(tmp_path / "options.db", config, up=["c000"], heartbeat=True)
     clock, agents = Clock(), Agents()
     s = Scheduler(config, store, agents, Health(), partitions_of=lambda name: frozenset({"p"}), clock=clock)
     yield s, store, clock, agents

@@ -17,9 +17,9 @@ from pslurm.controller.store import RunEnd, Store
 from pslurm.core.config import ClusterConfig, parse_slurm_conf
 from pslurm.core.gres import GresRequest
 from pslurm.core.jobspec import JobRecord, JobSpec, SpecError
-from pslurm.core.node import NodeRecord
-from pslurm.core.states import JobReason, JobState, NodeState
+from pslurm.core.states import JobReason, JobState
 from pslurm.proto import convert
+from tests.conftest import store_with_nodes
 
 CONF = ("SlurmdTimeout=30\nBatchStartTimeout=10\n"
         "NodeName=c[000-003] NodeAddr=127.0.0.1 Port=7000 CPUs=4 RealMemory=1000 Gres=gpu:2\n"
@@ -67,12 +67,7 @@ def config() -> ClusterConfig:
 
 @pytest.fixture
 def store(tmp_path: Path, config: ClusterConfig):
-    s = Store(f"sqlite:///{tmp_path}/multi.db")
-    s.migrate()
-    s.ensure_nodes([NodeRecord(n.name, n.addr, n.port, n.cpus, n.real_memory, n.gres) for n in config.nodes.values()])
-    for name in config.nodes:
-        s.set_node_state(name, NodeState.UP, 1000.0)
-        s.update_node(name, last_heartbeat=1000.0)
+    s = store_with_nodes(tmp_path / "multi.db", config, heartbeat=True)
     yield s
     s.close()
 

@@ -13,8 +13,8 @@ from pslurm.controller.store import Store
 from pslurm.core.config import ClusterConfig, SchedulerConfig, parse_slurm_conf
 from pslurm.core.gres import GresRequest
 from pslurm.core.jobspec import JobRecord, JobSpec
-from pslurm.core.node import NodeRecord
-from pslurm.core.states import JobState, NodeState
+from pslurm.core.states import JobState
+from tests.conftest import store_with_nodes
 
 CONF = ("NodeName=c000 NodeAddr=127.0.0.1 Port=7000 CPUs=4 RealMemory=1000 Gres=gpu:2\n"
         "NodeName=c001 NodeAddr=127.0.0.1 Port=7001 CPUs=4 RealMemory=1000 Gres=gpu:2\n"
@@ -37,13 +37,7 @@ class Health:
 @pytest.fixture
 def parts(tmp_path: Path):  # type: ignore[no-untyped-def]
     config: ClusterConfig = parse_slurm_conf(CONF)
-    store = Store(f"sqlite:///{tmp_path}/passes.db")
-    store.migrate()
-    store.ensure_nodes([NodeRecord(n.name, n.addr, n.port, n.cpus, n.real_memory, n.gres)
-                        for n in config.nodes.values()])
-    for name in ("c000", "c001"):
-        store.set_node_state(name, NodeState.UP, 1000.0)
-        store.update_node(name, last_heartbeat=1000.0)
+    store = store_with_nodes(tmp_path / "passes.db", config, up=["c000", "c001"], heartbeat=True)
     s = Scheduler(config, store, Agents(), Health(), partitions_of=lambda name: frozenset({"p"}),
                   clock=lambda: 1000.0)
     yield s, store

@@ -16,9 +16,10 @@ from pslurm.controller.store import RunEnd, Store
 from pslurm.core.config import ClusterConfig, parse_slurm_conf
 from pslurm.core.gres import GresRequest, parse_gres
 from pslurm.core.jobspec import JobSpec, SpecError
-from pslurm.core.node import GpuInfo, NodeRecord
+from pslurm.core.node import GpuInfo
 from pslurm.core.sharing import GpuShare, share_of, sharing_error
 from pslurm.core.states import JobState, NodeState
+from tests.conftest import store_with_nodes
 
 CONF = ("NodeName=c000 NodeAddr=127.0.0.1 Port=7000 CPUs=4 RealMemory=1000 Gres=gpu:2,shard:8,mps:200\n"
         "NodeName=c001 NodeAddr=127.0.0.1 Port=7001 CPUs=4 RealMemory=1000 Gres=gpu:2\n"
@@ -41,9 +42,7 @@ def config() -> ClusterConfig:
 
 @pytest.fixture
 def store(tmp_path: Path, config: ClusterConfig):  # type: ignore[no-untyped-def]
-    s = Store(f"sqlite:///{tmp_path}/sharing.db")
-    s.migrate()
-    s.ensure_nodes([NodeRecord(n.name, n.addr, n.port, n.cpus, n.real_memory, n.gres) for n in config.nodes.values()])
+    s = store_with_nodes(tmp_path / "sharing.db", config, up=())
     yield s
     s.close()
 

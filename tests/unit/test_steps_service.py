@@ -18,9 +18,9 @@ from pslurm.core.config import parse_slurm_conf
 from pslurm.core.jobspec import JobSpec, SpecError
 from pslurm.core.layout import compress_counts as tasks_per_node_text
 from pslurm.core.lifecycle import JOB_ENDED, StepBusy
-from pslurm.core.node import NodeRecord
-from pslurm.core.states import InvalidTransition, JobState, NodeState
+from pslurm.core.states import InvalidTransition, JobState
 from pslurm.core.steplaunch import StepLaunch
+from tests.conftest import store_with_nodes
 
 CONF = ("SlurmdTimeout=30\nBatchStartTimeout=10\n"
         "NodeName=c000 NodeAddr=127.0.0.1 Port=7000 CPUs=4 RealMemory=1000 Gres=gpu:2\n"
@@ -57,11 +57,7 @@ class FakeAgents:
 @pytest.fixture
 def parts(tmp_path: Path):  # type: ignore[no-untyped-def]
     config = parse_slurm_conf(CONF)
-    store = Store(f"sqlite:///{tmp_path}/steps.db")
-    store.migrate()
-    store.ensure_nodes([NodeRecord(n.name, n.addr, n.port, n.cpus, n.real_memory, n.gres)
-                        for n in config.nodes.values()])
-    store.set_node_state("c000", NodeState.UP, 1000.0)
+    store = store_with_nodes(tmp_path / "steps.db", config, up=["c000"])
     clock, agents = Clock(), FakeAgents()
     steps = StepService(store, agents, clock)
     yield store, steps, agents, clock, config

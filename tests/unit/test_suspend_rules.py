@@ -12,17 +12,16 @@ import pytest
 from pslurm.cli.jobview import run_time, suspended_time
 from pslurm.controller.jobs import JobService
 from pslurm.controller.scheduler import Scheduler
-from pslurm.controller.store import Store
 from pslurm.core import lifecycle
 from pslurm.core.config import parse_slurm_conf
 from pslurm.core.gres import GresRequest
 from pslurm.core.jobinfo import JobInfo
 from pslurm.core.jobspec import JobRecord, JobSpec
 from pslurm.core.lifecycle import JobFlags
-from pslurm.core.node import NodeRecord
 from pslurm.core.restjson import job_to_json
-from pslurm.core.states import InvalidTransition, JobState, NodeState
+from pslurm.core.states import InvalidTransition, JobState
 from pslurm.nodeagent.launcher import RunningJob
+from tests.conftest import store_with_nodes
 from tests.unit.test_multinode_controller import Clock, FakeNodeHealth
 
 CONF = ("NodeName=c[000-001] NodeAddr=127.0.0.1 Port=7000 CPUs=4 RealMemory=1000 Gres=gpu:2\n"
@@ -114,12 +113,7 @@ class Agents:
 @pytest.fixture
 def cluster(tmp_path: Path):  # type: ignore[no-untyped-def]
     config = parse_slurm_conf(CONF)
-    store = Store(f"sqlite:///{tmp_path}/suspend.db")
-    store.migrate()
-    store.ensure_nodes([NodeRecord(n.name, n.addr, n.port, n.cpus, n.real_memory, n.gres)
-                        for n in config.nodes.values()])
-    for name in config.nodes:
-        store.set_node_state(name, NodeState.UP, 1000.0)
+    store = store_with_nodes(tmp_path / "suspend.db", config)
     agents, clock = Agents(), Clock()
     sched = Scheduler(config, store, agents, FakeNodeHealth(), partitions_of=lambda name: frozenset({"p"}), clock=clock)
     service = JobService(config, store, agents, sched.reschedule, clock, frozenset({0}))

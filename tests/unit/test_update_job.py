@@ -13,8 +13,8 @@ from pslurm.controller.store import Store
 from pslurm.core.config import ClusterConfig, parse_slurm_conf
 from pslurm.core.jobspec import JobRecord, JobSpec, SpecError
 from pslurm.core.jobupdate import UpdateError, checked_changes, new_time_limit, parse_job_update, update_values
-from pslurm.core.node import NodeRecord
-from pslurm.core.states import JobState, NodeState
+from pslurm.core.states import JobState
+from tests.conftest import store_with_nodes
 
 CONF = ("NodeName=c[000-001] NodeAddr=127.0.0.1 Port=7000 CPUs=4 RealMemory=1000 Gres=gpu:2\n"
         "PartitionName=p Nodes=c[000-001] Default=YES MaxTime=1:00:00 DefaultTime=10:00\n"
@@ -170,11 +170,7 @@ def config() -> ClusterConfig:
 
 @pytest.fixture
 def store(tmp_path: Path, config: ClusterConfig):  # type: ignore[no-untyped-def]
-    s = Store(f"sqlite:///{tmp_path}/update.db")
-    s.migrate()
-    s.ensure_nodes([NodeRecord(n.name, n.addr, n.port, n.cpus, n.real_memory, n.gres) for n in config.nodes.values()])
-    for name in config.nodes:
-        s.set_node_state(name, NodeState.UP, 1000.0)
+    s = store_with_nodes(tmp_path / "update.db", config)
     yield s
     s.close()
 
