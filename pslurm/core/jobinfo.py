@@ -215,7 +215,11 @@ class JobDesc:
 
     @property
     def submit_sid(self) -> int:
-        return int(self.own.get("submit_sid") or 0)
+        """The submitting shell's session id (a pid: Slurm's alloc_sid is 32 bits)."""
+        sid = int(self.own.get("submit_sid") or 0)
+        if not 0 <= sid < 2**32:
+            raise ValueError("submit_sid is not a session id (0 to 4294967295)")
+        return sid
 
     @property
     def submit_line(self) -> str:

@@ -3,11 +3,15 @@ client's views (pslurm.core.jobinfo) read every field of them back."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
+import pytest
+
 from pslurm.core import restjson
 from pslurm.core.config import PartitionConfig
+from pslurm.core.errors import SpecError
 from pslurm.core.gres import GresRequest
 from pslurm.core.jobinfo import JobInfo
 from pslurm.core.jobspec import JobRecord, JobSpec
@@ -31,13 +35,22 @@ WIRE_ONLY = {"spec", "cancel_requested", "requeue_requested"}  # the controller'
 
 def assert_view_is(view: JobInfo, record: JobRecord) -> None:
     """The view answers every field of the record (and of its spec) with the record's value."""
-    import dataclasses
-
     for f in dataclasses.fields(JobRecord):
         if f.name not in WIRE_ONLY:
             assert getattr(view, f.name) == getattr(record, f.name), f.name
     for f in dataclasses.fields(JobSpec):
         assert getattr(view.spec, f.name) == getattr(record.spec, f.name), f.name
+
+
+def test_a_submitting_session_is_a_32_bit_id_or_a_one_line_refusal() -> None:
+    """A client says which session submitted (squeue's AllocSID): a session id round-trips; anything
+    else, however long, is refused in one short line."""
+    data = through_json(restjson.spec_to_json(dataclasses.replace(SPEC, submit_sid=4242)))
+    assert restjson.spec_from_json(data).submit_sid == 4242
+    for hostile in (-1, 2**32, 10**4000, "9" * 5000, "abc", [1]):
+        with pytest.raises(SpecError) as refused:
+            restjson.spec_from_json({**data, "pslurm": {**data["pslurm"], "submit_sid": hostile}})
+        assert "\n" not in str(refused.value) and len(str(refused.value)) < 200, str(refused.value)[:80]
 
 
 def test_a_job_request_round_trips_in_slurms_names() -> None:
