@@ -345,14 +345,17 @@ class Launcher:
 
     def _slice_refused(self, running: RunningJob, step: StepSupervisor, rc: int) -> None:
         """A run whose --gpu-mem slice is MPS's pinned-memory limit, ended by CUDA refusing an
-        allocation past it (:func:`~pslurm.nodeagent.mps.slice_refusal`, from its stderr file's tail):
-        slurmstepd's line in its stderr and its SystemComment say so; it ends OUT_OF_MEMORY."""
+        allocation past it (:func:`~pslurm.nodeagent.mps.slice_refusal`, from its stderr's tail: the
+        file's, or what psrun was sent): slurmstepd's line in its stderr and its SystemComment say so;
+        it ends OUT_OF_MEMORY."""
         setup = running.gpu_setup
         share = getattr(setup, "share", None)
-        fd = step.stderr_file.fileno() if step.stderr_file is not None else None
-        if share is None or share.kind != "gpumem" or not getattr(setup, "mps_pipe", "") or fd is None:
+        if share is None or share.kind != "gpumem" or not getattr(setup, "mps_pipe", ""):
             return
-        if slice_refusal(rc, read_tail(fd)):
+        fd = step.stderr_file.fileno() if step.stderr_file is not None else None
+        with step.changed:
+            tail = bytes(step.output.stderr_tail) if step.stderr_path is None else b""
+        if slice_refusal(rc, read_tail(fd) if fd is not None else tail):
             self.note_stderr(running, refusal_note(step.name, share.amount))
             running.overrun = refusal_comment(share.amount)
             log.warning("job %d: %s", running.job.job_id, running.overrun)

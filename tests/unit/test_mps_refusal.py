@@ -5,9 +5,11 @@ opened (never the path)."""
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 from pslurm.nodeagent.mps import STDERR_TAIL, read_tail, refusal_comment, refusal_note, slice_refusal
+from pslurm.nodeagent.stepio import TAIL, StepOutput
 
 TORCH = (b"Traceback (most recent call last):\n  File \"<string>\", line 1, in <module>\n"
          b"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB. GPU 0 has a total capacity of "
@@ -48,3 +50,12 @@ def test_the_words_for_the_job() -> None:
     assert refusal_comment(2048) == ("GPU memory slice exceeded: MPS refused an allocation past the slice of 2048 MiB "
                                      "(--gpu-mem)")
     assert refusal_note("7.batch", 2048).startswith("slurmstepd: error: MPS refused an allocation of StepId=7.batch")
+
+
+def test_a_steps_stderr_keeps_its_last_bytes_for_the_end_whether_psrun_read_them_or_not() -> None:
+    output = StepOutput(threading.Condition())
+    output.write("stderr", b"x" * (2 * TAIL))
+    output.write("stdout", b"CUDA out of memory on stdout\n")  # not stderr's
+    output.write("stderr", TORCH)
+    output.buffers["stderr"].clear()  # psrun read it all
+    assert len(output.stderr_tail) == TAIL and bytes(output.stderr_tail).endswith(TORCH)
