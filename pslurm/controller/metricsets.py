@@ -300,19 +300,27 @@ def _joined(values: Iterable[object]) -> str:
 def pslurm_metrics(w: MetricWriter, statuses: Sequence[NodeStatus], allocations: Sequence[Allocation],
                    measured: Measurements, pending: int, history_bytes: int, now: float) -> None:
     """``/metrics/pslurm``: each GPU (utilisation, memory used, promised and total, the jobs and users
-    holding it), each node's state word and heartbeat age, the scheduler's passes, the requests served."""
+    holding it), each node's state word and heartbeat age, the scheduler's passes, the requests served.
+    Which jobs hold a GPU (``pslurm_gpu_jobs``, ``pslurm_gpu_job_info``) is there for every GPU, also
+    one without a meter (a plain cluster's); the measured families only for GPUs with figures."""
     # "jobid", not "job": Prometheus keeps "job" for the scrape job's name (a target's "job" becomes "exported_job")
     holders: dict[tuple[str, int], list[Allocation]] = defaultdict(list)
+    held_on: dict[str, set[int]] = defaultdict(set)
     for a in allocations:
         for index in set(a.gpu_indices):
             holders[(a.node, index)].append(a)
-    gpu_rows = []  # (labels of the GPU, labels with its jobs and users, usage)
+            held_on[a.node].add(index)
+    gpu_rows = []  # (labels of the GPU, labels with its jobs and users, usage) of the GPUs with a meter's figures
+    gpu_jobs: list[tuple[Labels, float]] = []  # every GPU, metered or not: how many jobs hold it
     for s in statuses:
-        for g in s.gpus:
-            held = holders.get((s.node.name, g.index), [])
-            base: Labels = (("node", s.node.name), ("gpu", str(g.index)))
-            gpu_rows.append((base, (*base, ("jobid", _joined(a.job_id for a in held)),
-                                    ("user", _joined(a.user for a in held))), g))
+        reported = {g.index: g for g in s.gpus}
+        for index in sorted(set(reported) | set(range(_gpus(s))) | held_on.get(s.node.name, set())):
+            held = holders.get((s.node.name, index), [])
+            base: Labels = (("node", s.node.name), ("gpu", str(index)))
+            gpu_jobs.append((base, len(held)))
+            if (g := reported.get(index)) is not None:
+                gpu_rows.append((base, (*base, ("jobid", _joined(a.job_id for a in held)),
+                                        ("user", _joined(a.user for a in held))), g))
     w.gauge("pslurm_gpu_utilization_percent", "GPU utilisation its node's agent measured at its last heartbeat, "
             "with the jobs and users holding the GPU",
             [(full, g.util) for _, full, g in gpu_rows if g.util is not None])
@@ -321,7 +329,7 @@ def pslurm_metrics(w: MetricWriter, statuses: Sequence[NodeStatus], allocations:
     w.gauge("pslurm_gpu_memory_bytes", "GPU memory in all", [(base, g.memory_mb * MB) for base, _, g in gpu_rows])
     w.gauge("pslurm_gpu_memory_promised_bytes", "GPU memory promised to jobs (their slices; all of it when held whole)",
             [(base, g.memory_alloc_mb * MB) for base, _, g in gpu_rows])
-    w.gauge("pslurm_gpu_jobs", "Jobs holding the GPU", [(base, g.jobs) for base, _, g in gpu_rows])
+    w.gauge("pslurm_gpu_jobs", "Jobs holding the GPU (every GPU of every node, with a meter or without)", gpu_jobs)
     w.gauge("pslurm_gpu_job_info", "1 for each job holding a GPU: its job, user and account",
             [((*base, ("jobid", str(a.job_id)), ("user", a.user), ("account", a.account)), 1)
              for (node, index), held in sorted(holders.items())

@@ -4,7 +4,9 @@ its runner (:mod:`pslurm.nodeagent.runner`), a small process that forks the jobs
 that the threaded agent does not (a fork of the agent holds its interpreter's lock while it copies
 a process of hundreds of threads: most of its CPU per job).
 
-The child, between fork and exec: joins the job's cgroup and CPUs
+The child, between fork and exec: takes every signal's default action and blocks none (an agent
+started under ``nohup`` ignores SIGHUP, and what is ignored or blocked survives exec: a job must start
+as from a fresh login, whatever the agent's parent did), joins the job's cgroup and CPUs
 (:class:`~pslurm.nodeagent.cgroups.ChildSetup`), becomes the user, enters the working directory and
 opens the output files as the user (:class:`~pslurm.nodeagent.userfiles.UserStart`), in a session
 of its own. A task that cannot start raises :class:`LaunchError` with slurmstepd's one line.
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import signal
 import subprocess
 import termios
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -72,6 +75,28 @@ class ChildPlan:
     append: bool = False
 
 
+# every signal a process may catch or ignore (SIGKILL and SIGSTOP it may not)
+_CATCHABLE = tuple(sorted(set(signal.valid_signals()) - {signal.SIGKILL, signal.SIGSTOP}))
+
+
+def default_signals() -> None:
+    """In the child before exec: every signal's default action and an empty signal mask. exec keeps a
+    signal the parent ignored ignored, and its mask, and Popen's ``restore_signals`` restores only
+    SIGPIPE and SIGXFSZ; a handled signal becomes default at exec anyway, so all are reset."""
+    for signum in _CATCHABLE:
+        with contextlib.suppress(OSError, ValueError):
+            signal.signal(signum, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_SETMASK, ())
+
+
+def _defaults_first(then: Callable[[], object]) -> Callable[[], None]:
+    """``preexec_fn``: :func:`default_signals`, then ``then``."""
+    def preexec() -> None:
+        default_signals()
+        then()
+    return preexec
+
+
 def start_child(plan: ChildPlan, fds: Sequence[int] = ()) -> tuple[subprocess.Popen[bytes], UserFile | None]:
     """Start the task ``plan`` describes; ``fds``: its stdio for FDS (stdin or -1, stdout, stderr) and
     PTY (the slave). Returns the process and, for FILES, the stderr file the child opened for the
@@ -85,7 +110,7 @@ def start_child(plan: ChildPlan, fds: Sequence[int] = ()) -> tuple[subprocess.Po
         if plan.stdio == NULL:  # the agent's own holder: root's, in /, nothing of the user's
             with exec_errors():
                 proc: subprocess.Popen[bytes] = subprocess.Popen(
-                    plan.argv, cwd="/", env=plan.env, start_new_session=True, preexec_fn=setup,
+                    plan.argv, cwd="/", env=plan.env, start_new_session=True, preexec_fn=_defaults_first(setup),
                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             return proc, None
         then: Callable[[], object] = setup
@@ -105,8 +130,8 @@ def start_child(plan: ChildPlan, fds: Sequence[int] = ()) -> tuple[subprocess.Po
             try:
                 with exec_errors():
                     proc = subprocess.Popen(  # type: ignore[call-overload]
-                        plan.argv, cwd=None, env=plan.env, start_new_session=True, preexec_fn=child, **streams,
-                        **user_kw)
+                        plan.argv, cwd=None, env=plan.env, start_new_session=True, preexec_fn=_defaults_first(child),
+                        **streams, **user_kw)
             except LaunchError as exc:
                 failure, note = child.collect()
                 # the child's own words when it said why

@@ -216,9 +216,10 @@ class UsageAccumulator:
     utilisation-weighted), from the job's own start and end, so they exist without NVML too.
     Each sample describes the interval since the previous one, since NVML's utilisation is an
     average over its last sample period. ``peak_memory_mb`` is the largest total at one sample of the
-    job's own processes' memory once NVML has named any of them, else of its devices' used memory
-    (the driver hides pids in containers); ``mean_util`` is time-weighted over the job's GPUs. Both
-    are None until something was sampled.
+    job's own processes' memory (0 at a sample where the driver named other processes but none of the
+    job's: their memory is never charged to it); only when the driver never named any process at all
+    (it hides pids in containers) is it the devices' used memory. ``mean_util`` is time-weighted over
+    the job's GPUs. Both are None until something was sampled.
     """
 
     def __init__(self, gpu_count: int, start: float) -> None:
@@ -234,8 +235,9 @@ class UsageAccumulator:
 
     def add(self, now: float, samples: Mapping[int, tuple[float, int]],
             job_memory_mb: int | None = None) -> None:
-        """Record the samples taken at ``now`` (seconds, monotonic); ``job_memory_mb`` overrides
-        the devices' used memory when the job's own processes could be measured."""
+        """Record the samples taken at ``now`` (seconds, monotonic); ``job_memory_mb``: the job's own
+        processes' memory (0: the driver named only others'), None when the driver named no process
+        at all (then the devices' used memory stands for it, until a sample names some)."""
         dt = max(0.0, now - self.last)
         self.last = max(self.last, now)
         if not samples:
@@ -282,16 +284,20 @@ def sample_job(monitor: GpuMeter, indices: Iterable[int], session: int | None
                ) -> tuple[dict[int, tuple[float, int]], int | None]:
     """Per-GPU (util, used MB) for a job's GPUs, and the memory its own processes hold.
 
-    The second value is None when NVML names no process of the job's session on its GPUs (the
-    driver hides pids in containers, or the job has not touched the GPU yet): the caller then
-    counts the devices' used memory, which is the job's own with whole-GPU allocation.
+    The second value is 0 when NVML names processes on the job's GPUs but none of the job's session
+    (it has not touched the GPU, or its neighbours' and an MPS server's are there: theirs is not its
+    own), and None only when NVML names no process at all there (the driver hides pids in
+    containers) or the job's session is not known yet: the caller then counts the devices' used
+    memory, which is the job's own with whole-GPU allocation.
     """
     wanted = list(indices)
     samples = monitor.sample(wanted)
     if session is None:
         return samples, None
-    mine = [mb for pid, mb in monitor.process_memory(wanted).items() if session_of(pid) == session]
-    return samples, (sum(mine) if mine else None)
+    named = monitor.process_memory(wanted)
+    if not named:
+        return samples, None
+    return samples, sum(mb for pid, mb in named.items() if session_of(pid) == session)
 
 
 @dataclass

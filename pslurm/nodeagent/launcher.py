@@ -31,6 +31,7 @@ from pslurm.core.steps import BATCH_STEP, EXTERN_STEP, INTERACTIVE_STEP, StepRes
 from pslurm.core.timefmt import format_timestamp
 from pslurm.nodeagent.cgroups import JobCgroup
 from pslurm.nodeagent.childstart import LaunchError, TaskProcess, check_strings, describe, os_error
+from pslurm.nodeagent.mps import read_tail, refusal_comment, refusal_note, slice_refusal
 from pslurm.nodeagent.runs import RunRecord, RunRecords, boot_id, kill_pgid
 from pslurm.nodeagent.stepd import StepHooks, StepSupervisor, Task, job_user
 from pslurm.nodeagent.stepio import Files, Null, Pipes, Stdio
@@ -327,6 +328,8 @@ class Launcher:
             running.cpu_seconds = running.cgroup.cpu_seconds()
         oom_kills = self._oom_kills(running)
         rc = 0 if running.job.spec.allocation else (step.tasks[0].returncode or 0)  # a placeholder's is no one's
+        if not (oom_kills or running.overrun or running.timed_out or running.cancelled):
+            self._slice_refused(running, step, rc)
         if running.timed_out:
             state = JobState.TIMEOUT
         elif oom_kills or running.overrun:
@@ -339,6 +342,23 @@ class Launcher:
         else:
             state = JobState.COMPLETED if rc == 0 else JobState.FAILED
         return StepResult(state, rc if rc > 0 else 0, -rc if rc < 0 else 0, time.time(), step.task_ends())
+
+    def _slice_refused(self, running: RunningJob, step: StepSupervisor, rc: int) -> None:
+        """A run whose --gpu-mem slice is MPS's pinned-memory limit, ended by CUDA refusing an
+        allocation past it (:func:`~pslurm.nodeagent.mps.slice_refusal`, from its stderr's tail: the
+        file's, or what psrun was sent): slurmstepd's line in its stderr and its SystemComment say so;
+        it ends OUT_OF_MEMORY."""
+        setup = running.gpu_setup
+        share = getattr(setup, "share", None)
+        if share is None or share.kind != "gpumem" or not getattr(setup, "mps_pipe", ""):
+            return
+        fd = step.stderr_file.fileno() if step.stderr_file is not None else None
+        with step.changed:
+            tail = bytes(step.output.stderr_tail) if step.stderr_path is None else b""
+        if slice_refusal(rc, read_tail(fd) if fd is not None else tail):
+            self.note_stderr(running, refusal_note(step.name, share.amount))
+            running.overrun = refusal_comment(share.amount)
+            log.warning("job %d: %s", running.job.job_id, running.overrun)
 
     def finish(self, running: RunningJob) -> None:
         with running.changed:

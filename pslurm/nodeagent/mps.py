@@ -8,6 +8,12 @@ directories under the agent's spool, ``mps/gpu<i>/pipe`` and ``mps/gpu<i>/log``;
 through CUDA_MPS_PIPE_DIRECTORY. As in Slurm's example prolog, the daemon runs as the agent's user
 (root) and starts an MPS server for each client's user itself.
 
+A ``--gpu-mem`` slice on a GPU with MPS is also the driver's hard limit
+(CUDA_MPS_PINNED_DEVICE_MEM_LIMIT): CUDA refuses an allocation past it *inside* the job, which the
+meter never sees (the memory was never had), so the job exits with CUDA's out-of-memory error instead
+of being ended by the agent. :func:`slice_refusal` tells that end from a bug in the job, so that it
+ends OUT_OF_MEMORY as an overrun without MPS does (Slurm's state for a job past its memory limit).
+
 The binary is the boundary: the tests put a fake ``nvidia-cuda-mps-control`` first on PATH.
 """
 
@@ -15,7 +21,9 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
+import stat
 import subprocess
 import tempfile
 import threading
@@ -162,3 +170,52 @@ class MpsDaemons:
             lines = out.read(4096).decode(errors="replace").strip().splitlines()
         first = " ".join(lines[0].split()) if lines else ""
         return rc, first if rc is not None else f"no answer in {self.timeout:.0f} s"
+
+
+# CUDA's own words for a refused allocation: the runtime's and driver API's error names and strings,
+# as CUDA programs and their frameworks print them (torch's "CUDA out of memory", CuPy's
+# cudaErrorMemoryAllocation, JAX's RESOURCE_EXHAUSTED, a C program's cudaGetErrorString)
+CUDA_REFUSAL = re.compile(rb"CUDA out of memory|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation|"
+                          rb"CUDA error: out of memory|RESOURCE_EXHAUSTED: Out of memory", re.IGNORECASE)
+STDERR_TAIL = 64 << 10  # bytes of the job's stderr read at its end
+
+
+def slice_refusal(exit_code: int, stderr_tail: bytes) -> bool:
+    """A job that ran as an MPS client under its slice's pinned-memory limit ended by MPS's refusal:
+    it exited non-zero (CUDA's error ends the program) and its stderr's tail has CUDA's
+    out-of-memory words. Why this and not the others: the MPS server logs no refused allocation
+    (its log has clients' connections and fatal faults), and the meter's peak is no sign (the refused
+    allocation was never held: a 4 GiB request in a 2 GiB slice leaves the job at its context's few
+    hundred MiB). With slices summing to at most the GPU's memory, CUDA's out-of-memory under the
+    limit is the slice's."""
+    return exit_code != 0 and CUDA_REFUSAL.search(stderr_tail) is not None
+
+
+def read_tail(fd: int, size: int = STDERR_TAIL) -> bytes:
+    """The last ``size`` bytes of the file open at ``fd`` (write-only, O_APPEND: the job's stderr as
+    its user opened it), read through a new description of the same file (/proc/self/fd: never
+    its path, which the user may have replaced); b"" when it cannot be read (a pipe, a tty)."""
+    try:
+        reader = os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return b""
+    try:
+        found = os.fstat(reader)
+        if not stat.S_ISREG(found.st_mode):
+            return b""
+        return os.pread(reader, size, max(0, found.st_size - size))
+    except OSError:
+        return b""
+    finally:
+        os.close(reader)
+
+
+def refusal_note(step: str, slice_mb: int) -> str:
+    """slurmstepd's line in the job's stderr when MPS refused an allocation past its slice."""
+    return (f"slurmstepd: error: MPS refused an allocation of StepId={step} past the job's GPU memory slice of "
+            f"{slice_mb} MiB (--gpu-mem, CUDA_MPS_PINNED_DEVICE_MEM_LIMIT). The job ends OUT_OF_MEMORY.\n")
+
+
+def refusal_comment(slice_mb: int) -> str:
+    """The job's SystemComment when MPS refused an allocation past its slice."""
+    return f"GPU memory slice exceeded: MPS refused an allocation past the slice of {slice_mb} MiB (--gpu-mem)"

@@ -23,6 +23,7 @@ STREAM_BUFFER = 1 << 20  # bytes of one stream (stdout or stderr) a step holds f
 READ_SIZE = 1 << 16  # bytes a pump reads from a task's pipe at once
 CHUNK_MAX = 256 << 10  # bytes of output in one message to a reader: well under gRPC's 4 MiB
 READER_GRACE = 60.0  # seconds without a reader after which output that does not fit is dropped
+TAIL = 64 << 10  # bytes of a step's stderr kept for its end to read (CUDA's out-of-memory under MPS)
 LAST_OUTPUT_WAIT = 2.0  # seconds the end waits for output that does not come (a process that left holds a pipe)
 
 
@@ -46,6 +47,7 @@ class StepOutput:
         self.unread_since = time.monotonic()  # when the last reader left (or the step began)
         self.ended = False  # the step's end is decided: no more output; a reader gets the rest, then the end
         self.dropped = 0  # bytes dropped for want of a reader (said to the next one)
+        self.stderr_tail = bytearray()  # the last TAIL bytes the tasks wrote to stderr, read or not (the end's clues)
 
     def _abandoned(self) -> bool:
         return self.reader is None and time.monotonic() - self.unread_since > READER_GRACE
@@ -64,6 +66,9 @@ class StepOutput:
             finally:
                 self.waiting_writers -= 1
             self.last_write = time.monotonic()
+            if name == "stderr":
+                self.stderr_tail.extend(data)
+                del self.stderr_tail[:-TAIL]
             if self.ended:
                 return  # a process that left the step writes after its end: nobody reads it any more
             if len(buffer) >= self.capacity:  # no reader came for READER_GRACE seconds

@@ -2,10 +2,17 @@
 # The whole GPU validation of docs/gpu-validation.md in one go, on the machine it runs on: discovery,
 # pslurm doctor --gpu (isolation with a real CUDA program in a probe job), jobs with and without GPUs
 # under their device cgroup, two --gpu-mem jobs sharing one GPU with torch, an overrun stopped, MPS,
-# usage in psacct. One line per step (held / FAILED / skipped), a summary, exit 1 when a step failed.
+# usage in psacct; with PSLURM_GPU_PACKING=1 also the packing bench (bench/gpu_packing.sh: four small
+# training jobs on whole GPUs, --gpu-mem slices, MPS and --gpu-mem=auto). One line per step (PASS / FAIL /
+# SKIP, with what it saw), then the same as a Markdown table (for docs/gpu-validation.md) and a summary;
+# exit 1 when a step failed.
 #
 #   sudo tests/gpu/run.sh            # root: device isolation needs it
 #   PSLURM_BIN=/opt/pslurm/bin tests/gpu/run.sh
+#   PSLURM_GPU_PACKING=1 tests/gpu/run.sh      # and the packing bench (a few minutes; needs torch)
+#
+# CI runs it on a GPU stand-in (tests/acceptance/test_gpu_run_script.py: the fake NVML, nvidia-smi, the
+# CUDA driver, torch and MPS of tests/gpu/standin/), so a change of what the commands print breaks CI.
 #
 # Without a GPU (no nvidia-smi, or it lists none) it says so and checks the rest: pslurm doctor on a
 # local cluster of simulated GPUs. Nothing is left behind: the cluster lives in a temporary directory
@@ -23,11 +30,17 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/pslurm-gpu-run.XXXXXX")
 chmod 755 "$work"
 state="$work/state"
 held=0; failed=0; skipped=0
+rows=()  # the Markdown table's rows
 
-say() { printf '%-8s %-22s %s\n' "$1" "$2" "$3"; }
-held()    { held=$((held + 1)); say held "$1" "$2"; }
-failed()  { failed=$((failed + 1)); say FAILED "$1" "$2"; }
-skipped() { skipped=$((skipped + 1)); say skipped "$1" "$2"; }
+say() { printf '%-4s  %-18s %s\n' "$1" "$2" "$3"; rows+=("| $2 | $1 | ${3//|/\\|} |"); }
+held()    { held=$((held + 1)); say PASS "$1" "$2"; }
+failed()  { failed=$((failed + 1)); say FAIL "$1" "$2"; }
+skipped() { skipped=$((skipped + 1)); say SKIP "$1" "$2"; }
+summary() {  # what it ran on: the table, then the last line
+  printf '\n| step | result | what it saw |\n| --- | --- | --- |\n'
+  printf '%s\n' "${rows[@]}"
+  echo "summary: $held passed, $failed failed, $skipped skipped ($1)"
+}
 cleanup() {
   "$BIN/pslurm" down --state-dir "$state" >/dev/null 2>&1
   rm -rf "$work"
@@ -45,6 +58,9 @@ wait_state() {  # job, states (regex), seconds: the state once it matches, else 
   echo "$st"
 }
 torch_here() { "$PY" -c 'import torch' >/dev/null 2>&1; }
+gpu_of() {  # the GPU index a job holds: pscontrol -d show job's GRES=...(IDX:N), as scontrol -d prints it
+  "$BIN/pscontrol" -d show job "$1" | grep -o 'GRES=[^ ]*(IDX:[0-9,-]*)' | head -n 1 | sed 's/.*IDX:\([0-9,-]*\))/\1/'
+}
 
 echo "pslurm GPU validation on $(hostname) ($(uname -r)), $(date -u +%Y-%m-%dT%H:%M:%SZ), pslurm from $BIN"
 [ "$(id -u)" = 0 ] || echo "note: not root: device isolation and the probe jobs need root; those steps will fail"
@@ -71,8 +87,8 @@ if [ "$gpus" = 0 ]; then
   else
     failed "doctor --gpu" "did not say there is no GPU"
   fi
-  for step in discovery isolation binding sharing overrun mps usage; do skipped "$step" "no GPU"; done
-  echo "summary: $held held, $failed failed, $skipped skipped (no GPU on this machine)"
+  for step in discovery isolation binding sharing overrun mps usage packing; do skipped "$step" "no GPU"; done
+  summary "no GPU on this machine"
   [ "$failed" = 0 ]
   exit
 fi
@@ -104,7 +120,7 @@ fi
 
 if ! "$BIN/pslurm" up --conf "$work/conf/pslurm.conf" --state-dir "$state" >"$work/up.log" 2>&1; then
   failed up "$(tail -n 1 "$work/up.log")"
-  echo "summary: $held held, $failed failed, $skipped skipped"
+  summary "$gpus x $model, driver $driver, $cgmode"
   exit 1
 fi
 isolation=$("$BIN/pscontrol" show node g0 | grep -o 'DeviceIsolation=[^ ]*.*' | head -n 1)
@@ -158,21 +174,25 @@ if torch_here; then
   b=$("$BIN/psbatch" --parsable --gpu-mem=6G -o "$work/b.out" --wrap "$PY -c '$alloc'")
   sa=$(wait_state "$a" RUNNING 60); sb=$(wait_state "$b" RUNNING 60)
   sleep 5
-  ga=$("$BIN/pscontrol" show job "$a" | grep -o 'GpuIndices=[0-9,]*' | head -n 1)
-  gb=$("$BIN/pscontrol" show job "$b" | grep -o 'GpuIndices=[0-9,]*' | head -n 1)
+  ga=$(gpu_of "$a"); gb=$(gpu_of "$b")
   procs=$(nvidia-smi --query-compute-apps=pid --format=csv,noheader | wc -l)
   "$BIN/pscancel" "$a" "$b"
   if [ "$sa" = RUNNING ] && [ "$sb" = RUNNING ] && [ -n "$ga" ] && [ "$ga" = "$gb" ] && [ "$procs" -ge 2 ]; then
-    held sharing "two --gpu-mem=6G jobs running at once on one GPU ($ga), $procs CUDA processes"
+    held sharing "two --gpu-mem=6G jobs running at once on one GPU (IDX:$ga), $procs CUDA processes"
   else
     failed sharing "states $sa / $sb, GPUs ${ga:-?} / ${gb:-?}, $procs CUDA processes"
   fi
-  # 6. an overrun: 4 GiB in a 2 GiB slice ends OUT_OF_MEMORY with the reason
+  # 6. an overrun: 4 GiB in a 2 GiB slice ends OUT_OF_MEMORY with the reason, in SystemComment and in the
+  # job's stderr (with MPS configured CUDA refuses the allocation in the job; without, the agent's watch ends it)
   c=$("$BIN/psbatch" --parsable --gpu-mem=2G -o "$work/c.out" --wrap "$PY -c '$alloc'")
   sc=$(wait_state "$c" 'OUT_OF_MEMORY|COMPLETED|FAILED|CANCELLED' 90)
-  why=$("$BIN/pscontrol" show job "$c" | grep -o 'SystemComment=.*' | head -n 1)
-  if [ "$sc" = OUT_OF_MEMORY ]; then held overrun "ended OUT_OF_MEMORY: ${why:-no SystemComment}"
-  else failed overrun "ended $sc: ${why:-no SystemComment}"; fi
+  why=$("$BIN/psacct" -j "$c" -X -n -P -o SystemComment | head -n 1)
+  note=$(grep -m 1 '^slurmstepd: error: .*\(MPS refused\|GPU memory use\)' "$work/c.out" 2>/dev/null)
+  if [ "$sc" = OUT_OF_MEMORY ] && [ -n "$why" ] && [ -n "$note" ]; then
+    held overrun "ended OUT_OF_MEMORY: SystemComment=$why; stderr: ${note#slurmstepd: error: }"
+  else
+    failed overrun "ended $sc: SystemComment=${why:-none}; stderr: $(tail -n 1 "$work/c.out" 2>/dev/null)"
+  fi
 else
   skipped sharing "torch is not installed"
   skipped overrun "torch is not installed"
@@ -207,5 +227,16 @@ else
   skipped usage "torch is not installed"
 fi
 
-echo "summary: $held held, $failed failed, $skipped skipped ($gpus x $model, driver $driver, $cgmode)"
+# 9. packing (PSLURM_GPU_PACKING=1): four small training jobs, whole GPUs vs slices vs MPS vs auto
+if [ "${PSLURM_GPU_PACKING:-0}" != 1 ]; then
+  skipped packing "PSLURM_GPU_PACKING=1 runs it (bench/gpu_packing.sh)"
+elif ! torch_here; then
+  skipped packing "torch is not installed"
+elif PY="$PY" bash "$here/bench/gpu_packing.sh" "$BIN" "$work/packing" >"$work/packing.log" 2>&1; then
+  held packing "$(grep '^makespan ' "$work/packing.log" | sed 's/^makespan //' | paste -sd ';' | sed 's/;/; /g')"
+else
+  failed packing "$(tail -n 2 "$work/packing.log" | tr '\n' ' ')"
+fi
+
+summary "$gpus x $model, driver $driver, $cgmode"
 [ "$failed" = 0 ]

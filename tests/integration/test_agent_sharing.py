@@ -66,12 +66,14 @@ def make_agent(place: Place) -> Iterator[MakeAgent]:
 
 
 def job(place: Place, job_id: int, script: str, share: str, gpu: int = 0,
-        env: dict[str, str] | None = None) -> JobRecord:
-    """A batch job with one GRES share (``shard:2``) placed on GPU ``gpu``, run in ``place.home``."""
+        env: dict[str, str] | None = None, interactive: bool = False) -> JobRecord:
+    """A batch job with one GRES share (``shard:2``) placed on GPU ``gpu``, run in ``place.home``
+    (``interactive``: psrun's job, the script run by ``sh -c``, its output kept for psrun)."""
     name, count = share.split(":")
     spec = JobSpec(name="t", user=place.user, uid=place.uid, gid=place.gid, workdir=str(place.home),
-                   script="#!/bin/sh\n" + script, environment={"PATH": os.environ["PATH"], **(env or {})},
-                   gres=(GresRequest(name, None, int(count)),))
+                   script=None if interactive else "#!/bin/sh\n" + script,
+                   argv=("sh", "-c", script) if interactive else (), interactive=interactive,
+                   environment={"PATH": os.environ["PATH"], **(env or {})}, gres=(GresRequest(name, None, int(count)),))
     return JobRecord(job_id=job_id, spec=spec, state=JobState.RUNNING, node="c000", gpu_indices=(gpu,))
 
 
@@ -176,3 +178,31 @@ def test_a_gpumem_job_within_its_slice_completes_with_its_peak_and_heartbeats_ca
     assert (state(end), end.comment, end.usage.peak_gpu_memory_mb) == (JobState.COMPLETED, "", 3000)
     agent.beat()
     assert [(u.index, u.memory_used_mb, u.util) for u in controller.beats[-1].gpu_use] == [(0, 0, 0.0)]
+
+
+REFUSED = ("echo 'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB. GPU 0 has a total capacity "
+           "of 2.00 GiB' >&2; exit 1\n")
+
+
+def test_a_slice_that_mps_refused_ends_out_of_memory_saying_so(make_agent: MakeAgent, place: Place,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """With MPS configured a --gpu-mem slice is MPS's pinned-memory limit: CUDA refuses past it in the job
+    (here: its words, as torch prints them, and exit 1); the job ends OUT_OF_MEMORY as an overrun does."""
+    install_fake_mps(place.top, monkeypatch)
+    agent, controller = make_agent([GpuDevice(0, "gpu", None, None, None, mps=100)])
+    agent.launch(job(place, 51, REFUSED, "gpumem:2048"))
+    end = ended(controller, 51, timeout=15)
+    comment = "GPU memory slice exceeded: MPS refused an allocation past the slice of 2048 MiB (--gpu-mem)"
+    assert (state(end), end.exit_code, end.comment) == (JobState.OUT_OF_MEMORY, 1, comment)
+    assert (place.home / "slurm-51.out").read_text().endswith(
+        "GPU 0 has a total capacity of 2.00 GiB\nslurmstepd: error: MPS refused an allocation of StepId=51.batch past "
+        "the job's GPU memory slice of 2048 MiB (--gpu-mem, CUDA_MPS_PINNED_DEVICE_MEM_LIMIT). The job ends "
+        "OUT_OF_MEMORY.\n")
+    agent.launch(job(place, 52, "echo 'ValueError: bad input' >&2; exit 1\n", "gpumem:2048"))
+    assert (state(end := ended(controller, 52, timeout=15)), end.comment) == (JobState.FAILED, "")  # its own bug
+    agent.launch(job(place, 53, REFUSED.replace("exit 1", "exit 0"), "gpumem:2048"))
+    assert state(ended(controller, 53, timeout=15)) == JobState.COMPLETED  # it caught the error and went on
+    agent.launch(job(place, 54, REFUSED, "gpumem:2048", interactive=True))  # psrun's: its stderr goes to psrun
+    assert (state(end := ended(controller, 54, timeout=15)), end.comment) == (JobState.OUT_OF_MEMORY, comment)
+    agent.launch(job(place, 55, REFUSED, "mps:50"))  # no slice, no refusal of one: CUDA's error is the job's
+    assert state(ended(controller, 55, timeout=15)) == JobState.FAILED

@@ -201,3 +201,17 @@ def test_tallies_pages_and_gpu_hours_from_the_store(store: Store) -> None:
     assert clipped[("ann", "lab")].gpu_seconds == pytest.approx(2 * 1000) and clipped[("bo", "ml")].gpu_seconds \
         == pytest.approx(600)
     assert ("cy", "lab") not in hours  # never ran
+
+
+def test_which_job_holds_which_gpu_is_there_for_gpus_without_a_meter() -> None:
+    """A plain cluster (gres gpu:2, no --gpu-memory): the agents report no figures, yet each GPU has its
+    line, and the one a job holds names the job (issue 30)."""
+    node = NodeRecord("c000", "127.0.0.1", 1, 8, 16000, (GresRequest("gpu", None, 2),), NodeState.UP, False, "", 90.0)
+    plain = NodeStatus(node, NodeUsage(1, 0, [1], 1), "mix", ())
+    w = MetricWriter(True)
+    pslurm_metrics(w, [plain], [Allocation(9, "c000", 1, 0, (1,), "ann", "lab")], Measurements(started=0.0), 0, 0,
+                   100.0)
+    text = w.text()
+    assert 'pslurm_gpu_jobs{node="c000",gpu="0"} 0' in text and 'pslurm_gpu_jobs{node="c000",gpu="1"} 1' in text
+    assert 'pslurm_gpu_job_info{node="c000",gpu="1",jobid="9",user="ann",account="lab"} 1' in text
+    assert "pslurm_gpu_utilization_percent{" not in text and "pslurm_gpu_memory_bytes{" not in text  # nothing measured
