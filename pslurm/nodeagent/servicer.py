@@ -235,10 +235,11 @@ class AgentServicer(pb_grpc.NodeAgentServicer):
         """sstat: the controller asks what the job's tasks use now (nodeagent/stepstats.py)."""
         self._from_controller(context)
         try:
-            return stepstats.job_stats(self.agent, request.job_id)
+            stats = stepstats.job_stats(self.agent, request.job_id)
         except LookupError as exc:
             context.abort(grpc.StatusCode.NOT_FOUND, str(exc))
             raise  # abort raised already
+        return _stats_pb(stats)
 
     def _stream_user(self, context: grpc.ServicerContext) -> tuple[int, int | None]:
         """Whose stream this is: (the uid whose rights it has, the uid whose share of the slots it
@@ -351,3 +352,15 @@ class AgentServicer(pb_grpc.NodeAgentServicer):
             finally:
                 waited()
                 self.streams.forget(context)
+
+
+def _stats_pb(stats: stepstats.JobStats) -> pb.JobStatsReply:
+    reply = pb.JobStatsReply(node=stats.node, tasks=[pb.TaskStats(
+        step=t.step, rank=t.rank, pid=t.pid, cpu_seconds=t.cpu_seconds, rss_kb=t.rss_kb, vmsize_kb=t.vmsize_kb,
+        pages=t.pages, read_bytes=t.read_bytes, write_bytes=t.write_bytes, pids=t.pids) for t in stats.tasks],
+        gpus=[pb.GpuUse(index=g.index, memory_used_mb=g.memory_used_mb, util=g.util) for g in stats.gpus])
+    if stats.memory_kb is not None:
+        reply.memory_kb = stats.memory_kb
+    if stats.cpu_seconds is not None:
+        reply.cpu_seconds = stats.cpu_seconds
+    return reply
