@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import KeysView
+from collections.abc import Callable, KeysView, Sequence
+from typing import TypeVar
 
 from pslurm.nodeagent.launcher import RunningJob
 from pslurm.nodeagent.link import ControllerLink, LinkDown, RunEnded, RunKey, StepEnded
@@ -19,6 +20,8 @@ from pslurm.nodeagent.runtable import key_of
 from pslurm.nodeagent.steps import JobStep, Steps
 
 log = logging.getLogger("psd")
+
+End = TypeVar("End", RunEnded, StepEnded)
 
 MAX_ENDS_PER_CALL = 1000  # ends in one call (after an outage many may wait)
 
@@ -71,11 +74,7 @@ class EndReporter:
     def _send_step_ends(self, steps: list[JobStep]) -> bool:
         """Send these step ends in one call; True once the controller has them."""
         ends = [self._step_end(step) for step in steps]
-        try:
-            self.link.steps_ended(ends)
-        except LinkDown as exc:
-            log.warning("could not report the end of %s: %s; will retry",
-                        ", ".join(f"step {e.job_id}.{e.step_id}" for e in ends), exc)
+        if not _sent(self.link.steps_ended, ends, [f"step {e.job_id}.{e.step_id}" for e in ends]):
             return False
         self.steps.acknowledged([(e.job_id, e.step_id) for e in ends])
         return True
@@ -83,11 +82,7 @@ class EndReporter:
     def _send_ends(self, ended: list[RunningJob]) -> bool:
         """Send these ends in one call; True (and no longer unreported) once the controller has them."""
         ends = [self._run_end(running) for running in ended]
-        try:
-            self.link.jobs_ended(ends)
-        except LinkDown as exc:
-            log.warning("could not report the end of %s: %s; will retry",
-                        ", ".join(f"job {e.job_id} (run {e.restarts})" for e in ends), exc)
+        if not _sent(self.link.jobs_ended, ends, [f"job {e.job_id} (run {e.restarts})" for e in ends]):
             return False
         with self._lock:
             for end in ends:
@@ -110,3 +105,13 @@ class EndReporter:
                         gpu_usage=running.usage, max_rss_bytes=running.max_rss_bytes,
                         cpu_seconds=running.cpu_seconds, launch_failure=running.launch_failure,
                         comment=running.overrun)
+
+
+def _sent(call: Callable[[Sequence[End]], None], ends: list[End], names: list[str]) -> bool:
+    """Whether ``call`` took ``ends`` (named ``names`` in the warning when it did not)."""
+    try:
+        call(ends)
+    except LinkDown as exc:
+        log.warning("could not report the end of %s: %s; will retry", ", ".join(names), exc)
+        return False
+    return True

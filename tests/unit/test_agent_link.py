@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from concurrent import futures
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 import pytest
@@ -58,30 +58,29 @@ class NewController(OldController):
         return pb.Empty()
 
 
-def serve(servicer: OldController) -> tuple[grpc.Server, GrpcLink]:
+Served = TypeVar("Served", bound=OldController)
+
+
+def served(servicer: Served) -> Iterator[tuple[Served, GrpcLink]]:
+    """``servicer`` behind a real gRPC server on loopback, and a link to it, until the test ends."""
     port = free_ports(1)[0]
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
     pb_grpc.add_ControllerServicer_to_server(servicer, server)
     server.add_insecure_port(f"127.0.0.1:{port}")
     server.start()
     stub = pb_grpc.ControllerStub(grpc.insecure_channel(f"127.0.0.1:{port}"))
-    return server, GrpcLink(stub, credentials=lambda: (("x-test", "fresh"),))
+    yield servicer, GrpcLink(stub, credentials=lambda: (("x-test", "fresh"),))
+    server.stop(None)
 
 
 @pytest.fixture
 def old() -> Iterator[tuple[OldController, GrpcLink]]:
-    servicer = OldController()
-    server, link = serve(servicer)
-    yield servicer, link
-    server.stop(None)
+    yield from served(OldController())
 
 
 @pytest.fixture
 def new() -> Iterator[tuple[NewController, GrpcLink]]:
-    servicer = NewController()
-    server, link = serve(servicer)
-    yield servicer, link
-    server.stop(None)
+    yield from served(NewController())
 
 
 END = RunEnded(5, 1, "c000", JobState.FAILED, 3, 0, 99.5, gpu_usage=JobGpuUsage(1, 4.0, 300, 50.0),
