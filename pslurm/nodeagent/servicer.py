@@ -19,17 +19,16 @@ from pslurm.auth.transport import Authenticator
 from pslurm.core.jobspec import JobSpec
 from pslurm.core.steps import INTERACTIVE_STEP, step_name
 from pslurm.nodeagent import stepstats
-from pslurm.nodeagent.agent import (
+from pslurm.nodeagent.agent import Agent, StepRefused
+from pslurm.nodeagent.stepd import StepSupervisor
+from pslurm.nodeagent.streams import (
     FIRST_INPUT_WAIT,
     INPUT_LINGER,
     LAUNCH_GRACE,
     LAUNCH_WAITS,
     LAUNCH_WAITS_PER_USER,
-    Agent,
     JobNotHere,
-    StepRefused,
 )
-from pslurm.nodeagent.stepd import StepSupervisor
 from pslurm.proto import convert
 from pslurm.proto import pslurm_pb2 as pb
 from pslurm.proto import pslurm_pb2_grpc as pb_grpc
@@ -289,8 +288,9 @@ class AgentServicer(pb_grpc.NodeAgentServicer):
             with self.streams.slot(counted, context), self.streams.step(job_id, step_id, "output", context):
                 grace, waited = self._launch_wait(uid, job_id)
                 try:
-                    for out, err, end in self.agent.output(job_id, step_id, self._allowed(uid), context.is_active,
-                                                           grace, lambda step: waited()):
+                    streams = self.agent.streams
+                    for out, err, end in streams.output(job_id, step_id, self._allowed(uid), context.is_active,
+                                                        grace, lambda step: waited()):
                         if end is None:
                             yield pb.OutputChunk(stdout=out, stderr=err)
                         else:
@@ -344,7 +344,7 @@ class AgentServicer(pb_grpc.NodeAgentServicer):
         with self.streams.step(job_id, step_id, "input", context):
             grace, waited = self._launch_wait(uid, job_id)
             try:
-                self.agent.input(job_id, step_id, chunks(), self._allowed(uid), opened, grace)
+                self.agent.streams.input(job_id, step_id, chunks(), self._allowed(uid), opened, grace)
             except PermissionError as exc:
                 context.abort(grpc.StatusCode.PERMISSION_DENIED, str(exc))
             except JobNotHere as exc:

@@ -77,7 +77,7 @@ def step_ended(controller: Controller, job_id: int, step_id: int, timeout: float
 
 
 def output(agent: Agent, job_id: int, step_id: int) -> tuple[bytes, bytes, StepResult]:
-    pieces = list(agent.output(job_id, step_id, lambda spec: True))
+    pieces = list(agent.streams.output(job_id, step_id, lambda spec: True))
     end = pieces[-1][2]
     assert end is not None
     return (b"".join(p[0] for p in pieces), b"".join(p[1] for p in pieces), end)
@@ -225,7 +225,7 @@ def test_a_pty_step_runs_task_0_on_a_terminal(make_agent: MakeAgent, place: Plac
     agent.launch_step(step(place, 8, 0, "test -t 0 && tty && stty size; read line; echo got $line", pty=True,
                            env={"SLURM_PTY_WIN_ROW": "40", "SLURM_PTY_WIN_COL": "100"}))
     running = wait_for(lambda: agent.steps.get(8, 0), timeout=5)
-    agent.input(8, 0, iter([b"hi\n"]), lambda spec: True)
+    agent.streams.input(8, 0, iter([b"hi\n"]), lambda spec: True)
     out, err, last = output(agent, 8, 0)
     text = out.decode().replace("\r", "")
     lines = text.splitlines()  # the terminal echoes the input too

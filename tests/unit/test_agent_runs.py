@@ -120,7 +120,7 @@ def test_a_failing_launch_rpc_succeeds_and_an_interactive_job_gets_the_line(make
     job = record(tmp_path, 4, argv=("true",), env={"X": "\0"}, interactive=True)
     assert servicer.LaunchJob(pb.LaunchRequest(job=convert.job_to_pb(job)), None) == pb.Empty()  # type: ignore[arg-type]
     assert ended(link, 4).launch_failure == "the environment contains a NUL byte (in X)"
-    chunks = list(agent.output(4, 0, lambda spec: True))
+    chunks = list(agent.streams.output(4, 0, lambda spec: True))
     assert chunks[0][1] == b"slurmstepd: error: the environment contains a NUL byte (in X)\n"
     assert chunks[-1][2] is not None and chunks[-1][2].state == JobState.FAILED
 
