@@ -1,5 +1,5 @@
-"""The agent's behaviour: launch, signal and end the runs of jobs and their steps, and psrun's
-streams of them. It composes the node's parts: the book of runs (``runtable.py``), where runs go
+"""The agent's behaviour: launch, signal, suspend and end the runs of jobs and their steps. It
+composes the node's parts: the book of runs (``runtable.py``), where runs go
 (``placement.py``: cgroups, CPUs), the node's GPUs (``nodegpus.py``: sharing, MPS, usage), the ends
 the controller has yet to hear (``ends.py``), the heartbeats (``heartbeat.py``), all reaching the
 controller through the ``link.ControllerLink`` port, and psrun's streams (``streams.py``). Its gRPC
@@ -37,6 +37,7 @@ from pslurm.nodeagent.steps import JobStep, Steps
 from pslurm.nodeagent.streams import LAUNCH_GRACE, START_WAIT, StepStreams
 
 log = logging.getLogger("psd")
+
 
 class StepRefused(Exception):
     """A step that cannot start here: its job's run is not (or no longer) running on this node."""
