@@ -143,13 +143,14 @@ def serve(config: ClusterConfig, node: NodeConfig, devices: list[GpuDevice], cgr
     from pslurm.auth.transport import SERVER_OPTIONS, Authenticator, signed_metadata
     from pslurm.nodeagent import runner as job_runner
     from pslurm.nodeagent.agent import Agent
+    from pslurm.nodeagent.controllers import link_for
     from pslurm.nodeagent.servicer import AgentServicer
     from pslurm.proto import pslurm_pb2_grpc as pb_grpc
 
     job_runner.begin()  # the jobs' processes are forked there, not in this threaded process
     auth = Authenticator(key, audience=node_audience(node.name))  # credentials made for this node only
-    agent = Agent(config, node, devices, cgroup_conf, drain, monitor,
-                  credentials=lambda: signed_metadata(key, CONTROLLER))
+    link = link_for(config, credentials=lambda: signed_metadata(key, CONTROLLER))  # psd's way to the controller
+    agent = Agent(config, node, devices, cgroup_conf, link, drain, monitor)
     # A psrun job's output and input streams each hold a thread while the job runs, and a node runs at
     # most one job per CPU: streams may take two threads per CPU (48 at least, however many streams
     # users open), the rest stay free for the controller's launches and signals.
@@ -173,12 +174,12 @@ def serve(config: ClusterConfig, node: NodeConfig, devices: list[GpuDevice], cgr
             signal.signal(sig, lambda *_: halt.set())
 
     def run() -> None:  # off the main thread: a SIGTERM while the controller is not answering yet ends us
-        agent.register()
+        agent.heartbeats.register()
         if halt.is_set():
             return
-        if agent.monitor is not None:  # NVML's, or the agent's own for simulated GPUs with memory
+        if agent.gpus.monitor is not None:  # NVML's, or the agent's own for simulated GPUs with memory
             threading.Thread(target=agent.usage_loop, name="gpu-usage", daemon=True).start()
-        agent.heartbeat_loop()
+        agent.heartbeats.loop()
 
     threading.Thread(target=run, name="heartbeat", daemon=True).start()
     stop.wait()

@@ -78,17 +78,26 @@ def job_environment(job: JobRecord, node: str, cluster: str, visible: list[int],
     the node's GPU indices, or 0..n-1 when a device cgroup hides the other GPUs; an MPS client
     sees its GPU as device 0 whatever its index (NVIDIA: the daemon, which sees only that GPU,
     renumbers it for its clients). ``gpu_setup``: the job's share of its GPU
-    (:func:`sharing_environment`)."""
+    (:func:`sharing_environment`). ``whole``: each node's CPUs (an --exclusive job's)."""
+    env = dict(job.spec.environment)
+    env.update(_allocation_vars(job, node, cluster, node_index, whole))
+    _set_array_vars(env, job)
+    _set_option_vars(env, job)
+    _set_gpu_vars(env, job, visible, gpu_setup or GpuSetup())
+    return env
+
+
+def _allocation_vars(job: JobRecord, node: str, cluster: str, node_index: int,
+                     whole: Mapping[str, int] | None) -> dict[str, str]:
+    """The job, its user and its allocation: nodes, tasks and CPUs, this node's place in it."""
     spec = job.spec
-    gpus = ",".join(str(i) for i in job.gpu_indices)
     nodes = job.nodes or (node,)
     nodelist = collect(nodes)
     tasks, cpus = node_counts(replace(job, nodes=nodes), whole)
     here = min(max(node_index, 0), len(nodes) - 1)
     # -N 2 without -n: a task on each node (the request's count of 1 is no count: Slurm sets none)
     ntasks = spec.ntasks if spec.ntasks >= len(nodes) else sum(tasks)
-    env = dict(spec.environment)
-    env.update({
+    return {
         "SLURM_JOB_ID": str(job.job_id),
         "SLURM_JOBID": str(job.job_id),
         "SLURM_JOB_NAME": spec.name,
@@ -115,25 +124,37 @@ def job_environment(job: JobRecord, node: str, cluster: str, visible: list[int],
         "PWD": spec.workdir,
         "SLURM_SUBMIT_HOST": spec.environment.get("SLURM_SUBMIT_HOST", socket.gethostname()),
         "SLURM_RESTART_COUNT": str(job.restarts),
-    })
-    if job.array_job_id is not None and spec.array:
-        from pslurm.core.arrays import parse_array
+    }
 
-        tasks, _ = parse_array(spec.array, max_array_size=2**31)
-        gaps = {b - a for a, b in zip(tasks, tasks[1:], strict=False)}
-        step = gaps.pop() if len(gaps) == 1 else 1
-        env.update({
-            "SLURM_ARRAY_JOB_ID": str(job.array_job_id),
-            "SLURM_ARRAY_TASK_ID": str(job.array_task_id),
-            "SLURM_ARRAY_TASK_COUNT": str(len(tasks)),
-            "SLURM_ARRAY_TASK_MIN": str(tasks[0]),
-            "SLURM_ARRAY_TASK_MAX": str(tasks[-1]),
-            "SLURM_ARRAY_TASK_STEP": str(step),
-        })
-    else:
-        for name in ("SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT", "SLURM_ARRAY_TASK_MIN",
-                     "SLURM_ARRAY_TASK_MAX", "SLURM_ARRAY_TASK_STEP"):
-            env.pop(name, None)
+
+ARRAY_VARS = ("SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT", "SLURM_ARRAY_TASK_MIN",
+              "SLURM_ARRAY_TASK_MAX", "SLURM_ARRAY_TASK_STEP")
+
+
+def _set_array_vars(env: dict[str, str], job: JobRecord) -> None:
+    """An array task's variables; none for any other job (not even the submitter's)."""
+    spec = job.spec
+    for name in ARRAY_VARS:
+        env.pop(name, None)
+    if job.array_job_id is None or not spec.array:
+        return
+    from pslurm.core.arrays import parse_array
+
+    tasks, _ = parse_array(spec.array, max_array_size=2**31)
+    gaps = {b - a for a, b in zip(tasks, tasks[1:], strict=False)}
+    env.update({
+        "SLURM_ARRAY_JOB_ID": str(job.array_job_id),
+        "SLURM_ARRAY_TASK_ID": str(job.array_task_id),
+        "SLURM_ARRAY_TASK_COUNT": str(len(tasks)),
+        "SLURM_ARRAY_TASK_MIN": str(tasks[0]),
+        "SLURM_ARRAY_TASK_MAX": str(tasks[-1]),
+        "SLURM_ARRAY_TASK_STEP": str(gaps.pop() if len(gaps) == 1 else 1),
+    })
+
+
+def _set_option_vars(env: dict[str, str], job: JobRecord) -> None:
+    """The variables of the job's options (account, QOS, memory, time limit...) and its kind."""
+    spec = job.spec
     # not the submitter's (sbatch inside a job): set where this job has one, else unset
     for name in ("SLURM_JOB_ACCOUNT", "SLURM_NTASKS_PER_NODE", "SLURM_OPEN_MODE"):
         env.pop(name, None)
@@ -151,17 +172,20 @@ def job_environment(job: JobRecord, node: str, cluster: str, visible: list[int],
     if spec.interactive:
         env["SLURM_STEP_ID"] = "0"
         env["SLURM_STEPID"] = "0"
-        if gpus:
-            env["SLURM_STEP_GPUS"] = gpus
+        if job.gpu_indices:
+            env["SLURM_STEP_GPUS"] = ",".join(str(i) for i in job.gpu_indices)
     else:
         env["ENVIRONMENT"] = "BATCH"
+
+
+def _set_gpu_vars(env: dict[str, str], job: JobRecord, visible: list[int], setup: GpuSetup) -> None:
+    """The job's GPUs and its share of them; none of the submitter's."""
     for name in SHARING_VARS:
         env.pop(name, None)
-    setup = gpu_setup or GpuSetup()
     env.update(sharing_environment(setup))
     if job.gpu_indices:
         visible_text = ",".join(str(i) for i in visible)
-        env["SLURM_JOB_GPUS"] = gpus
+        env["SLURM_JOB_GPUS"] = ",".join(str(i) for i in job.gpu_indices)
         env["SLURM_GPUS_ON_NODE"] = str(len(job.gpu_indices))
         env["CUDA_VISIBLE_DEVICES"] = "0" if setup.mps_pipe else visible_text
         env["NVIDIA_VISIBLE_DEVICES"] = visible_text
@@ -171,7 +195,6 @@ def job_environment(job: JobRecord, node: str, cluster: str, visible: list[int],
         for name in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL",
                      "SLURM_JOB_GPUS", "SLURM_GPUS_ON_NODE"):
             env.pop(name, None)
-    return env
 
 
 def task_environment(job_env: Mapping[str, str], launch: StepLaunch, local: int, job_gpus: Sequence[int],

@@ -19,17 +19,16 @@ from pslurm.auth.transport import Authenticator
 from pslurm.core.jobspec import JobSpec
 from pslurm.core.steps import INTERACTIVE_STEP, step_name
 from pslurm.nodeagent import stepstats
-from pslurm.nodeagent.agent import (
+from pslurm.nodeagent.agent import Agent, StepRefused
+from pslurm.nodeagent.stepd import StepSupervisor
+from pslurm.nodeagent.streams import (
     FIRST_INPUT_WAIT,
     INPUT_LINGER,
     LAUNCH_GRACE,
     LAUNCH_WAITS,
     LAUNCH_WAITS_PER_USER,
-    Agent,
     JobNotHere,
-    StepRefused,
 )
-from pslurm.nodeagent.stepd import StepSupervisor
 from pslurm.proto import convert
 from pslurm.proto import pslurm_pb2 as pb
 from pslurm.proto import pslurm_pb2_grpc as pb_grpc
@@ -235,10 +234,11 @@ class AgentServicer(pb_grpc.NodeAgentServicer):
         """sstat: the controller asks what the job's tasks use now (nodeagent/stepstats.py)."""
         self._from_controller(context)
         try:
-            return stepstats.job_stats(self.agent, request.job_id)
+            stats = stepstats.job_stats(self.agent, request.job_id)
         except LookupError as exc:
             context.abort(grpc.StatusCode.NOT_FOUND, str(exc))
             raise  # abort raised already
+        return _stats_pb(stats)
 
     def _stream_user(self, context: grpc.ServicerContext) -> tuple[int, int | None]:
         """Whose stream this is: (the uid whose rights it has, the uid whose share of the slots it
@@ -288,8 +288,9 @@ class AgentServicer(pb_grpc.NodeAgentServicer):
             with self.streams.slot(counted, context), self.streams.step(job_id, step_id, "output", context):
                 grace, waited = self._launch_wait(uid, job_id)
                 try:
-                    for out, err, end in self.agent.output(job_id, step_id, self._allowed(uid), context.is_active,
-                                                           grace, lambda step: waited()):
+                    streams = self.agent.streams
+                    for out, err, end in streams.output(job_id, step_id, self._allowed(uid), context.is_active,
+                                                        grace, lambda step: waited()):
                         if end is None:
                             yield pb.OutputChunk(stdout=out, stderr=err)
                         else:
@@ -343,7 +344,7 @@ class AgentServicer(pb_grpc.NodeAgentServicer):
         with self.streams.step(job_id, step_id, "input", context):
             grace, waited = self._launch_wait(uid, job_id)
             try:
-                self.agent.input(job_id, step_id, chunks(), self._allowed(uid), opened, grace)
+                self.agent.streams.input(job_id, step_id, chunks(), self._allowed(uid), opened, grace)
             except PermissionError as exc:
                 context.abort(grpc.StatusCode.PERMISSION_DENIED, str(exc))
             except JobNotHere as exc:
@@ -351,3 +352,15 @@ class AgentServicer(pb_grpc.NodeAgentServicer):
             finally:
                 waited()
                 self.streams.forget(context)
+
+
+def _stats_pb(stats: stepstats.JobStats) -> pb.JobStatsReply:
+    reply = pb.JobStatsReply(node=stats.node, tasks=[pb.TaskStats(
+        step=t.step, rank=t.rank, pid=t.pid, cpu_seconds=t.cpu_seconds, rss_kb=t.rss_kb, vmsize_kb=t.vmsize_kb,
+        pages=t.pages, read_bytes=t.read_bytes, write_bytes=t.write_bytes, pids=t.pids) for t in stats.tasks],
+        gpus=[pb.GpuUse(index=g.index, memory_used_mb=g.memory_used_mb, util=g.util) for g in stats.gpus])
+    if stats.memory_kb is not None:
+        reply.memory_kb = stats.memory_kb
+    if stats.cpu_seconds is not None:
+        reply.cpu_seconds = stats.cpu_seconds
+    return reply

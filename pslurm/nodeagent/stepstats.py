@@ -5,16 +5,16 @@ inside the job's cgroup. So the processes of the job's cgroup (or, without one, 
 grouped by their session, and each session whose leader is a task the agent started is that task:
 its processes' CPU time, resident and virtual memory, major faults and I/O added up, as
 jobacct_gather/linux adds up a task's process tree. The job's cgroup gives its memory and CPU time
-in all, the node's GPU monitor its GPUs' use.
+in all, the node's GPU monitor its GPUs' use. The servicer puts them on the wire (JobStats).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from pslurm.proto import pslurm_pb2 as pb
+from pslurm.nodeagent.link import GpuUse
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -55,9 +55,36 @@ def read_proc(pid: int, root: str = "/proc") -> ProcStat | None:
     return stat
 
 
-def task_stats(leaders: Mapping[int, tuple[str, int]], pids: Iterable[int], root: str = "/proc") -> list[pb.TaskStats]:
+@dataclass
+class TaskStats:
+    """One task's sums: its processes' figures added up."""
+
+    step: str  # "batch", or the step's number
+    rank: int  # the task's rank in its step
+    pid: int  # its leader
+    cpu_seconds: float = 0.0
+    rss_kb: int = 0
+    vmsize_kb: int = 0
+    pages: int = 0  # major page faults
+    read_bytes: int = 0
+    write_bytes: int = 0
+    pids: list[int] = field(default_factory=list)  # every process of the task (sstat's Pids)
+
+
+@dataclass
+class JobStats:
+    """A running job's figures on this node now."""
+
+    node: str
+    tasks: list[TaskStats]
+    memory_kb: int | None = None  # the job's memory cgroup now
+    cpu_seconds: float | None = None  # the job's cgroup's CPU time
+    gpus: list[GpuUse] = field(default_factory=list)  # its GPUs' use now
+
+
+def task_stats(leaders: Mapping[int, tuple[str, int]], pids: Iterable[int], root: str = "/proc") -> list[TaskStats]:
     """Each task's sums: ``leaders`` maps a task's leader pid (its session) to (step, rank)."""
-    sums = {pid: pb.TaskStats(step=step, rank=rank, pid=pid) for pid, (step, rank) in leaders.items()}
+    sums = {pid: TaskStats(step=step, rank=rank, pid=pid) for pid, (step, rank) in leaders.items()}
     for pid in pids:
         found = read_proc(pid, root)
         task = sums.get(found.session) if found is not None else None
@@ -77,7 +104,7 @@ def all_pids(root: str = "/proc") -> list[int]:
     return [int(name) for name in os.listdir(root) if name.isdigit()]
 
 
-def job_stats(agent: Agent, job_id: int) -> pb.JobStatsReply:
+def job_stats(agent: Agent, job_id: int) -> JobStats:
     """The agent's running run of ``job_id`` measured now; LookupError when it runs none here."""
     run = agent.run_of(job_id)
     if run is None or run.end is not None:
@@ -91,15 +118,11 @@ def job_stats(agent: Agent, job_id: int) -> pb.JobStatsReply:
             if task.proc is not None and task.returncode is None:
                 leaders[task.proc.pid] = (str(step.step_id), task.rank)
     cgroup = run.cgroup
-    reply = pb.JobStatsReply(node=agent.node.name,
-                             tasks=task_stats(leaders, cgroup.pids() if cgroup is not None else all_pids()))
+    stats = JobStats(agent.node.name, task_stats(leaders, cgroup.pids() if cgroup is not None else all_pids()))
     if cgroup is not None:
         memory = cgroup.memory_bytes()
-        if memory is not None:
-            reply.memory_kb = memory // 1024
-        cpu = cgroup.cpu_seconds()
-        if cpu is not None:
-            reply.cpu_seconds = cpu
+        stats.memory_kb = memory // 1024 if memory is not None else None
+        stats.cpu_seconds = cgroup.cpu_seconds()
     mine = set(run.job.gpu_indices)
-    reply.gpus.extend(g for g in agent.gpu_use() if g.index in mine)
-    return reply
+    stats.gpus = [g for g in agent.gpus.use() if g.index in mine]
+    return stats

@@ -106,6 +106,7 @@ def serve_nodes(config: ClusterConfig, names: list[str], cgroup_conf: CgroupConf
     from pslurm.auth.transport import SERVER_OPTIONS, signed_metadata
     from pslurm.nodeagent import runner as job_runner
     from pslurm.nodeagent.agent import Agent
+    from pslurm.nodeagent.controllers import link_for
     from pslurm.nodeagent.servicer import AgentServicer
     from pslurm.proto import pslurm_pb2_grpc as pb_grpc
 
@@ -120,7 +121,8 @@ def serve_nodes(config: ClusterConfig, names: list[str], cgroup_conf: CgroupConf
     for name in names:
         node = config.nodes[name]
         devices, drain = inventories[name]
-        agent = Agent(config, node, devices, cgroup_conf, drain, credentials=lambda: signed_metadata(key, CONTROLLER))
+        link = link_for(config, credentials=lambda: signed_metadata(key, CONTROLLER))
+        agent = Agent(config, node, devices, cgroup_conf, link, drain)
         auth = Authenticator(key, audience=node_audience(name))  # credentials made for this node only
         agents[name], servicers[node.port] = agent, (auth, AgentServicer(agent, auth, stream_slots=slots))
     server = grpc.server(ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="rpc"), options=SERVER_OPTIONS)
@@ -141,9 +143,9 @@ def serve_nodes(config: ClusterConfig, names: list[str], cgroup_conf: CgroupConf
         # a cluster's agents boot together, but their heartbeats should not stay in step
         if halt.wait(random.uniform(0, 0.2)):
             return
-        agent.register()
+        agent.heartbeats.register()
         if not halt.is_set():
-            agent.heartbeat_loop()
+            agent.heartbeats.loop()
 
     for name, agent in agents.items():
         threading.Thread(target=run, args=(agent,), name=f"heartbeat-{name}", daemon=True).start()

@@ -14,11 +14,10 @@ import pytest
 
 from pslurm.core.states import JobState
 from pslurm.nodeagent.runs import RunRecord, RunRecords, boot_id, proc_info, start_ticks
-from pslurm.proto import convert
-from pslurm.proto import pslurm_pb2 as pb
+from tests.agentlink import ended
 from tests.conftest import wait_for
 from tests.unit import test_agent_runs
-from tests.unit.test_agent_runs import ended, record, runs
+from tests.unit.test_agent_runs import record, runs
 
 make_agent = test_agent_runs.make_agent  # the fixture: an agent with a fake controller
 
@@ -93,7 +92,7 @@ def test_the_end_comes_once_a_background_child_in_its_own_process_group_is_gone(
     controller.on_end = lambda request: seen_alive.append(alive(int(child.read_text())))
     agent.launch(record(tmp_path, 20, script=f'#!/bin/sh\ntrap "" TERM\n{own_group_child(child)}exit 0\n'))
     end = ended(controller, 20)
-    assert convert.job_state_from_pb(end.state) == JobState.COMPLETED
+    assert end.state == JobState.COMPLETED
     assert seen_alive == [False]  # killpg alone misses it: the session's other process groups go too
     assert not alive(int(child.read_text()))
 
@@ -117,7 +116,7 @@ def test_the_end_waits_while_a_process_of_the_run_cannot_die(make_agent, freezer
     freezer.set("THAWED")
     end = ended(controller, 21)
     assert end.end_time >= thawed and not alive(pid)
-    assert convert.job_state_from_pb(end.state) == JobState.COMPLETED
+    assert end.state == JobState.COMPLETED
 
 
 def test_the_wait_for_a_run_that_cannot_die_is_bounded(make_agent, freezer: Freezer, tmp_path: Path) -> None:
@@ -202,8 +201,8 @@ def test_a_newer_run_starts_once_the_older_runs_processes_are_gone(make_agent, t
     assert not started.exists()
     new_end = ended(controller, 40, restarts=1, timeout=15)
     old_end = controller.end_of(40, 0)
-    assert old_end is not None and convert.job_state_from_pb(old_end.state) == JobState.CANCELLED
-    assert convert.job_state_from_pb(new_end.state) == JobState.COMPLETED
+    assert old_end is not None and old_end.state == JobState.CANCELLED
+    assert new_end.state == JobState.COMPLETED
     starts = [float(x) for x in started.read_text().split()]
     assert len(starts) == 1 and starts[0] >= old_end.end_time >= before + 0.9  # KillWait=1: TERM is ignored
     assert not still.exists() and not any(alive(p) for p in old)
@@ -216,6 +215,6 @@ def test_a_kill_of_the_older_run_spares_the_waiting_newer_run(make_agent, tmp_pa
     agent.launch(record(tmp_path, 41, restarts=0, script='#!/bin/sh\ntrap "" TERM\nwhile :; do sleep 0.05; done\n'))
     wait_for(lambda: agent.jobs[41].proc is not None, timeout=5)
     agent.launch(record(tmp_path, 41, restarts=1, script=f"#!/bin/sh\ntouch {started}\n"))
-    agent._kill([pb.JobRun(job_id=41, restarts=0)])  # what the controller answers for the ended run
+    agent.kill([(41, 0)])  # what the controller answers for the ended run
     ended(controller, 41, restarts=1, timeout=10)
     assert started.exists()

@@ -13,9 +13,9 @@ from pslurm.core.states import JobState
 from pslurm.nodeagent.servicer import AgentServicer
 from pslurm.proto import convert
 from pslurm.proto import pslurm_pb2 as pb
+from tests.agentlink import ended
 from tests.integration.conftest import Place
 from tests.integration.test_agent_steps import MakeAgent, job, make_agent, output, started, state, step
-from tests.unit.test_agent_runs import ended
 
 __all__ = ["make_agent"]  # the fixture (place: tests/integration/conftest.py)
 

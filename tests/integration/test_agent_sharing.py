@@ -1,4 +1,4 @@
-"""GPU sharing through the agent with its real launcher and real jobs (a fake controller): a shard
+"""GPU sharing through the agent with its real launcher and real jobs (a recording link): a shard
 job's environment; mps jobs share their GPU's MPS control daemon (a fake ``nvidia-cuda-mps-control``
 first on PATH), started for the first and quit after the last; a ``--gpu-mem`` job on a simulated
 GPU that declares more than its slice ends OUT_OF_MEMORY with the reason, one within it completes,
@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any
 
 import pytest
 
@@ -19,49 +18,36 @@ from pslurm.core.jobspec import JobRecord, JobSpec
 from pslurm.core.states import JobState
 from pslurm.nodeagent.agent import Agent
 from pslurm.nodeagent.gpus import GpuDevice
-from pslurm.proto import convert
-from pslurm.proto import pslurm_pb2 as pb
+from pslurm.nodeagent.link import RunEnded
+from tests.agentlink import RecordingLink, ended
 from tests.conftest import wait_for
 from tests.integration.conftest import Place
-from tests.unit.test_agent_runs import FakeController, ended
 from tests.unit.test_sharing_agent import FakeMps, install_fake_mps
 
 USAGE_INTERVAL = 0.05  # seconds: the agent's usage loop, shortened for the tests
 
 
-class Controller(FakeController):
-    """The fake controller, keeping each heartbeat."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.beats: list[pb.HeartbeatRequest] = []
-
-    def Heartbeat(self, request: pb.HeartbeatRequest, **kw: Any) -> pb.HeartbeatReply:  # noqa: N802
-        self.beats.append(request)
-        return super().Heartbeat(request, **kw)
-
-
-MakeAgent = Callable[..., tuple[Agent, Controller]]
+MakeAgent = Callable[..., tuple[Agent, RecordingLink]]
 
 
 @pytest.fixture
 def make_agent(place: Place) -> Iterator[MakeAgent]:
-    agents: list[Agent] = []
+    agents: list[tuple[Agent, RecordingLink]] = []
 
-    def make(devices: list[GpuDevice], sample: bool = False) -> tuple[Agent, Controller]:
+    def make(devices: list[GpuDevice], sample: bool = False) -> tuple[Agent, RecordingLink]:
         config = ClusterConfig(path=str(place.top / "pslurm.conf"), cluster_name=f"share{os.getpid()}",
                                controller_port=1, spool_dir=str(place.top / "spool"), kill_wait=1)
-        agent = Agent(config, NodeConfig("c000", port=2, cpus=2), devices, CgroupConfig())
-        agent.controller = controller = Controller()  # type: ignore[assignment]
-        agents.append(agent)
+        controller = RecordingLink()
+        agent = Agent(config, NodeConfig("c000", port=2, cpus=2), devices, CgroupConfig(), controller)
+        agents.append((agent, controller))
         agent.recover()  # what psd does before it serves
         if sample:
             threading.Thread(target=agent.usage_loop, args=(USAGE_INTERVAL,), daemon=True).start()
         return agent, controller
 
     yield make
-    for agent in agents:
-        agent.controller.up = False  # type: ignore[attr-defined]
+    for agent, controller in agents:
+        controller.up = False
         agent.stop(grace=5)
 
 
@@ -77,8 +63,8 @@ def job(place: Place, job_id: int, script: str, share: str, gpu: int = 0,
     return JobRecord(job_id=job_id, spec=spec, state=JobState.RUNNING, node="c000", gpu_indices=(gpu,))
 
 
-def state(end: pb.JobEndedRequest) -> JobState:
-    return convert.job_state_from_pb(end.state)
+def state(end: RunEnded) -> JobState:
+    return end.state
 
 
 def job_env(place: Place, job_id: int) -> dict[str, str]:
@@ -102,8 +88,8 @@ def test_a_shard_jobs_environment_and_no_gpu_use_without_a_meter(make_agent: Mak
     env = job_env(place, 1)
     assert {k: v for k, v in env.items() if k in SHARING_VARS} == {"SLURM_SHARDS_ON_NODE": "2"}
     assert (env["CUDA_VISIBLE_DEVICES"], env["SLURM_JOB_GPUS"], env["SLURM_GPUS_ON_NODE"]) == ("1", "1", "1")
-    agent.beat()
-    assert controller.beats[-1].gpu_use == []  # GPUs without NVML or Memory= are not measured
+    agent.heartbeats.beat()
+    assert list(controller.beats[-1].gpu_use) == []  # GPUs without NVML or Memory= are not measured
 
 
 def test_mps_jobs_share_their_gpus_daemon_started_first_and_quit_last(make_agent: MakeAgent, place: Place,
@@ -153,7 +139,7 @@ def test_a_gpumem_job_over_its_slice_is_killed_out_of_memory(make_agent: MakeAge
     end = ended(controller, 31, timeout=20)
     assert state(end) == JobState.OUT_OF_MEMORY
     assert end.comment == "GPU memory slice exceeded: used 9000 MiB of 8192 MiB (--gpu-mem)"
-    assert end.usage.peak_gpu_memory_mb == 9000  # its profile for --gpu-mem=auto
+    assert end.gpu_usage is not None and end.gpu_usage.peak_gpu_memory_mb == 9000  # its profile for --gpu-mem=auto
     assert (place.home / "slurm-31.out").read_text() == (
         "slurmstepd: error: Detected GPU memory use of 9000 MiB on GPU 0 by StepId=31.batch, over the job's "
         "slice of 8192 MiB (--gpu-mem). The job is killed.\n")
@@ -168,15 +154,16 @@ def test_a_gpumem_job_within_its_slice_completes_with_its_peak_and_heartbeats_ca
               'stat -c %U "$PSLURM_SIMULATED_GPU_DIR" > owner\n'
               'echo "$PSLURM_GPU_MEM_MB" > slice\n' + WAIT_GO)
     agent.launch(job(place, 41, script, "gpumem:8192"))
-    wait_for(lambda: agent.usage.peak_memory(41) == 3000, timeout=15, interval=0.02)
-    agent.beat()
+    wait_for(lambda: agent.gpus.usage.peak_memory(41) == 3000, timeout=15, interval=0.02)
+    agent.heartbeats.beat()
     assert [(u.index, u.memory_used_mb, u.util) for u in controller.beats[-1].gpu_use] == [(0, 3000, 100.0)]
     assert (place.home / "owner").read_text().strip() == place.user  # the job's own directory
     assert (place.home / "slice").read_text().strip() == "8192"
     (place.home / "go.41").touch()
     end = ended(controller, 41, timeout=15)
-    assert (state(end), end.comment, end.usage.peak_gpu_memory_mb) == (JobState.COMPLETED, "", 3000)
-    agent.beat()
+    assert end.gpu_usage is not None
+    assert (state(end), end.comment, end.gpu_usage.peak_gpu_memory_mb) == (JobState.COMPLETED, "", 3000)
+    agent.heartbeats.beat()
     assert [(u.index, u.memory_used_mb, u.util) for u in controller.beats[-1].gpu_use] == [(0, 0, 0.0)]
 
 

@@ -1,4 +1,4 @@
-"""Per-task GPUs through the agent with its real launcher (a fake controller): a step whose launch
+"""Per-task GPUs through the agent with its real launcher (a recording link to the controller): a step whose launch
 names each task's GPUs (StepLaunch.task_gpus: psrun --gpus-per-task, --gpu-bind) gives each task its
 own CUDA_VISIBLE_DEVICES, the step's GPUs in SLURM_STEP_GPUS; without them every task sees the step's."""
 
@@ -23,11 +23,11 @@ def agent(place: Place) -> Iterator[Agent]:  # noqa: F811
     config = ClusterConfig(path=str(place.top / "pslurm.conf"), cluster_name=f"stepgpus{os.getpid()}",
                            controller_port=1, spool_dir=str(place.top / "spool"), kill_wait=1)
     node = NodeConfig("c000", port=2, cpus=4, gres=(GresRequest("gpu", None, 2),))
-    made = Agent(config, node, simulated_devices(node), CgroupConfig())
-    made.controller = Controller()  # type: ignore[assignment]
+    link = Controller()
+    made = Agent(config, node, simulated_devices(node), CgroupConfig(), link)
     made.recover()
     yield made
-    made.controller.up = False  # type: ignore[attr-defined]
+    link.up = False
     made.stop(grace=5)
 
 

@@ -1,4 +1,4 @@
-"""Job steps through the agent with its real launcher and real processes (a fake controller): a step
+"""Job steps through the agent with its real launcher and real processes (a recording link to the controller): a step
 inside a running batch job gets the step variables and runs in the job's cgroup as the job's user;
 several tasks with ranks and --label output; the step's exit code and signal; a step refused when
 its job does not run; cancelling a step leaves its job running; the job's end ends its steps
@@ -21,44 +21,13 @@ from pslurm.core.states import JobState
 from pslurm.core.steplaunch import StepLaunch
 from pslurm.core.steps import StepResult
 from pslurm.nodeagent.agent import Agent, StepRefused
+from pslurm.nodeagent.link import StepEnded
 from pslurm.nodeagent.servicer import AgentServicer
-from pslurm.proto import convert
-from pslurm.proto import pslurm_pb2 as pb
+from tests.agentlink import RecordingLink, ended
 from tests.conftest import wait_for
 from tests.integration.conftest import Place
-from tests.unit.test_agent_runs import FakeController, ended
 
-
-class Controller(FakeController):
-    """The fake controller, with step ends and heartbeats kept, and the order of every end."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.step_ends: list[pb.StepEnded] = []
-        self.order: list[str] = []
-        self.beats: list[pb.HeartbeatRequest] = []
-
-    def StepsEnded(self, request: pb.StepsEndedRequest, **_: Any) -> pb.Empty:  # noqa: N802
-        if not self.up:
-            raise grpc.RpcError()
-        for end in request.ends:
-            self.step_ends.append(end)
-            self.order.append(f"step {end.job_id}.{end.step_id}")
-        return pb.Empty()
-
-    def JobsEnded(self, request: pb.JobsEndedRequest, **kw: Any) -> pb.Empty:  # noqa: N802
-        reply = super().JobsEnded(request, **kw)
-        self.order.extend(f"job {end.job_id}" for end in request.ends)
-        return reply
-
-    def Heartbeat(self, request: pb.HeartbeatRequest, **kw: Any) -> pb.HeartbeatReply:  # noqa: N802
-        self.beats.append(request)
-        return super().Heartbeat(request, **kw)
-
-    def step_end(self, job_id: int, step_id: int) -> pb.StepEnded | None:
-        found = [e for e in self.step_ends if (e.job_id, e.step_id) == (job_id, step_id)]
-        assert len(found) <= 1, f"end of step {job_id}.{step_id} reported {len(found)} times"
-        return found[0] if found else None
+Controller = RecordingLink  # the agent's link, recording step ends, heartbeats and the order of every end
 
 
 MakeAgent = Callable[..., tuple[Agent, Controller]]
@@ -66,20 +35,20 @@ MakeAgent = Callable[..., tuple[Agent, Controller]]
 
 @pytest.fixture
 def make_agent(place: Place) -> Iterator[MakeAgent]:
-    agents: list[Agent] = []
+    agents: list[tuple[Agent, Controller]] = []
 
     def make() -> tuple[Agent, Controller]:
         config = ClusterConfig(path=str(place.top / "pslurm.conf"), cluster_name=f"steps{os.getpid()}",
                                controller_port=1, spool_dir=str(place.top / "spool"), kill_wait=1)
-        agent = Agent(config, NodeConfig("c000", port=2, cpus=2), [], CgroupConfig())
-        agent.controller = controller = Controller()  # type: ignore[assignment]
-        agents.append(agent)
+        controller = Controller()
+        agent = Agent(config, NodeConfig("c000", port=2, cpus=2), [], CgroupConfig(), controller)
+        agents.append((agent, controller))
         agent.recover()
         return agent, controller
 
     yield make
-    for agent in agents:
-        agent.controller.up = False  # type: ignore[attr-defined]
+    for agent, controller in agents:
+        controller.up = False
         agent.stop(grace=5)
 
 
@@ -103,19 +72,19 @@ def started(agent: Agent, job_id: int) -> None:
     wait_for(lambda: agent.jobs.get(job_id) is not None and agent.jobs[job_id].proc is not None, timeout=10)
 
 
-def step_ended(controller: Controller, job_id: int, step_id: int, timeout: float = 10.0) -> pb.StepEnded:
+def step_ended(controller: Controller, job_id: int, step_id: int, timeout: float = 10.0) -> StepEnded:
     return wait_for(lambda: controller.step_end(job_id, step_id), timeout=timeout, interval=0.02)
 
 
 def output(agent: Agent, job_id: int, step_id: int) -> tuple[bytes, bytes, StepResult]:
-    pieces = list(agent.output(job_id, step_id, lambda spec: True))
+    pieces = list(agent.streams.output(job_id, step_id, lambda spec: True))
     end = pieces[-1][2]
     assert end is not None
     return (b"".join(p[0] for p in pieces), b"".join(p[1] for p in pieces), end)
 
 
 def state(end: Any) -> JobState:
-    return end.state if isinstance(end, StepResult) else convert.job_state_from_pb(end.state)
+    return end.state
 
 
 def test_a_step_runs_with_the_step_variables_in_the_jobs_cgroup(make_agent: MakeAgent, place: Place) -> None:
@@ -190,13 +159,13 @@ def test_cancelling_a_step_leaves_its_job_running(make_agent: MakeAgent, place: 
     started(agent, 4)
     agent.launch_step(step(place, 4, 0, "trap '' TERM; sleep 1000 & wait; sleep 1000"))
     wait_for(lambda: agent.steps.get(4, 0) is not None, timeout=5)
-    agent.beat()  # the heartbeat lists the running step
-    assert [(s.job_id, s.step_id) for s in controller.beats[-1].steps] == [(4, 0)]
+    agent.heartbeats.beat()  # the heartbeat lists the running step
+    assert list(controller.beats[-1].steps) == [(4, 0)]
     agent.signal_step(4, 0, 0)
     end = step_ended(controller, 4, 0)  # SIGTERM ignored: SIGKILL after KillWait
     assert state(end) == JobState.CANCELLED
     assert agent.jobs[4].end is None and agent.jobs[4].proc is not None and agent.jobs[4].proc.poll() is None
-    agent.beat()  # acknowledged: no longer listed
+    agent.heartbeats.beat()  # acknowledged: no longer listed
     assert list(controller.beats[-1].steps) == []
 
 
@@ -236,8 +205,8 @@ def test_an_allocation_holds_until_it_ends(make_agent: MakeAgent, place: Place, 
     assert out == b"in 7.0\n" and state(last) == JobState.COMPLETED
     agent.launch_step(step(place, 7, 1, "sleep 1000"))
     time.sleep(0.3)
-    agent.beat()
-    assert (7, 0) in [(r.job_id, r.restarts) for r in controller.beats[-1].runs]  # held
+    agent.heartbeats.beat()
+    assert (7, 0) in controller.beats[-1].runs  # held
     assert controller.end_of(7, 0) is None
     if how == "cancel":
         agent.signal(7, 0)
@@ -256,7 +225,7 @@ def test_a_pty_step_runs_task_0_on_a_terminal(make_agent: MakeAgent, place: Plac
     agent.launch_step(step(place, 8, 0, "test -t 0 && tty && stty size; read line; echo got $line", pty=True,
                            env={"SLURM_PTY_WIN_ROW": "40", "SLURM_PTY_WIN_COL": "100"}))
     running = wait_for(lambda: agent.steps.get(8, 0), timeout=5)
-    agent.input(8, 0, iter([b"hi\n"]), lambda spec: True)
+    agent.streams.input(8, 0, iter([b"hi\n"]), lambda spec: True)
     out, err, last = output(agent, 8, 0)
     text = out.decode().replace("\r", "")
     lines = text.splitlines()  # the terminal echoes the input too

@@ -23,15 +23,15 @@ from pslurm.nodeagent.agent import Agent
 from pslurm.nodeagent.cgroupnode import Mounts, NodeCgroups
 from pslurm.nodeagent.cgroups import ChildSetup
 from pslurm.nodeagent.gpus import GpuDevice
+from pslurm.nodeagent.link import RunEnded
 from pslurm.nodeagent.runs import proc_info
-from pslurm.proto import convert
-from pslurm.proto import pslurm_pb2 as pb
+from tests.agentlink import RecordingLink, ended
 from tests.conftest import wait_for
-from tests.unit.test_agent_runs import FakeController, ended, record
+from tests.unit.test_agent_runs import record
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="job cgroups need root")
 CLUSTER = f"jc{os.getpid()}"
-MakeAgent = Callable[..., tuple[Agent, FakeController]]
+MakeAgent = Callable[..., tuple[Agent, RecordingLink]]
 
 
 def alive(pid: int) -> bool:
@@ -41,24 +41,25 @@ def alive(pid: int) -> bool:
 
 @pytest.fixture
 def make_agent(tmp_path: Path) -> Iterator[MakeAgent]:
-    agents: list[Agent] = []
+    agents: list[tuple[Agent, RecordingLink]] = []
 
     def make(conf: CgroupConfig = CgroupConfig(), devices: tuple[GpuDevice, ...] = (), node: str = "c000",
-             kill_wait: int = 1) -> tuple[Agent, FakeController]:
+             kill_wait: int = 1) -> tuple[Agent, RecordingLink]:
         config = ClusterConfig(path=str(tmp_path / "pslurm.conf"), cluster_name=CLUSTER, controller_port=1,
                                spool_dir=str(tmp_path / "spool"), kill_wait=kill_wait)
-        agent = Agent(config, NodeConfig(node, port=2, cpus=2), list(devices), conf)
-        assert agent.cgroups is not None, "a root agent makes job cgroups"
-        agent.controller = controller = FakeController()  # type: ignore[assignment]
-        agents.append(agent)
+        controller = RecordingLink()
+        agent = Agent(config, NodeConfig(node, port=2, cpus=2), list(devices), conf, controller)
+        assert agent.placement.cgroups is not None, "a root agent makes job cgroups"
+        agents.append((agent, controller))
         return agent, controller
 
     yield make
-    for agent in agents:
-        agent.controller.up = False  # type: ignore[attr-defined]
+    for agent, controller in agents:
+        controller.up = False
         agent.stop(grace=5)
-        assert agent.cgroups is not None
-        assert not any(os.path.exists(agent.cgroups.node_dir(r)) for r in agent.cgroups.layout.roots)
+        cgroups = agent.placement.cgroups
+        assert cgroups is not None
+        assert not any(os.path.exists(cgroups.node_dir(r)) for r in cgroups.layout.roots)
 
 
 def job(tmp_path: Path, job_id: int, script: str, **spec: object) -> JobRecord:
@@ -68,8 +69,8 @@ def job(tmp_path: Path, job_id: int, script: str, **spec: object) -> JobRecord:
     return replace(rec, spec=replace(rec.spec, **spec), time_limit=time_limit, gpu_indices=gpus)  # type: ignore[arg-type]
 
 
-def state(end: object) -> JobState:
-    return convert.job_state_from_pb(end.state)  # type: ignore[attr-defined]
+def state(end: RunEnded) -> JobState:
+    return end.state
 
 
 def test_every_job_runs_in_its_cgroup_named_for_cluster_and_node(make_agent: MakeAgent, tmp_path: Path) -> None:
@@ -80,7 +81,7 @@ def test_every_job_runs_in_its_cgroup_named_for_cluster_and_node(make_agent: Mak
     assert cgroup is not None and cgroup.dirs
     assert all(d.endswith(f"/pslurm_{CLUSTER}/c007/job_7") for d in cgroup.dirs)
     lines = (tmp_path / "cgroups").read_text().splitlines()
-    if agent.cgroups.layout.v2:  # type: ignore[union-attr]
+    if agent.placement.cgroups.layout.v2:  # type: ignore[union-attr]
         assert f"0::/pslurm_{CLUSTER}/c007/job_7" in lines
     assert not any(os.path.exists(d) for d in cgroup.dirs)  # removed with the end
 
@@ -119,7 +120,7 @@ def test_a_process_that_left_the_session_does_not_outlive_its_job(make_agent: Ma
         if how == "cancel":
             agent.signal(8, 0)
         elif how == "node lost":  # the controller's answer to a node it had given up: kill that run
-            agent._kill([pb.JobRun(job_id=8, restarts=0)])
+            agent.kill([(8, 0)])
         end = ended(controller, 8, timeout=15)
         assert state(end) == expected
         assert seen_alive == [False] and not alive(escapee)
@@ -156,7 +157,7 @@ def oom_note(step: str) -> re.Pattern[str]:
 
 def test_memory_limit_ends_the_job_out_of_memory(make_agent: MakeAgent, tmp_path: Path) -> None:
     agent, controller = make_agent(CgroupConfig(constrain_ram_space=True))
-    layout = agent.cgroups.layout  # type: ignore[union-attr]
+    layout = agent.placement.cgroups.layout  # type: ignore[union-attr]
     if layout.memory is None:
         pytest.skip(f"no memory controller for job cgroups here: {layout.problems}")
     limit_file = "memory.max" if layout.memory == layout.v2 else "memory.limit_in_bytes"
@@ -187,8 +188,8 @@ def test_constrain_cores_gives_the_job_its_cpus_as_its_cpuset(make_agent: MakeAg
         pytest.skip(f"needs at least 2 usable CPUs, have {len(mine)}")
     gpu = GpuDevice(0, "gpu", None, None, None, cores=(mine[1],))
     agent, controller = make_agent(CgroupConfig(constrain_cores=True), devices=(gpu,))
-    if agent.cgroups.layout.cpuset is None:  # type: ignore[union-attr]
-        pytest.skip(f"no cpuset controller for job cgroups here: {agent.cgroups.layout.problems}")  # type: ignore[union-attr]
+    if agent.placement.cgroups.layout.cpuset is None:  # type: ignore[union-attr]
+        pytest.skip(f"no cpuset controller for job cgroups here: {agent.placement.cgroups.layout.problems}")  # type: ignore[union-attr]
     show = f"{sys.executable} -c 'import os; print(sorted(os.sched_getaffinity(0)))'\n"
     go = tmp_path / "go"
     hold = f"while [ ! -e {go} ]; do sleep 0.02; done\n"
@@ -238,13 +239,13 @@ def test_isolation_is_reported_with_its_mechanism_or_why_there_is_none(
     if not mounts.v2 or "devices" not in mounts.v1:
         pytest.skip("this host is not a hybrid one")
     agent, _ = make_agent(CgroupConfig(constrain_devices=True))
-    assert agent.isolation == "devices (cgroup v2 bpf + cgroup v1)"
-    assert make_agent(CgroupConfig())[0].isolation == "none: ConstrainDevices=no"
+    assert agent.placement.isolation == "devices (cgroup v2 bpf + cgroup v1)"
+    assert make_agent(CgroupConfig())[0].placement.isolation == "none: ConstrainDevices=no"
     why = ("bpf(BPF_PROG_LOAD): Operation not permitted "
            "(needs CAP_SYS_ADMIN or CAP_BPF; a seccomp profile may block bpf())")
     monkeypatch.setattr(bpfdev, "probe", lambda parent: why)
     with caplog.at_level(logging.WARNING, logger="psd"):
-        assert make_agent(CgroupConfig(constrain_devices=True))[0].isolation == "devices (cgroup v1)"
+        assert make_agent(CgroupConfig(constrain_devices=True))[0].placement.isolation == "devices (cgroup v1)"
     assert f"job cgroups: cannot attach cgroup v2 device programs: {why}" in caplog.messages
     pure_v2 = NodeCgroups.setup(CgroupConfig(constrain_devices=True, mountpoint=mounts.v2[0]), CLUSTER, "c009",
                                 Mounts(mounts.v2, {}))
@@ -252,16 +253,16 @@ def test_isolation_is_reported_with_its_mechanism_or_why_there_is_none(
     pure_v2.remove_parents()
     monkeypatch.setattr(os, "geteuid", lambda: 1000)  # an agent that is not root: no job cgroups at all
     config = ClusterConfig(path=str(tmp_path / "pslurm.conf"), cluster_name=CLUSTER, spool_dir=str(tmp_path))
-    unprivileged = Agent(config, NodeConfig("c000", port=2), [], CgroupConfig(constrain_devices=True))
-    assert unprivileged.cgroups is None
-    assert unprivileged.isolation == "none: device cgroups need root (the agent runs as uid 1000)"
+    unprivileged = Agent(config, NodeConfig("c000", port=2), [], CgroupConfig(constrain_devices=True), RecordingLink())
+    assert unprivileged.placement.cgroups is None
+    assert unprivileged.placement.isolation == "none: device cgroups need root (the agent runs as uid 1000)"
 
 
 def test_max_rss_is_the_memory_cgroups_peak_in_the_end(make_agent: MakeAgent, tmp_path: Path) -> None:
     """sacct's MaxRSS: the job's memory cgroup's peak, read before the cgroup goes, in the end's usage,
     with a --mem limit or without, and no GPUs."""
     agent, controller = make_agent(CgroupConfig(constrain_ram_space=True))
-    layout = agent.cgroups.layout  # type: ignore[union-attr]
+    layout = agent.placement.cgroups.layout  # type: ignore[union-attr]
     if layout.memory is None:
         pytest.skip(f"no memory controller for job cgroups here: {layout.problems}")
     grow = "head -c 60M /dev/zero | tail >/dev/null\n"  # tail keeps the last line: all 60M, no newline
@@ -270,13 +271,13 @@ def test_max_rss_is_the_memory_cgroups_peak_in_the_end(make_agent: MakeAgent, tm
     for job_id in (21, 22):
         end = ended(controller, job_id, timeout=30)
         assert state(end) == JobState.COMPLETED
-        assert end.HasField("usage") and end.usage.HasField("max_rss_kb") and end.usage.gpu_count == 0
-        assert 40 * 1024 < end.usage.max_rss_kb < 500 * 1024, end.usage.max_rss_kb
+        assert end.max_rss_bytes is not None and end.gpu_usage is None
+        assert 40 * 1024 * 1024 < end.max_rss_bytes < 500 * 1024 * 1024, end.max_rss_bytes
 
 
 def test_without_a_memory_cgroup_max_rss_is_not_measured(make_agent: MakeAgent, tmp_path: Path) -> None:
     agent, controller = make_agent()
     agent.launch(job(tmp_path, 23, "true\n"))
     end = ended(controller, 23, timeout=30)
-    assert state(end) == JobState.COMPLETED and not end.usage.HasField("max_rss_kb")
-    assert end.usage.HasField("total_cpu_usec")  # its cgroup's CPU time is read all the same (seff)
+    assert state(end) == JobState.COMPLETED and end.max_rss_bytes is None
+    assert end.cpu_seconds is not None  # its cgroup's CPU time is read all the same (seff)

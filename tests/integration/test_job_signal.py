@@ -16,10 +16,10 @@ from pslurm.core.config import CgroupConfig, ClusterConfig, NodeConfig
 from pslurm.core.jobspec import JobRecord
 from pslurm.core.states import JobState
 from pslurm.nodeagent.agent import Agent
-from pslurm.proto import convert
-from tests.unit.test_agent_runs import FakeController, ended, record
+from tests.agentlink import RecordingLink, ended
+from tests.unit.test_agent_runs import record
 
-MakeAgent = Callable[[], tuple[Agent, FakeController]]
+MakeAgent = Callable[[], tuple[Agent, RecordingLink]]
 
 # the shell traps the signal and notes when; its child (a subshell: the trap is not its own) sleeps
 # on and says so, unless it got the signal too
@@ -34,19 +34,19 @@ echo "qos $SLURM_JOB_QOS" >> warned
 
 @pytest.fixture
 def make_agent(tmp_path: Path) -> Iterator[MakeAgent]:
-    agents: list[Agent] = []
+    agents: list[tuple[Agent, RecordingLink]] = []
 
-    def make() -> tuple[Agent, FakeController]:
+    def make() -> tuple[Agent, RecordingLink]:
         config = ClusterConfig(path=str(tmp_path / "pslurm.conf"), controller_port=1,
                                cluster_name=f"opts{os.getpid()}", spool_dir=str(tmp_path / "spool"), kill_wait=1)
-        agent = Agent(config, NodeConfig("c000", port=2), [], CgroupConfig())
-        agent.controller = controller = FakeController()  # type: ignore[assignment]
-        agents.append(agent)
+        controller = RecordingLink()
+        agent = Agent(config, NodeConfig("c000", port=2), [], CgroupConfig(), controller)
+        agents.append((agent, controller))
         return agent, controller
 
     yield make
-    for agent in agents:
-        agent.controller.up = False  # type: ignore[attr-defined]
+    for agent, controller in agents:
+        controller.up = False
         agent.stop(grace=5)
 
 
@@ -67,14 +67,14 @@ def test_the_signal_comes_sigtime_before_the_limit(make_agent: MakeAgent, tmp_pa
     assert lines[1:] == ["qos normal"]
     # B: the shell alone (its child sleeps on and ends well); else every process (the child dies of it)
     assert (tmp_path / "child").exists() is batch
-    assert convert.job_state_from_pb(end.state) == JobState.COMPLETED  # it ended before its limit
+    assert end.state == JobState.COMPLETED  # it ended before its limit
 
 
 def test_without_a_time_limit_no_signal_comes(make_agent: MakeAgent, tmp_path: Path) -> None:
     agent, controller = make_agent()
     rec = record(tmp_path, 4, script="#!/bin/sh\ntrap 'echo got > warned' USR1\nsleep 1\n")
     agent.launch(replace(rec, spec=replace(rec.spec, warn_signal=int(signal.SIGUSR1), warn_time=60)))
-    assert convert.job_state_from_pb(ended(controller, 4).state) == JobState.COMPLETED
+    assert ended(controller, 4).state == JobState.COMPLETED
     assert not (tmp_path / "warned").exists()
 
 
@@ -82,5 +82,5 @@ def test_a_job_that_ends_first_gets_no_signal(make_agent: MakeAgent, tmp_path: P
     agent, controller = make_agent()
     rec = record(tmp_path, 5, script="#!/bin/sh\ntrap 'echo got > warned' USR1\ntrue\n")
     agent.launch(replace(rec, spec=replace(rec.spec, warn_signal=int(signal.SIGUSR1), warn_time=1), time_limit=3))
-    assert convert.job_state_from_pb(ended(controller, 5).state) == JobState.COMPLETED
+    assert ended(controller, 5).state == JobState.COMPLETED
     assert not (tmp_path / "warned").exists()

@@ -14,9 +14,9 @@ import pytest
 from pslurm.core.config import CgroupConfig
 from pslurm.core.states import JobState
 from pslurm.nodeagent.launcher import RunningJob
+from tests.agentlink import ended
 from tests.conftest import wait_for
 from tests.integration.test_job_cgroups import MakeAgent, job, make_agent, state  # noqa: F401 - the fixture
-from tests.unit.test_agent_runs import ended
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="job cgroups need root")
 COUNT = "i=0; while :; do echo $i >> {}; i=$((i+1)); sleep 0.1; done\n"

@@ -1,5 +1,5 @@
 """A running job's time limit changed (pscontrol update TimeLimit=): the agent enforces the new one at
-once, with real processes, its gRPC face included, and a fake controller that takes the ends."""
+once, with real processes, its gRPC face included, and a recording link that takes the ends."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
 
 import pytest
 
@@ -17,39 +16,32 @@ from pslurm.core.config import CgroupConfig, ClusterConfig, NodeConfig
 from pslurm.core.jobspec import JobRecord, JobSpec
 from pslurm.core.states import JobState
 from pslurm.nodeagent.agent import Agent
+from pslurm.nodeagent.link import RunEnded
 from pslurm.nodeagent.servicer import AgentServicer
-from pslurm.proto import convert
 from pslurm.proto import pslurm_pb2 as pb
+from tests.agentlink import RecordingLink
 from tests.conftest import wait_for
 
 
-class FakeController:
+class Controller(RecordingLink):
+    """The agent's link, recording when each end came (the monotonic clock)."""
+
     def __init__(self) -> None:
-        self.ended: dict[int, tuple[float, pb.JobEndedRequest]] = {}
-
-    def JobsEnded(self, request: pb.JobsEndedRequest, **_: Any) -> pb.Empty:  # noqa: N802
-        for end in request.ends:
-            self.ended[end.job_id] = (time.monotonic(), end)
-        return pb.Empty()
-
-    def JobEnded(self, request: pb.JobEndedRequest, **_: Any) -> pb.Empty:  # noqa: N802
-        return self.JobsEnded(pb.JobsEndedRequest(node=request.node, ends=[request]))
-
-    def Heartbeat(self, request: pb.HeartbeatRequest, **_: Any) -> pb.HeartbeatReply:  # noqa: N802
-        return pb.HeartbeatReply()
+        super().__init__()
+        self.came: dict[int, tuple[float, RunEnded]] = {}
+        self.on_end = lambda end: self.came.__setitem__(end.job_id, (time.monotonic(), end))
 
     def end(self, job_id: int, timeout: float = 15.0) -> tuple[float, JobState]:
-        at, end = wait_for(lambda: self.ended.get(job_id), timeout=timeout, interval=0.02)
-        return at, convert.job_state_from_pb(end.state)
+        at, end = wait_for(lambda: self.came.get(job_id), timeout=timeout, interval=0.02)
+        return at, end.state
 
 
 @pytest.fixture
-def agent(tmp_path: Path) -> Iterator[tuple[Agent, FakeController, AgentServicer]]:
+def agent(tmp_path: Path) -> Iterator[tuple[Agent, Controller, AgentServicer]]:
     config = ClusterConfig(path=str(tmp_path / "pslurm.conf"), controller_port=1, cluster_name=f"limit{os.getpid()}",
                            spool_dir=str(tmp_path / "spool"), kill_wait=1)
-    found = Agent(config, NodeConfig("c000", port=2), [], CgroupConfig())
-    controller = FakeController()
-    found.controller = controller  # type: ignore[assignment]
+    controller = Controller()
+    found = Agent(config, NodeConfig("c000", port=2), [], CgroupConfig(), controller)
     servicer = AgentServicer(found, SimpleNamespace(identity=lambda ctx: SimpleNamespace(uid=0)))  # type: ignore[arg-type]
     yield found, controller, servicer
     found.stop(grace=5)
@@ -89,7 +81,7 @@ def test_a_raised_limit_keeps_the_job_and_a_limit_given_to_an_unlimited_job_ends
     wait_for(running(a, 3))
     set_limit(servicer, 2, 3600)
     time.sleep(3.0)
-    assert 2 not in controller.ended and 3 not in controller.ended  # its old limit has passed
+    assert 2 not in controller.came and 3 not in controller.came  # its old limit has passed
     set_limit(servicer, 3, 4)  # had none: now four seconds from its start
     assert controller.end(3)[1] is JobState.TIMEOUT
     set_limit(servicer, 2, None)  # lifted

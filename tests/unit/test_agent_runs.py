@@ -1,4 +1,5 @@
-"""The agent's runs with real processes and a fake controller: launch failures, run keys, records."""
+"""The agent's runs with real processes, reporting to a recording link (the agent's port to the
+link): launch failures, run keys, records, the ends and what heartbeats say."""
 
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-import grpc
 import pytest
 
 from pslurm.core.config import CgroupConfig, ClusterConfig, NodeConfig
@@ -24,76 +24,38 @@ from pslurm.nodeagent import agent as agent_module
 from pslurm.nodeagent import runner as job_runner
 from pslurm.nodeagent.agent import Agent
 from pslurm.nodeagent.cgroups import CgroupError
+from pslurm.nodeagent.link import RunEnded
 from pslurm.nodeagent.runs import RunRecord, RunRecords, parse_stat, proc_info, start_ticks
 from pslurm.nodeagent.servicer import AgentServicer
 from pslurm.proto import convert
 from pslurm.proto import pslurm_pb2 as pb
+from tests.agentlink import RecordingLink, ended
 from tests.conftest import wait_for
 
 
-class ControllerDown(grpc.RpcError):
-    pass
-
-
-class FakeController:
-    """The controller's side of the agent's calls: ends are kept (or refused while down)."""
-
-    def __init__(self) -> None:
-        self.up = True
-        self.ended: list[tuple[float, pb.JobEndedRequest]] = []
-        self.kill: list[pb.JobRun] = []
-        self.on_end: Callable[[pb.JobEndedRequest], None] | None = None
-        self.calls: list[int] = []  # the number of ends in each call that was answered
-
-    def JobEnded(self, request: pb.JobEndedRequest, **_: Any) -> pb.Empty:  # noqa: N802
-        return self.JobsEnded(pb.JobsEndedRequest(node=request.node, ends=[request]))
-
-    def JobsEnded(self, request: pb.JobsEndedRequest, **_: Any) -> pb.Empty:  # noqa: N802
-        if not self.up:
-            raise ControllerDown()
-        for end in request.ends:
-            if self.on_end is not None:
-                self.on_end(end)
-            self.ended.append((time.time(), end))
-        self.calls.append(len(request.ends))
-        return pb.Empty()
-
-    def Heartbeat(self, request: pb.HeartbeatRequest, **_: Any) -> pb.HeartbeatReply:  # noqa: N802
-        if not self.up:
-            raise ControllerDown()
-        kill, self.kill = self.kill, []
-        return pb.HeartbeatReply(kill=kill)
-
-    def end_of(self, job_id: int, restarts: int) -> pb.JobEndedRequest | None:
-        found = [r for _, r in self.ended if (r.job_id, r.restarts) == (job_id, restarts)]
-        assert len(found) <= 1, f"end of {job_id}.{restarts} reported {len(found)} times"
-        return found[0] if found else None
-
-    def end_time(self, job_id: int, restarts: int) -> float:
-        return next(t for t, r in self.ended if (r.job_id, r.restarts) == (job_id, restarts))
-
-
 @pytest.fixture(params=["agent forks", "job runner forks"])
-def make_agent(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[..., tuple[Agent, FakeController]]]:
+def make_agent(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[..., tuple[Agent, RecordingLink]]]:
     """Agents whose jobs' processes the agent forks itself, or its job runner (as psd runs them)."""
     agents: list[Agent] = []
     if request.param == "job runner forks":
         assert job_runner.begin() is not None
 
-    def make(kill_wait: int = 1) -> tuple[Agent, FakeController]:
+    links: list[RecordingLink] = []
+
+    def make(kill_wait: int = 1) -> tuple[Agent, RecordingLink]:
         # a cluster name of its own: job cgroups are named by cluster and node, and an agent's
         # recovery removes its node's leftovers (never another cluster's, such as a `pslurm up` one)
         config = ClusterConfig(path=str(tmp_path / "pslurm.conf"), controller_port=1, cluster_name=f"unit{os.getpid()}",
                                spool_dir=str(tmp_path / "spool"), kill_wait=kill_wait)
-        agent = Agent(config, NodeConfig("c000", port=2), [], CgroupConfig())
-        controller = FakeController()
-        agent.controller = controller  # type: ignore[assignment]
+        link = RecordingLink()
+        agent = Agent(config, NodeConfig("c000", port=2), [], CgroupConfig(), link)
         agents.append(agent)
-        return agent, controller
+        links.append(link)
+        return agent, link
 
     yield make
-    for agent in agents:
-        agent.controller.up = False  # type: ignore[attr-defined]
+    for agent, link in zip(agents, links, strict=True):
+        link.up = False
         agent.stop(grace=5)
     job_runner.end()
 
@@ -108,12 +70,8 @@ def record(tmp_path: Path, job_id: int = 1, restarts: int = 0, script: str | Non
     return JobRecord(job_id=job_id, spec=spec, state=JobState.RUNNING, node="c000", restarts=restarts)
 
 
-def ended(controller: FakeController, job_id: int, restarts: int = 0, timeout: float = 5.0) -> pb.JobEndedRequest:
-    return wait_for(lambda: controller.end_of(job_id, restarts), timeout=timeout, interval=0.02)
-
-
 def runs(agent: Agent) -> list[tuple[int, int]]:
-    return [(r.job_id, r.restarts) for r in agent.runs()]
+    return agent.runs()
 
 
 # -- launch failures ---------------------------------------------------------------------------
@@ -143,11 +101,11 @@ def test_a_launch_that_cannot_start_ends_failed_with_the_reason(make_agent, tmp_
         kw["workdir"] = f"{tmp_path}/file"
     elif case == "no_program":
         kw = {"argv": (f"{tmp_path}/no-such-program",)}
-    agent, controller = make_agent()
+    agent, link = make_agent()
     agent.launch(record(tmp_path, 3, **kw))  # returns: the failure travels as the end
-    end = ended(controller, 3)
+    end = ended(link, 3)
     reason = expected.format(tmp=tmp_path)
-    assert convert.job_state_from_pb(end.state) == JobState.FAILED
+    assert end.state == JobState.FAILED
     assert (end.exit_code, end.exit_signal, end.launch_failure) == (2, 0, reason)
     assert runs(agent) == []
     assert agent.records.load() == []  # never started: never recorded
@@ -157,12 +115,12 @@ def test_a_launch_that_cannot_start_ends_failed_with_the_reason(make_agent, tmp_
 
 
 def test_a_failing_launch_rpc_succeeds_and_an_interactive_job_gets_the_line(make_agent, tmp_path: Path) -> None:
-    agent, controller = make_agent()
+    agent, link = make_agent()
     servicer = AgentServicer(agent, SimpleNamespace(identity=lambda ctx: SimpleNamespace(uid=0)))  # type: ignore[arg-type]
     job = record(tmp_path, 4, argv=("true",), env={"X": "\0"}, interactive=True)
     assert servicer.LaunchJob(pb.LaunchRequest(job=convert.job_to_pb(job)), None) == pb.Empty()  # type: ignore[arg-type]
-    assert ended(controller, 4).launch_failure == "the environment contains a NUL byte (in X)"
-    chunks = list(agent.output(4, 0, lambda spec: True))
+    assert ended(link, 4).launch_failure == "the environment contains a NUL byte (in X)"
+    chunks = list(agent.streams.output(4, 0, lambda spec: True))
     assert chunks[0][1] == b"slurmstepd: error: the environment contains a NUL byte (in X)\n"
     assert chunks[-1][2] is not None and chunks[-1][2].state == JobState.FAILED
 
@@ -170,7 +128,7 @@ def test_a_failing_launch_rpc_succeeds_and_an_interactive_job_gets_the_line(make
 def test_launch_jobs_starts_each_and_fails_each_alone(make_agent, tmp_path: Path) -> None:
     """One LaunchJobs call: each job starts (or fails) as its own LaunchJob would; a launch that
     does not decode is refused alone, in the reply."""
-    agent, controller = make_agent()
+    agent, link = make_agent()
     servicer = AgentServicer(agent, SimpleNamespace(identity=lambda ctx: SimpleNamespace(uid=0)))  # type: ignore[arg-type]
     good = record(tmp_path, 11, argv=("true",))
     bad_env = record(tmp_path, 12, argv=("true",), env={"X": "\0"})
@@ -181,20 +139,20 @@ def test_launch_jobs_starts_each_and_fails_each_alone(make_agent, tmp_path: Path
                                              pb.LaunchRequest(job=undecodable)])
     reply = servicer.LaunchJobs(request, None)  # type: ignore[arg-type]
     assert [r.job_id for r in reply.refused] == [13] and reply.refused[0].error
-    assert convert.job_state_from_pb(ended(controller, 11).state) == JobState.COMPLETED
-    assert ended(controller, 12).launch_failure == "the environment contains a NUL byte (in X)"
+    assert ended(link, 11).state == JobState.COMPLETED
+    assert ended(link, 12).launch_failure == "the environment contains a NUL byte (in X)"
 
 
 def test_a_cgroup_error_or_an_agent_error_is_a_launch_failure(make_agent, tmp_path: Path,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    agent, controller = make_agent()
+    agent, link = make_agent()
 
     def no_cgroup(job: JobRecord) -> None:
         raise CgroupError("cannot create device cgroup: Permission denied")
 
-    monkeypatch.setattr(agent, "_cgroup_for", no_cgroup)
+    monkeypatch.setattr(agent.placement, "cgroup_for", no_cgroup)
     agent.launch(record(tmp_path, 5, argv=("true",)))
-    end = ended(controller, 5)
+    end = ended(link, 5)
     assert (end.exit_code, end.launch_failure) == (2, "cannot create device cgroup: Permission denied")
     assert (tmp_path / "slurm-5.out").read_text() == (
         "slurmstepd: error: cannot create device cgroup: Permission denied\n")
@@ -205,38 +163,38 @@ def test_a_cgroup_error_or_an_agent_error_is_a_launch_failure(make_agent, tmp_pa
 
     monkeypatch.setattr(agent_module, "job_environment", broken)
     agent.launch(record(tmp_path, 6, argv=("true",)))
-    assert ended(controller, 6).launch_failure == "RuntimeError: no environment today"
-    assert convert.job_state_from_pb(controller.end_of(6, 0).state) == JobState.FAILED  # type: ignore[union-attr]
+    assert ended(link, 6).launch_failure == "RuntimeError: no environment today"
+    assert link.end_of(6, 0).state == JobState.FAILED  # type: ignore[union-attr]
 
 
 def test_a_job_that_starts_reports_no_launch_failure(make_agent, tmp_path: Path) -> None:
-    agent, controller = make_agent()
+    agent, link = make_agent()
     agent.launch(record(tmp_path, 7, argv=("sh", "-c", "exit 3")))
-    end = ended(controller, 7)
-    assert (convert.job_state_from_pb(end.state), end.exit_code, end.launch_failure) == (JobState.FAILED, 3, "")
+    end = ended(link, 7)
+    assert (end.state, end.exit_code, end.launch_failure) == (JobState.FAILED, 3, "")
 
 
 # -- runs, their keys and their records ----------------------------------------------------------
 
 
 def test_a_repeated_launch_of_the_same_run_or_an_older_one_is_a_no_op(make_agent, tmp_path: Path) -> None:
-    agent, controller = make_agent()
+    agent, link = make_agent()
     starts = tmp_path / "starts"
     job = record(tmp_path, 8, restarts=1, script=f"#!/bin/sh\necho $$ >> {starts}\nsleep 0.5\n")
     agent.launch(job)
     agent.launch(job)
     agent.launch(record(tmp_path, 8, restarts=0, script=f"#!/bin/sh\necho older >> {starts}\n"))
     assert runs(agent) == [(8, 1)]
-    assert ended(controller, 8, restarts=1).exit_code == 0
+    assert ended(link, 8, restarts=1).exit_code == 0
     agent.launch(job)  # after its end too
     time.sleep(0.2)
     assert len(starts.read_text().split()) == 1
-    assert [(r.job_id, r.restarts) for _, r in controller.ended] == [(8, 1)]
+    assert [(r.job_id, r.restarts) for _, r in link.ended] == [(8, 1)]
 
 
 def test_a_run_is_recorded_until_its_end_is_acknowledged(make_agent, tmp_path: Path) -> None:
-    agent, controller = make_agent()
-    controller.up = False
+    agent, link = make_agent()
+    link.up = False
     release = tmp_path / "release"
     agent.launch(record(tmp_path, 9, restarts=2, script=f"#!/bin/sh\nwhile [ ! -e {release} ]; do sleep 0.02; done\n"))
     wait_for(lambda: agent.jobs[9].proc is not None, timeout=5)
@@ -248,30 +206,30 @@ def test_a_run_is_recorded_until_its_end_is_acknowledged(make_agent, tmp_path: P
     release.touch()
     wait_for(lambda: agent.jobs[9].end is not None, timeout=5)
     assert runs(agent) == [(9, 2)]  # ended, not acknowledged: still said, and still recorded
-    agent.beat()
+    agent.heartbeats.beat()
     assert path.exists() and runs(agent) == [(9, 2)]
-    controller.up = True
-    agent.beat()  # the heartbeat retries the end
-    assert controller.end_of(9, 2) is not None and runs(agent) == [] and not path.exists()
+    link.up = True
+    agent.heartbeats.beat()  # the heartbeat retries the end
+    assert link.end_of(9, 2) is not None and runs(agent) == [] and not path.exists()
 
 
 def test_a_run_that_ended_is_said_while_its_end_is_being_prepared(make_agent, tmp_path: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """Between its leader's end and its end's queueing (teardown, usage, its steps' ends) a run is
     still the agent's: a heartbeat then that left it out made the controller requeue a finished job."""
-    agent, controller = make_agent()
+    agent, link = make_agent()
     preparing, go_on = threading.Event(), threading.Event()
 
     def slow_teardown(*args: object) -> None:
         preparing.set()
         go_on.wait(10)
 
-    monkeypatch.setattr(agent.sharing, "teardown", slow_teardown)
+    monkeypatch.setattr(agent.gpus.sharing, "teardown", slow_teardown)
     agent.launch(record(tmp_path, 21, argv=("true",)))
     assert preparing.wait(5)
     assert agent.jobs[21].end is not None and runs(agent) == [(21, 0)]
     go_on.set()
-    ended(controller, 21)
+    ended(link, 21)
     wait_for(lambda: runs(agent) == [], timeout=5)
 
 
@@ -283,109 +241,66 @@ def test_the_agents_of_one_process_take_turns_at_forks_and_script_writes(make_ag
 
 
 def test_ends_that_come_while_one_is_sent_go_together_in_the_next_call(make_agent, tmp_path: Path) -> None:
-    agent, controller = make_agent()
+    agent, link = make_agent()
     first_sent, go_on = threading.Event(), threading.Event()
 
-    def slow_first(request: pb.JobEndedRequest) -> None:
+    def slow_first(request: RunEnded) -> None:
         if request.job_id == 20:
             first_sent.set()
             assert go_on.wait(5)
 
-    controller.on_end = slow_first
+    link.on_end = slow_first
     agent.launch(record(tmp_path, 20, argv=("true",)))
     assert first_sent.wait(5)  # a lone end is sent at once, alone
     for job_id in (21, 22, 23):
         agent.launch(record(tmp_path, job_id, argv=("true",)))
-    wait_for(lambda: len(agent._unreported) == 4, timeout=5)
+    wait_for(lambda: len(agent.ends.unreported) == 4, timeout=5)
     go_on.set()
     for job_id in (20, 21, 22, 23):
-        ended(controller, job_id)
-    assert controller.calls == [1, 3]  # what ended meanwhile went in one call
+        ended(link, job_id)
+    assert link.calls == [1, 3]  # what ended meanwhile went in one call
     wait_for(lambda: runs(agent) == [], timeout=5)
-
-
-class Unimplemented(grpc.RpcError, grpc.Call):
-    """What a controller from before JobsEnded answers to it."""
-
-    def code(self) -> grpc.StatusCode:
-        return grpc.StatusCode.UNIMPLEMENTED
-
-    def details(self) -> str:
-        return "Method not found!"
-
-    def is_active(self) -> bool:
-        return False
-
-    def time_remaining(self) -> float | None:
-        return None
-
-    def cancel(self) -> bool:
-        return False
-
-    def add_callback(self, callback: Any) -> bool:
-        return False
-
-    def initial_metadata(self) -> Any:
-        return ()
-
-    def trailing_metadata(self) -> Any:
-        return ()
-
-
-def test_an_older_controller_gets_one_call_per_end(make_agent, tmp_path: Path, monkeypatch) -> None:
-    agent, controller = make_agent()
-
-    def no_batches(request: pb.JobsEndedRequest, **_: Any) -> pb.Empty:
-        raise Unimplemented()
-
-    monkeypatch.setattr(controller, "JobsEnded", no_batches)
-    monkeypatch.setattr(controller, "JobEnded", lambda request, **_: FakeController.JobsEnded(
-        controller, pb.JobsEndedRequest(ends=[request])))
-    agent.launch(record(tmp_path, 24, argv=("true",)))
-    assert ended(controller, 24).exit_code == 0
-    wait_for(lambda: runs(agent) == [], timeout=5)
-    assert not agent._batch_ends
 
 
 def test_an_older_runs_unreported_end_and_a_newer_run_coexist(make_agent, tmp_path: Path) -> None:
-    agent, controller = make_agent()
-    controller.up = False
+    agent, link = make_agent()
+    link.up = False
     agent.launch(record(tmp_path, 10, restarts=0, argv=("sh", "-c", "exit 1")))
-    wait_for(lambda: agent._unreported, timeout=5)
+    wait_for(lambda: agent.ends.unreported, timeout=5)
     started = tmp_path / "started"
     agent.launch(record(tmp_path, 10, restarts=1, script=f"#!/bin/sh\ntouch {started}\nsleep 30\n"))
     wait_for(started.exists, timeout=5)  # the newer run is not lost behind the older one's unreported end
     assert runs(agent) == [(10, 0), (10, 1)]
-    controller.up = True
-    agent.beat()
-    old = controller.end_of(10, 0)
-    assert old is not None and old.exit_code == 1 and convert.job_state_from_pb(old.state) == JobState.FAILED
+    link.up = True
+    agent.heartbeats.beat()
+    old = link.end_of(10, 0)
+    assert old is not None and old.exit_code == 1 and old.state == JobState.FAILED
     assert runs(agent) == [(10, 1)]
     agent._forget_old()
-    assert (10, 0) not in agent._runs and agent.jobs[10].job.restarts == 1
+    assert agent.table.get((10, 0)) is None and agent.jobs[10].job.restarts == 1
 
 
 def test_kill_names_a_run_and_spares_a_newer_run_of_the_job(make_agent, tmp_path: Path) -> None:
-    agent, controller = make_agent()
-    controller.up = False
+    agent, link = make_agent()
+    link.up = False
     agent.launch(record(tmp_path, 11, restarts=0, argv=("true",)))
-    wait_for(lambda: agent._unreported, timeout=5)
+    wait_for(lambda: agent.ends.unreported, timeout=5)
     agent.launch(record(tmp_path, 11, restarts=1, argv=("sleep", "30")))
     wait_for(lambda: agent.jobs[11].proc is not None, timeout=5)
-    controller.up = True
-    controller.kill = [pb.JobRun(job_id=11, restarts=0)]
-    agent.beat()
+    link.up = True
+    link.kill = [(11, 0)]
+    agent.heartbeats.beat()
     time.sleep(0.3)
     assert agent.jobs[11].end is None and runs(agent) == [(11, 1)]
-    controller.kill = [pb.JobRun(job_id=11, restarts=1)]
-    agent.beat()
-    end = ended(controller, 11, restarts=1)
-    assert convert.job_state_from_pb(end.state) == JobState.CANCELLED
+    link.kill = [(11, 1)]
+    agent.heartbeats.beat()
+    end = ended(link, 11, restarts=1)
+    assert end.state == JobState.CANCELLED
     assert runs(agent) == []
 
 
 def test_a_run_killed_before_it_starts_never_starts(make_agent, tmp_path: Path) -> None:
-    agent, controller = make_agent()
+    agent, link = make_agent()
     hold = tmp_path / "hold"
     gate = threading.Event()
     real_start = agent.launcher.start
@@ -398,11 +313,11 @@ def test_a_run_killed_before_it_starts_never_starts(make_agent, tmp_path: Path) 
     t = threading.Thread(target=agent.launch, args=(record(tmp_path, 12, argv=("touch", str(hold))),))
     t.start()
     wait_for(lambda: runs(agent) == [(12, 0)], timeout=5)
-    agent._kill([pb.JobRun(job_id=12, restarts=0)])
+    agent.kill([(12, 0)])
     gate.set()
     t.join(5)
-    end = ended(controller, 12)
-    assert convert.job_state_from_pb(end.state) == JobState.CANCELLED and end.launch_failure == ""
+    end = ended(link, 12)
+    assert end.state == JobState.CANCELLED and end.launch_failure == ""
     assert not hold.exists()
 
 

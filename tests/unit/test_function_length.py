@@ -21,7 +21,6 @@ GENERATED = ("_pb2.py", "_pb2_grpc.py")
 ALLOWED: dict[str, str] = {
     "cli/lxc_cmd.py::make_app": "conform (pslurm/cli/*)",
     "cli/pslurm_cmd.py::make_app": "conform (pslurm/cli/*; standby adds pslurm doctor here)",
-    "nodeagent/environment.py::job_environment": "lead (the node agent's rework, issue 17 item 1)",
 }
 
 

@@ -13,6 +13,7 @@ from pslurm.core.config import CgroupConfig, ClusterConfig, NodeConfig
 from pslurm.nodeagent.agent import Agent
 from pslurm.nodeagent.gpumon import GpuMonitor, UsageTracker
 from pslurm.nodeagent.gpus import discover_nvml
+from tests.agentlink import RecordingLink
 from tests.unit import test_gpus
 from tests.unit.test_gpus import MB, FakeNvml
 
@@ -23,36 +24,36 @@ def make_agent(tmp_path: Path, monitor: GpuMonitor | None) -> Agent:
     config = ClusterConfig(path=str(tmp_path / "pslurm.conf"), controller_port=1, spool_dir=str(tmp_path))
     node = NodeConfig("c000", port=2)
     devices = monitor and list(monitor.devices.values()) or []
-    return Agent(config, node, devices, CgroupConfig(), monitor=monitor)
+    return Agent(config, node, devices, CgroupConfig(), RecordingLink(), monitor=monitor)
 
 
 def test_health_polling_reports_ecc_lost_gpu_and_nvml_failure(nvml: FakeNvml, tmp_path: Path) -> None:
     agent = make_agent(tmp_path, GpuMonitor(discover_nvml()))
-    assert agent.check_health() is None
+    assert agent.gpus.health() is None
     nvml.gpus[1].ecc_uncorrected = 3
-    assert agent.check_health() == "gpu 1: 3 uncorrectable ECC error(s)"
+    assert agent.gpus.health() == "gpu 1: 3 uncorrectable ECC error(s)"
     nvml.gpus[1].ecc_uncorrected = 0
-    assert agent.check_health() is None  # level-triggered: a fixed GPU reports healthy again
+    assert agent.gpus.health() is None  # level-triggered: a fixed GPU reports healthy again
     nvml.events.append((nvml.gpus[0], 48))
-    assert agent.check_health() == "gpu 0: Xid 48 critical error"
-    agent.monitor.forget_events()  # what beat() does once the controller has the drain
-    assert agent.check_health() is None
+    assert agent.gpus.health() == "gpu 0: Xid 48 critical error"
+    agent.gpus.monitor.forget_events()  # what a heartbeat does once the controller has the drain
+    assert agent.gpus.health() is None
     nvml.gpus[0].lost = True
-    assert agent.check_health() == "gpu 0: GPU has fallen off the bus (NVML_ERROR_GPU_IS_LOST)"
-    agent.monitor.close()
+    assert agent.gpus.health() == "gpu 0: GPU has fallen off the bus (NVML_ERROR_GPU_IS_LOST)"
+    agent.gpus.monitor.close()
 
 
 def test_health_when_nvml_cannot_be_loaded_is_a_drain_reason(nvml: FakeNvml, tmp_path: Path) -> None:
     devices = discover_nvml()
     nvml.lib_missing = True
     agent = make_agent(tmp_path, GpuMonitor(devices))
-    assert agent.check_health() == ("GPU health check failed: AutoDetect=nvml but the NVML library could not "
+    assert agent.gpus.health() == ("GPU health check failed: AutoDetect=nvml but the NVML library could not "
                                     "be loaded: NVML Shared Library Not Found")
 
 
 def test_no_monitor_no_health_and_gpu_seconds_only(tmp_path: Path) -> None:
     agent = make_agent(tmp_path, None)
-    assert agent.check_health() is None
+    assert agent.gpus.health() is None
     tracker = UsageTracker(None)
     tracker.begin(7, [0, 1])
     tracker.sample_all()

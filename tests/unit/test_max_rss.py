@@ -11,8 +11,8 @@ from pslurm.controller.servicer import _run_end
 from pslurm.core import lifecycle
 from pslurm.core.jobspec import JobRecord, JobSpec
 from pslurm.core.states import JobState
-from pslurm.nodeagent.agent import _usage_pb
 from pslurm.nodeagent.cgroups import JobCgroup
+from pslurm.nodeagent.controllers import _usage_pb
 from pslurm.nodeagent.gpumon import JobGpuUsage
 from pslurm.proto import convert
 from pslurm.proto import pslurm_pb2 as pb
