@@ -17,7 +17,8 @@ A row (:class:`Field`) says, for one attribute of :class:`pslurm.core.jobspec.Jo
 ``json``
     its key in slurmrestd's ``job_desc_msg`` (``pslurm.KEY``: pslurm's own, under the object's
     ``pslurm`` key); ``json_by_hand``: :mod:`pslurm.core.restjson` and :class:`pslurm.core.jobinfo.JobDesc`
-    convert it by hand (``no_val`` numbers, lists, minutes), else the value goes as it is.
+    convert it by hand (``no_val`` numbers, lists, minutes), else the value goes as it is and
+    ``JobDesc`` reads it back as the row's type (unless it has a property of its own that checks it).
     ``always``: the full ``job_desc_msg`` carries it at its default too (Slurm's own fields); other
     fields go only when asked, so that a request without them is the object it always was.
 ``wire``
@@ -144,7 +145,7 @@ FIELDS: tuple[Field, ...] = (
     # -- when -----------------------------------------------------------------------------------------
     Field("begin_time", float, None, options="-b, --begin", json="begin_time", json_by_hand=True, wire=30, column=True,
           show="EligibleTime", squeue="eligibletime", sacct="Eligible"),
-    Field("deadline", float, None, options="--deadline", json="deadline", json_by_hand=True, wire=31, column=True,
+    Field("deadline", float, None, options="--deadline", json="deadline", wire=31, column=True,
           show="Deadline"),
     Field("comment", str, options="--comment", commands="bra",
           help="a comment, shown as Comment= (pscontrol, psacct, psqueue %k)", given=True, json="comment", wire=32,
@@ -161,7 +162,7 @@ FIELDS: tuple[Field, ...] = (
     # -- where it came from (shown, kept) -------------------------------------------------------------
     Field("command", str, json="pslurm.command", show="Command", squeue="command", max_len=4096),
     Field("submit_host", str, json="pslurm.submit_host", show="AllocNode:Sid", max_len=256),
-    Field("submit_sid", int, json="pslurm.submit_sid", json_by_hand=True, show="AllocNode:Sid"),
+    Field("submit_sid", int, json="pslurm.submit_sid", show="AllocNode:Sid"),
     Field("submit_line", str, json="pslurm.submit_line", sacct="SubmitLine", max_len=_S),
     # -- memory and CPUs per GPU or CPU -----------------------------------------------------------------
     Field("mem_per_cpu_mb", int, options="--mem-per-cpu", json="memory_per_cpu", json_by_hand=True,
