@@ -50,3 +50,11 @@ def test_json_keys_are_distinct_but_the_signal_flags() -> None:
     keys = [f.json for f in FIELDS if f.name not in ("warn_reservation",)]
     assert len(keys) == len(set(keys))
     assert all(f.json for f in FIELDS)
+
+
+def test_the_stores_columns_are_the_tables_column_rows() -> None:
+    from pslurm.controller.store.schema import jobs
+    from pslurm.controller.store.specs import JOB_OWN_COLUMNS, SPEC_COLUMNS
+
+    assert {f.name for f in FIELDS if f.column} == {*SPEC_COLUMNS, "gres", *JOB_OWN_COLUMNS}
+    assert set(SPEC_COLUMNS.values()) | {"gres", *JOB_OWN_COLUMNS} <= set(jobs.c.keys())
