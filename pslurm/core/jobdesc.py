@@ -250,13 +250,13 @@ def mail_type_text(text: str | None) -> str:
 def spec_values(opts: Mapping[str, Any], *, user: str, uid: int, gid: int, cwd: str, environ: Mapping[str, str],
                 script: str | None = None, argv: tuple[str, ...] = (), default_name: str = "",
                 interactive: bool = False, umask: int | None = None, now: float | None = None,
-                command: str = "", submit_line: str = "") -> dict[str, Any]:
+                command: str = "") -> dict[str, Any]:
     """Check the options (JobOptions' fields by name; a missing one is not given) and return the
     fields of the JobSpec the controller will be sent. Raises SpecError. ``umask``: the submitting
     process's, passed on as SLURM_UMASK (as sbatch and srun do): the job's output files and
     processes get it. ``now``: the clock ``--begin`` and ``--deadline`` are read against (None: the
-    time now). ``command``: the batch script's path as given (Command=); ``submit_line``: the command line
-    that submits it (SubmitLine)."""
+    time now). ``command``: the batch script's path as given (Command=). A field the command sets itself
+    (psbatch's SubmitLine) it adds to what this returns."""
 
     def o(key: str) -> Any:  # an option's value as given (a string, a flag's bool), None when not
         return opts.get(key)
@@ -312,7 +312,7 @@ def spec_values(opts: Mapping[str, Any], *, user: str, uid: int, gid: int, cwd: 
         cpus_per_task=_count("--cpus-per-task", o("cpus_per_task"), 1),
         mem_mb=mem, mem_per_cpu_mb=mem_per_cpu, mem_per_gpu_mb=mem_per_gpu,
         cpus_per_gpu=_count("--cpus-per-gpu", o("cpus_per_gpu"), 0) if o("cpus_per_gpu") else 0,
-        mail_type=mail_type_text(o("mail_type")), command=command, submit_line=submit_line,
+        mail_type=mail_type_text(o("mail_type")), command=command,
         submit_host=os.uname().nodename.split(".")[0], submit_sid=os.getsid(0),
         gres=gres, interactive=interactive, nice=nice, dependency=o("dependency") or "", requeue=o("requeue"),
         hold=bool(o("hold")), array=o("array") or "", kill_on_invalid_dep=kill == "yes",
