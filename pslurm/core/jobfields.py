@@ -35,7 +35,8 @@ A row (:class:`Field`) says, for one attribute of :class:`pslurm.core.jobspec.Jo
     ended may change as it is (kept and shown); fields whose update has rules of their own are
     :mod:`pslurm.core.jobupdate`'s.
 ``max_len``
-    the longest text a request may carry (0: no bound of the table's).
+    the longest text a request may carry (0: no bound of the table's): the store's column's size where
+    it has one, else Slurm's (``_S``). Admission's checks (``controller/admission.py``) may read it.
 
 Plain data and the standard library's builtins only: every command imports this on its path.
 docs/architecture.md ("How to add a job option") says what a new option needs beyond its row.
@@ -86,14 +87,14 @@ class Field:
         return self.json.rpartition(".")[2]
 
 
-_S = 1024  # Slurm's bound on a free text (a comment, a mail address)
+_S = 1024  # Slurm's bound on a request's text (job_mgr.c's _test_strlen: comment, mail_user, alloc_node)
 
 FIELDS: tuple[Field, ...] = (
     # -- who and what -------------------------------------------------------------------------------
     Field("name", str, options="-J, --job-name", json="name", always=True, wire=1, column=True, show="JobName",
           squeue="name", sacct="JobName", max_len=256),
     Field("user", str, json="pslurm.user_name", always=True, wire=2, column=True, show="UserId", squeue="username",
-          sacct="User"),
+          sacct="User", max_len=64),
     Field("uid", int, json="user_id", json_by_hand=True, wire=3, column=True, squeue="userid", sacct="UID"),
     Field("gid", int, json="group_id", json_by_hand=True, wire=4, squeue="groupid", sacct="GID"),
     Field("workdir", str, options="-D, --chdir", json="current_working_directory", always=True, wire=5,
@@ -160,10 +161,10 @@ FIELDS: tuple[Field, ...] = (
     Field("ntasks_per_node", int, options="--ntasks-per-node", json="tasks_per_node", wire=40,
           show="NtasksPerN:B:S:C", squeue="ntpernode"),
     # -- where it came from (shown, kept) -------------------------------------------------------------
-    Field("command", str, json="pslurm.command", show="Command", squeue="command", max_len=4096),
-    Field("submit_host", str, json="pslurm.submit_host", show="AllocNode:Sid", max_len=256),
+    Field("command", str, json="pslurm.command", show="Command", squeue="command"),
+    Field("submit_host", str, json="pslurm.submit_host", show="AllocNode:Sid", max_len=_S),
     Field("submit_sid", int, json="pslurm.submit_sid", show="AllocNode:Sid"),
-    Field("submit_line", str, json="pslurm.submit_line", sacct="SubmitLine", max_len=_S),
+    Field("submit_line", str, json="pslurm.submit_line", sacct="SubmitLine"),
     # -- memory and CPUs per GPU or CPU -----------------------------------------------------------------
     Field("mem_per_cpu_mb", int, options="--mem-per-cpu", json="memory_per_cpu", json_by_hand=True,
           show="MinMemoryCPU"),

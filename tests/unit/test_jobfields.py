@@ -64,6 +64,19 @@ def test_the_stores_columns_are_the_tables_column_rows() -> None:
     assert set(SPEC_COLUMNS.values()) | {"gres", *JOB_OWN_COLUMNS} <= set(jobs.c.keys())
 
 
+def test_the_tables_bounds_are_admissions_and_the_stores() -> None:
+    from pslurm.controller.admission import _TEXTS
+    from pslurm.controller.store.schema import jobs
+    from pslurm.controller.store.specs import SPEC_COLUMNS
+
+    for name, (_, longest) in _TEXTS.items():
+        assert BY_NAME[name].max_len == (longest or 0), name
+    for name, column in SPEC_COLUMNS.items():
+        length = getattr(jobs.c[column].type, "length", None)
+        if length and BY_NAME[name].type is str:
+            assert BY_NAME[name].max_len == length, name
+
+
 # -- every row through every layer -------------------------------------------------------------------
 
 # A value other than its default for each field a generic rule cannot make up (a field of the table whose
