@@ -11,8 +11,10 @@ A row is *real* when it has a ``dest``: a field of :class:`pslurm.core.request.J
 ``JOB_FIELDS``) or a setting of the command itself (``wrap``, ``parsable``, ``input``). Every
 other row is *inert*: accepted, its value kept in :attr:`Parsed.inert`, and one warning line
 says it has no effect here (``psbatch: warning: --licenses has no effect in pslurm (no
-licenses)``). To make one real: give its row a dest and a help line, add the field to JobOptions,
-and use it in ``build_spec``.
+licenses)``). To make one real: a field that is the option's text as given is one row of
+:mod:`pslurm.core.jobfields` (``given``), whose option row is made here; any other gets a dest and a
+help line here, its option in ``jobfields.HAND_OPTIONS``, and its meaning in ``spec_values``
+(docs/architecture.md, "How to add a job option").
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 import sys
 
 from pslurm.cli.argv import NONE, OPTIONAL, REQUIRED, Opt, OptionError, parse
+from pslurm.core.jobfields import FIELDS, option_fields
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -51,6 +54,18 @@ def _real(names: str | tuple[str, ...], short: str, arg: str, commands: str, hel
 
 def _inert(names: str | tuple[str, ...], short: str, arg: str, commands: str, why: str = "") -> JobOpt:
     return JobOpt(names, short, arg, commands, inert=why)
+
+
+def _with_given(rows: tuple[JobOpt, ...]) -> tuple[JobOpt, ...]:
+    """``rows`` (in name order) and those of the fields that are their option's text as given
+    (core/jobfields.py's ``given``), each in its place by name: the order getopt lists an ambiguous
+    prefix's options in (``--ma``: ``--mail-type``, ``--mail-user``)."""
+    out = list(rows)
+    for f in FIELDS:
+        if f.given:
+            row = _real(f.long_option, f.short_option, _N if f.type is bool else _R, f.commands, f.help)
+            out.insert(next((i for i, r in enumerate(out) if r.name > row.name), len(out)), row)
+    return tuple(out)
 
 
 TABLE: tuple[JobOpt, ...] = (
@@ -88,7 +103,6 @@ TABLE: tuple[JobOpt, ...] = (
     _real("begin", "b", _R, "bra", "start no earlier than TIME: 16:00, now+1hour, now+60 (seconds), "
           "2026-11-24T10:00:00, tomorrow...", metavar="TIME"),
     _real("deadline", "", _R, "bra", "remove the job if it cannot end before TIME (as --begin's)", metavar="TIME"),
-    _real("comment", "", _R, "bra", "a comment, shown as Comment= (pscontrol, psacct, psqueue %k)"),
     _real("signal", "", _R, "bra", "send SIG (a name or number) TIME seconds (60) before the time limit; "
           "B: to the batch shell only", metavar="[B:]SIG[@TIME]"),
     _real("qos", "q", _R, "bra", "quality of service: normal (pslurm has no other)"),
@@ -113,7 +127,9 @@ TABLE: tuple[JobOpt, ...] = (
     _real("usage", "", _N, "bra", "print a short usage line and exit"),
     _real("version", "V", _N, "bra", "print pslurm's version and exit"),
     _real("quiet", "Q", _N, "bra", "no warnings (about options that have no effect here)"),
-    # -- known to Slurm, no effect in pslurm (yet) ---------------------------------------------------
+    # -- known to Slurm, by name: no effect in pslurm (yet), those implemented since, and the rows of
+    # core/jobfields.py's ``given`` fields (placed by _with_given) --------------------------------------
+    *_with_given((
     _inert("accel-bind", "", _R, "r"),
     _inert("acctg-freq", "", _R, "bra", "no accounting gather plugin"),
     _inert("batch", "", _R, "b"),
@@ -161,7 +177,6 @@ TABLE: tuple[JobOpt, ...] = (
     _inert("kill-on-bad-exit", "K", _O, "r"),
     _inert("licenses", "L", _R, "bra", "no licenses"),
     _real("mail-type", "", _R, "bra", "mail at these events (kept and shown; pslurm sends no mail)"),
-    _real("mail-user", "", _R, "bra", "mail to this user (kept and shown; pslurm sends no mail)"),
     _inert("mcs-label", "", _R, "bra"),
     _inert("mem-bind", "", _R, "bra"),
     _real("mem-per-cpu", "", _R, "bra", "memory per CPU (MB, or with K/M/G/T)"),
@@ -214,17 +229,12 @@ TABLE: tuple[JobOpt, ...] = (
     _inert("wait-all-nodes", "", _R, "ba"),
     _inert("wckey", "", _R, "bra"),
     _inert("x11", "", _O, "ra", "no X11 forwarding"),
+    )),
 )
 
-# The JobOptions fields the table sets (tests/unit/test_options.py checks them against the dataclass,
-# which this module does not import: dataclasses costs a command ~10 ms).
-JOB_FIELDS = frozenset({
-    "job_name", "partition", "time", "output", "error", "nodes", "ntasks", "cpus_per_task", "mem", "gres", "gpus",
-    "gpus_per_node", "chdir", "export", "account", "nice", "dependency", "array", "requeue", "hold",
-    "kill_on_invalid_dep", "nodelist", "exclude", "open_mode", "gpu_mem", "begin", "deadline", "comment", "signal",
-    "qos", "ntasks_per_node", "constraint", "exclusive", "mem_per_cpu", "mem_per_gpu", "cpus_per_gpu", "mail_type",
-    "mail_user",
-})
+# The JobOptions fields the table sets: core/jobfields.py's (tests/unit/test_options.py checks them against
+# the dataclass, which this module does not import: dataclasses costs a command ~10 ms).
+JOB_FIELDS = frozenset(option_fields())
 NICE_DEFAULT = "100"  # --nice without a value, as Slurm
 
 

@@ -99,9 +99,9 @@ def request(opts: Mapping[str, object], text: str, default_name: str, command: s
 
     user, uid, gid = user_identity()
     try:
-        return job_desc(spec_values(opts, user=user, uid=uid, gid=gid, cwd=os.getcwd(), environ=os.environ,
-                                    umask=current_umask(), script=text, default_name=default_name,
-                                    command=command, submit_line=submit_line()))
+        return job_desc({**spec_values(opts, user=user, uid=uid, gid=gid, cwd=os.getcwd(), environ=os.environ,
+                                       umask=current_umask(), script=text, default_name=default_name,
+                                       command=command), "submit_line": submit_line()})
     except SpecError as exc:
         fail(PROG, str(exc))
 

@@ -150,17 +150,16 @@ class JobService:
         (or ended) between the read and the write is read again and checked again, once."""
         for _ in range(2):
             try:
-                columns, request, detail = update_values(job, changes, uid, admin, self.config,
+                own, request, detail = update_values(job, changes, uid, admin, self.config,
                                                          partial(self._readmit, job.spec.dependency),
                                                          self.associations().job_account)
             except SpecError as exc:
                 return str(exc)
-            if not columns and not request:
+            if not own and not request:
                 return None  # every value as it was: nothing to write, as slurmctld
-            if self.store.update_fields(job.job_id, job.state, job.restarts, self.clock(), detail, columns,
-                                        request):
-                if "time_limit" in columns and job.state in (JobState.RUNNING, JobState.SUSPENDED):
-                    self._send_time_limit(job, columns["time_limit"])
+            if self.store.update_fields(job.job_id, job.state, job.restarts, self.clock(), detail, own, request):
+                if "time_limit" in own and job.state in (JobState.RUNNING, JobState.SUSPENDED):
+                    self._send_time_limit(job, own["time_limit"])
                 return None
             fresh = self.store.get_job(job.job_id)
             if fresh is None:

@@ -14,6 +14,7 @@ import os
 import re  # json, on every command's path, imports it anyway
 
 from pslurm.core.errors import SpecError
+from pslurm.core.jobfields import FIELDS
 from pslurm.core.signals import signal_name as signal_name  # --signal's names, beside the parser
 from pslurm.core.signals import signal_number
 
@@ -249,13 +250,13 @@ def mail_type_text(text: str | None) -> str:
 def spec_values(opts: Mapping[str, Any], *, user: str, uid: int, gid: int, cwd: str, environ: Mapping[str, str],
                 script: str | None = None, argv: tuple[str, ...] = (), default_name: str = "",
                 interactive: bool = False, umask: int | None = None, now: float | None = None,
-                command: str = "", submit_line: str = "") -> dict[str, Any]:
+                command: str = "") -> dict[str, Any]:
     """Check the options (JobOptions' fields by name; a missing one is not given) and return the
     fields of the JobSpec the controller will be sent. Raises SpecError. ``umask``: the submitting
     process's, passed on as SLURM_UMASK (as sbatch and srun do): the job's output files and
     processes get it. ``now``: the clock ``--begin`` and ``--deadline`` are read against (None: the
-    time now). ``command``: the batch script's path as given (Command=); ``submit_line``: the command line
-    that submits it (SubmitLine)."""
+    time now). ``command``: the batch script's path as given (Command=). A field the command sets itself
+    (psbatch's SubmitLine) it adds to what this returns."""
 
     def o(key: str) -> Any:  # an option's value as given (a string, a flag's bool), None when not
         return opts.get(key)
@@ -301,24 +302,28 @@ def spec_values(opts: Mapping[str, Any], *, user: str, uid: int, gid: int, cwd: 
             raise SpecError("Incompatible begin and deadline time specification")  # sbatch's words
     warn = signal_option(o("signal"), batch=not interactive) if o("signal") is not None else (0, 0, False, False)
     mem, mem_per_cpu, mem_per_gpu = _memory_options(opts)
-    return dict(
+    values = dict(
         name=o("job_name") or default_name or "sbatch", user=user, uid=uid, gid=gid, workdir=workdir,
         script=script, argv=argv, environment=_with_umask(export_environment(o("export"), environ), umask),
-        partition=o("partition"), stdout=o("output"), stderr=o("error"), time_limit=time_limit,
+        partition=o("partition"), account=o("account") or "", qos=o("qos") or "", stdout=o("output"),
+        stderr=o("error"), time_limit=time_limit,
         num_nodes=num_nodes, max_nodes=max(max_nodes, num_nodes) if max_nodes else 0, ntasks=ntasks,
         ntasks_per_node=per_node,
         cpus_per_task=_count("--cpus-per-task", o("cpus_per_task"), 1),
         mem_mb=mem, mem_per_cpu_mb=mem_per_cpu, mem_per_gpu_mb=mem_per_gpu,
         cpus_per_gpu=_count("--cpus-per-gpu", o("cpus_per_gpu"), 0) if o("cpus_per_gpu") else 0,
-        mail_type=mail_type_text(o("mail_type")), mail_user=o("mail_user") or "", command=command,
-        submit_line=submit_line,
+        mail_type=mail_type_text(o("mail_type")), command=command,
         submit_host=os.uname().nodename.split(".")[0], submit_sid=os.getsid(0),
-        gres=gres, interactive=interactive,
-        account=o("account") or "", nice=nice, dependency=o("dependency") or "", requeue=o("requeue"),
+        gres=gres, interactive=interactive, nice=nice, dependency=o("dependency") or "", requeue=o("requeue"),
         hold=bool(o("hold")), array=o("array") or "", kill_on_invalid_dep=kill == "yes",
         nodelist=o("nodelist") or "", exclude=o("exclude") or "", constraint=o("constraint") or "",
         exclusive=exclusive_option(o("exclusive")),
         open_mode=open_mode,
-        gpu_mem=gpu_mem_option(o("gpu_mem")), begin_time=begin, deadline=deadline, comment=o("comment") or "",
-        qos=o("qos") or "", warn_signal=warn[0], warn_time=warn[1], warn_batch=warn[2], warn_reservation=warn[3],
+        gpu_mem=gpu_mem_option(o("gpu_mem")), begin_time=begin, deadline=deadline,
+        warn_signal=warn[0], warn_time=warn[1], warn_batch=warn[2], warn_reservation=warn[3],
     )
+    for f in FIELDS:  # the fields that are their option's text as given (core/jobfields.py)
+        if f.given:
+            given = o(f.name)
+            values[f.name] = f.default if given is None or given == "" else f.type(given)
+    return values

@@ -13,6 +13,7 @@ that has some are read into GresRequests).
 from __future__ import annotations
 
 from pslurm.core.errors import SpecError
+from pslurm.core.jobfields import FIELDS
 from pslurm.core.jobids import display_id as display_id  # where the commands have found it
 from pslurm.core.states import JobReason, JobState
 
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from pslurm.core.gres import GresRequest
+    from pslurm.core.jobfields import Field
 
 
 def from_no_val(data: Any) -> Any:
@@ -62,24 +64,21 @@ def _int(value: Any) -> int | None:
 
 class JobDesc:
     """A ``job_desc_msg`` (a job request) with JobSpec's attributes. What pslurm keeps under the
-    ``pslurm`` key wins over Slurm's fields (it is exact: seconds, the GRES as a list)."""
+    ``pslurm`` key wins over Slurm's fields (it is exact: seconds, the GRES as a list). The fields
+    whose JSON is their value read as core/jobfields.py's rows say (:func:`_reader`, set on the
+    class below); those here are read by hand."""
 
     __slots__ = ("data", "own")
+
+    if TYPE_CHECKING:
+        def __getattr__(self, name: str) -> Any: ...  # the table's fields (mypy: JobSpec's names, untyped)
 
     def __init__(self, data: dict[str, Any]) -> None:
         self.data = data
         self.own: dict[str, Any] = data.get("pslurm") or {}
 
     def __repr__(self) -> str:
-        return f"JobDesc(name={self.name!r}, user={self.user!r})"
-
-    @property
-    def name(self) -> str:
-        return str(self.data.get("name") or "")
-
-    @property
-    def user(self) -> str:
-        return str(self.own.get("user_name") or "")
+        return f"JobDesc(name={self.data.get('name')!r})"
 
     @property
     def uid(self) -> int:
@@ -90,32 +89,12 @@ class JobDesc:
         return int(self.data.get("group_id", 0))
 
     @property
-    def workdir(self) -> str:
-        return str(self.data.get("current_working_directory") or "")
-
-    @property
-    def script(self) -> str | None:
-        return opt_str(self.data.get("script"))
-
-    @property
     def argv(self) -> tuple[str, ...]:
         return tuple(str(a) for a in self.data.get("argv") or ())
 
     @property
     def partition(self) -> str | None:
         return opt_str(self.data.get("partition")) or None
-
-    @property
-    def stdout(self) -> str | None:
-        return opt_str(self.data.get("standard_output"))
-
-    @property
-    def stderr(self) -> str | None:
-        return opt_str(self.data.get("standard_error"))
-
-    @property
-    def num_nodes(self) -> int:
-        return int(self.data.get("minimum_nodes") or 1)
 
     @property
     def max_nodes(self) -> int:
@@ -126,52 +105,8 @@ class JobDesc:
         return high if high > self.num_nodes else 0
 
     @property
-    def ntasks(self) -> int:
-        return int(self.data.get("tasks") or 1)
-
-    @property
-    def ntasks_per_node(self) -> int:
-        return int(from_no_val(self.data.get("tasks_per_node")) or 0)
-
-    @property
-    def cpus_per_task(self) -> int:
-        return int(self.data.get("cpus_per_task") or 1)
-
-    @property
     def mem_mb(self) -> int:
         return int(from_no_val(self.data.get("memory_per_node")) or 0)
-
-    @property
-    def interactive(self) -> bool:
-        return bool(self.own.get("interactive", False))
-
-    @property
-    def account(self) -> str:
-        return str(self.data.get("account") or "")
-
-    @property
-    def nice(self) -> int:
-        return int(self.data.get("nice") or 0)
-
-    @property
-    def dependency(self) -> str:
-        return str(self.data.get("dependency") or "")
-
-    @property
-    def requeue(self) -> bool | None:
-        return None if self.data.get("requeue") is None else bool(self.data["requeue"])
-
-    @property
-    def hold(self) -> bool:
-        return bool(self.data.get("hold"))
-
-    @property
-    def array(self) -> str:
-        return str(self.data.get("array") or "")
-
-    @property
-    def kill_on_invalid_dep(self) -> bool:
-        return bool(self.data.get("kill_on_invalid_dependency"))
 
     @property
     def nodelist(self) -> str:
@@ -182,36 +117,12 @@ class JobDesc:
         return ",".join(map(str, self.data.get("excluded_nodes") or ()))
 
     @property
-    def constraint(self) -> str:
-        return str(self.data.get("constraints") or "")  # slurmrestd's name
-
-    @property
-    def exclusive(self) -> bool:
-        return bool(self.own.get("exclusive", False))
-
-    @property
     def open_mode(self) -> str:
         """``append``, ``truncate`` or "" (not asked: truncate, JobFileAppend=0); pslurm's own key."""
         mode = self.own.get("open_mode") or ""
         if mode not in ("", "append", "truncate"):
             raise SpecError(f"Invalid job request: open_mode {mode!r}")
         return str(mode)
-
-    @property
-    def gpu_mem(self) -> str:
-        return str(self.own.get("gpu_mem") or "")  # --gpu-mem as given; pslurm's own key
-
-    @property
-    def allocation(self) -> bool:
-        return bool(self.own.get("allocation"))  # psalloc's job; pslurm's own key
-
-    @property
-    def comment(self) -> str:
-        return str(self.data.get("comment") or "")
-
-    @property
-    def submit_host(self) -> str:
-        return str(self.own.get("submit_host") or "")
 
     @property
     def submit_sid(self) -> int:
@@ -222,38 +133,9 @@ class JobDesc:
         return sid
 
     @property
-    def submit_line(self) -> str:
-        return str(self.own.get("submit_line") or "")
-
-    @property
     def mem_per_cpu_mb(self) -> int:
         """--mem-per-cpu in MB (slurmrestd's ``memory_per_cpu``); 0: not asked."""
         return int(from_no_val(self.data.get("memory_per_cpu")) or 0)
-
-    @property
-    def mem_per_gpu_mb(self) -> int:
-        return int(self.own.get("mem_per_gpu_mb") or 0)
-
-    @property
-    def cpus_per_gpu(self) -> int:
-        return int(self.own.get("cpus_per_gpu") or 0)
-
-    @property
-    def mail_type(self) -> str:
-        return str(self.data.get("mail_type") or "")
-
-    @property
-    def mail_user(self) -> str:
-        return str(self.data.get("mail_user") or "")
-
-    @property
-    def command(self) -> str:
-        """The batch script's path as given to sbatch, absolute ("" for --wrap and stdin); pslurm's own key."""
-        return str(self.own.get("command") or "")
-
-    @property
-    def qos(self) -> str:
-        return str(self.data.get("qos") or "")
 
     @property
     def warn_time(self) -> int:
@@ -323,6 +205,26 @@ class JobDesc:
     def gpus(self, type_: str | None = None) -> int:
         """GPUs asked per node, of one type when ``type_`` is given (as JobSpec.gpus)."""
         return sum(g.count for g in self.gres if g.name == "gpu" and (type_ is None or g.type == type_))
+
+
+def _reader(f: Field) -> property:
+    """The property of JobDesc that reads field ``f`` (its JSON the value as it is): the row's type, its
+    default when absent (or "", 0, unset), a ``*_no_val`` number's number."""
+    key, own, kind, default = f.key, f.own, f.type, f.default
+    if default is None:
+        def get(self: JobDesc) -> Any:
+            value = (self.own if own else self.data).get(key)
+            return None if value is None else kind(value)
+    else:
+        def get(self: JobDesc) -> Any:
+            value = from_no_val((self.own if own else self.data).get(key))
+            return kind(value) if value else default
+    return property(get, doc=f"{f.name}: ``{f.json}``")
+
+
+for _field in FIELDS:
+    if not _field.json_by_hand and _field.name not in vars(JobDesc):
+        setattr(JobDesc, _field.name, _reader(_field))
 
 
 class JobInfo:

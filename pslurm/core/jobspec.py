@@ -12,7 +12,8 @@ from pslurm.core.states import JobReason, JobState
 
 @dataclass
 class JobSpec:
-    """A job request, built by the CLIs from flags and directives and checked by the controller."""
+    """A job request, built by the CLIs from flags and directives and checked by the controller. Its
+    fields are core/jobfields.py's rows, in their order and with their defaults (tests/unit/test_jobfields.py)."""
 
     name: str
     user: str

@@ -26,8 +26,8 @@ The words become a plain mapping of changes (the user API's fields, JSON-ready):
     deadline (float)    Deadline=TIME         pending jobs only
     workdir, stdout, stderr (str)  WorkDir=, StdOut=, StdErr=PATH  pending jobs only
     requeue (int)       Requeue=0|1           any job not ended
-    mail_type, mail_user (str)  MailType=, MailUser=  any job not ended (kept and shown; pslurm
-                                              sends no mail, as Slurm without a MailProg)
+    (the table's ``update`` rows, str)  MailType=, MailUser=  any job not ended (kept and shown;
+                                              pslurm sends no mail, as Slurm without a MailProg)
     throttle (int)      ArrayTaskThrottle=N   an array's tasks (0: none)
 
 Keys are scontrol's, case-insensitive, and may be cut short as scontrol allows (``TimeL=``,
@@ -41,6 +41,8 @@ module on its path); the rules import the domain when the controller calls them.
 """
 
 from __future__ import annotations
+
+from pslurm.core.jobfields import FIELDS as JOB_FIELDS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -89,14 +91,15 @@ _KEYS = (
     ("EligibleTime", 2, "begin_time"),
     ("StartTime", 2, "begin_time"),
     ("Deadline", 3, "deadline"),
-    ("MailType", 5, "mail_type"),
-    ("MailUser", 5, "mail_user"),
+    # the request's text fields any job not ended may change as they are (kept and shown): the table's
+    *((f.update, f.update_len, f.name) for f in JOB_FIELDS if f.update),
     ("WorkDir", 2, "workdir"),
 )
+_KEPT = frozenset(f.name for f in JOB_FIELDS if f.update)
 # the changes that name a field of the job's request (JobSpec) as they are: text, checked by admission
 REQUEST_TEXT = {"req_nodes": "nodelist", "exc_nodes": "exclude", "features": "constraint", "dependency": "dependency",
                 "qos": "qos", "workdir": "workdir", "stdout": "stdout", "stderr": "stderr",
-                "mail_type": "mail_type", "mail_user": "mail_user"}
+                **{name: name for name in _KEPT}}
 _INTEGERS = {"priority": 0xFFFFFFFF, "num_tasks": INT32_MAX, "min_memory_node": 2**53, "min_memory_cpu": 2**53,
              "cpus_per_task": 0xFFFF, "requeue": 0xFFFF, "throttle": INT32_MAX}
 _TIMES = frozenset({"begin_time", "deadline"})
@@ -104,7 +107,7 @@ FIELDS = frozenset({"nice", "time_limit", "partition", "name", "account", "comme
                     *REQUEST_TEXT, *_INTEGERS, *_TIMES})
 PENDING_ONLY = frozenset({"partition", "account", "num_tasks", "min_memory_node", "priority", "nice",
                           "min_memory_cpu", "cpus_per_task", "num_nodes", "gres", "begin_time", "deadline",
-                          *REQUEST_TEXT} - {"mail_type", "mail_user"})
+                          *REQUEST_TEXT} - _KEPT)
 # the changes after which a pending job is admitted again (where it may run, what it needs)
 READMIT = frozenset({"partition", "num_tasks", "min_memory_node", "min_memory_cpu", "cpus_per_task", "num_nodes",
                      "req_nodes", "exc_nodes", "features", "gres", "qos", "begin_time", "deadline"})
@@ -332,10 +335,11 @@ def update_values(job: JobRecord, changes: Mapping[str, Any], uid: int, admin: b
                   readmit: Callable[[JobSpec], int | None], account_of: AccountOf | None = None
                   ) -> tuple[dict[str, Any], dict[str, Any], str]:
     """What ``changes`` (:func:`checked_changes`' mapping) asked by ``uid`` (an operator: ``admin``)
-    write to ``job``: its columns, its request's fields, and the event's detail, in slurmctld's order
-    of checks (_update_job). Values already in force are left out. SpecError with scontrol's words for
-    the first refusal. ``readmit``: admission of the job's request again, asked when what decides
-    where a pending job may run changes (partition, task count, memory); the time limit in force.
+    write to ``job``: its own values (partition, time limit in force, priority), its request's fields
+    (JobSpec's names and values), and the event's detail, in slurmctld's order of checks (_update_job).
+    Values already in force are left out. SpecError with scontrol's words for the first refusal.
+    ``readmit``: admission of the job's request again, asked when what decides where a pending job
+    may run changes (partition, task count, memory); the time limit in force.
     ``account_of(user, asked, partition)``: the account a job charges (the associations'
     ``job_account``; None: pslurm.conf's)."""
     from dataclasses import replace
@@ -415,9 +419,6 @@ def _checked_values(job: JobRecord, changes: Mapping[str, Any], admin: bool, con
 # the fields of a request whose change has the job admitted again (where it may run, what it needs)
 _ADMITTED = frozenset({"num_nodes", "max_nodes", "nodelist", "exclude", "constraint", "gres", "qos", "cpus_per_task",
                        "mem_per_cpu_mb", "begin_time", "deadline", "dependency"})
-# the job's columns that hold a field of its request as it is
-_COLUMN_OF = {"num_nodes": "num_nodes", "nodelist": "req_nodes", "exclude": "exc_nodes", "constraint": "req_features",
-              "dependency": "dependency", "qos": "qos", "begin_time": "begin_time", "deadline": "deadline"}
 
 
 def _request_changes(job: JobRecord, changes: Mapping[str, Any], pending_only: Callable[[], None]
@@ -493,68 +494,43 @@ def _longer(limit: int | None, than: int | None, or_equal: bool = False) -> bool
 
 def _writes(job: JobRecord, changes: Mapping[str, Any], new: Mapping[str, Any]
             ) -> tuple[dict[str, Any], dict[str, Any], str]:
-    """The columns and request fields that differ from ``job``'s once ``new`` applies, and the
-    event's detail (scontrol's KEY=VALUE words of each)."""
+    """What differs from ``job`` once ``new`` applies: the job's own values (its partition, the time
+    limit in force, its priority), its request's fields (JobSpec's names and values), and the event's
+    detail (scontrol's KEY=VALUE words of each). The store keeps its columns in step with both."""
     from pslurm.core.timefmt import format_duration
 
     spec = job.spec
-    columns: dict[str, Any] = {}
+    own: dict[str, Any] = {}
     request: dict[str, Any] = {}
     words: list[str] = []
     if new["partition"] != job.partition:
-        columns["partition"] = request["partition"] = new["partition"]
+        own["partition"] = request["partition"] = new["partition"]
         words.append(f"Partition={new['partition']}")
     if new["account"] != spec.account:
-        columns["account"] = request["account"] = new["account"]
+        request["account"] = new["account"]
         words.append(f"Account={new['account']}")
     if new["ntasks"] != spec.ntasks:
         request["ntasks"] = new["ntasks"]
         words.append(f"NumTasks={new['ntasks']}")
     if new["mem_mb"] != spec.mem_mb:
-        columns["mem_mb"] = request["mem_mb"] = new["mem_mb"]
+        request["mem_mb"] = new["mem_mb"]
         words.append(f"MinMemoryNode={new['mem_mb']}")
-    _request_writes(job, new["spec"], new["request"], columns, request, words)
+    for field, value in new["request"].items():
+        request[field] = value
+        words.append(f"{field}={value}")
     if new["time_limit"] != job.time_limit or new["asked"] != spec.time_limit:
-        columns["time_limit"], request["time_limit"] = new["time_limit"], new["asked"]
+        own["time_limit"], request["time_limit"] = new["time_limit"], new["asked"]
         words.append(f"TimeLimit={format_duration(new['time_limit'])}")
     if "priority" in changes:
-        columns["admin_priority"] = columns["priority"] = int(changes["priority"])
+        own["admin_priority"] = own["priority"] = int(changes["priority"])
         words.append(f"Priority={changes['priority']}")
     if "nice" in changes and changes["nice"] != spec.nice:
-        columns["nice"] = request["nice"] = int(changes["nice"])
+        request["nice"] = int(changes["nice"])
         words.append(f"Nice={changes['nice']}")
     if new["name"] != spec.name:
-        columns["name"] = request["name"] = new["name"]
+        request["name"] = new["name"]
         words.append(f"JobName={new['name']}")
     if new["comment"] is not None and new["comment"] != spec.comment:
-        columns["comment"] = request["comment"] = str(new["comment"])
+        request["comment"] = str(new["comment"])
         words.append(f"Comment={new['comment']}")
-    return columns, request, "update " + " ".join(words)
-
-
-def _request_writes(job: JobRecord, after: JobSpec, changed: Mapping[str, Any], columns: dict[str, Any],
-                    request: dict[str, Any], words: list[str]) -> None:
-    """The writes of the request's fields ``changed`` (:func:`_request_changes`), ``after`` the
-    request once every change applies: each field, the column that holds it, the columns derived
-    from the request (its CPUs, each node's CPUs, its GRES) where they change."""
-    from pslurm.core.layout import node_cpus_text
-
-    spec = job.spec
-    for field, value in changed.items():
-        if field == "gres":
-            request[field] = [[g.name, g.type, g.count] for g in value]  # as spec_to_dict keeps it
-            columns["gres"] = ",".join(str(g) for g in value)
-        else:
-            request[field] = value
-        if field in _COLUMN_OF:
-            columns[_COLUMN_OF[field]] = value
-        if field == "requeue":
-            columns["requeue"] = value
-        if field == "array":
-            throttle = value.partition("%")[2]
-            columns["array_max_running"] = int(throttle) if throttle else None
-        words.append(f"{field}={value}")
-    if after.cpus != spec.cpus:
-        columns["cpus"] = after.cpus
-    if node_cpus_text(after) != node_cpus_text(spec):
-        columns["node_cpus"] = node_cpus_text(after)
+    return own, request, "update " + " ".join(words)

@@ -8,61 +8,35 @@ program that submits through :class:`pslurm.client.Client`.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import fields, make_dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 from pslurm.core.jobdesc import export_environment, hostlist_option, parse_mem, spec_values
+from pslurm.core.jobfields import option_fields
 from pslurm.core.jobspec import JobSpec
 
 __all__ = ["JobOptions", "build_spec", "export_environment", "hostlist_option", "parse_mem"]
 
 
-@dataclass(frozen=True)
-class JobOptions:
-    """Option values as given (strings), None where not given. Names follow sbatch's long options."""
+def _over(self: JobOptions, base: JobOptions) -> JobOptions:
+    """These options where given, ``base`` (e.g. the script's directives) elsewhere."""
+    return replace(base, **{f.name: getattr(self, f.name)  # type: ignore[type-var]
+                            for f in fields(self) if getattr(self, f.name) is not None})  # type: ignore[arg-type]
 
-    job_name: str | None = None
-    partition: str | None = None
-    time: str | None = None
-    output: str | None = None
-    error: str | None = None
-    nodes: str | None = None
-    ntasks: str | None = None
-    cpus_per_task: str | None = None
-    mem: str | None = None
-    gres: str | None = None
-    gpus: str | None = None
-    gpus_per_node: str | None = None
-    chdir: str | None = None
-    export: str | None = None
-    account: str | None = None
-    nice: str | None = None
-    dependency: str | None = None
-    array: str | None = None
-    requeue: bool | None = None
-    hold: bool | None = None
-    kill_on_invalid_dep: str | None = None
-    nodelist: str | None = None
-    exclude: str | None = None
-    constraint: str | None = None
-    exclusive: str | None = None  # "" (--exclusive), "user", "mcs": all taken as plain exclusive
-    open_mode: str | None = None
-    gpu_mem: str | None = None
-    begin: str | None = None
-    deadline: str | None = None
-    comment: str | None = None
-    signal: str | None = None
-    qos: str | None = None
-    ntasks_per_node: str | None = None
-    mem_per_cpu: str | None = None
-    mem_per_gpu: str | None = None
-    cpus_per_gpu: str | None = None
-    mail_type: str | None = None
-    mail_user: str | None = None
 
-    def over(self, base: JobOptions) -> JobOptions:
-        """These options where given, ``base`` (e.g. the script's directives) elsewhere."""
-        return replace(base, **{f.name: getattr(self, f.name) for f in fields(self)
-                                if getattr(self, f.name) is not None})
+if TYPE_CHECKING:
+    class JobOptions:
+        """Option values as given (strings; a flag's bool), None where not given; one field per
+        :func:`pslurm.core.jobfields.option_fields` name (sbatch's long options)."""
+
+        def __init__(self, **given: str | bool | None) -> None: ...
+        def __getattr__(self, name: str) -> Any: ...
+        def over(self, base: JobOptions) -> JobOptions: ...
+else:
+    JobOptions = make_dataclass(
+        "JobOptions", [(name, "str | bool | None", None) for name in option_fields()], frozen=True,
+        namespace={"over": _over, "__module__": __name__,
+                   "__doc__": "Option values as given, None where not given (sbatch's long options)."})
 
 
 def build_spec(opts: JobOptions, *, user: str, uid: int, gid: int, cwd: str, environ: Mapping[str, str],

@@ -19,6 +19,7 @@ import math
 
 from pslurm.core.clusterinfo import NODE_FIELDS, PARTITION_FIELDS, NodeInfo, PartitionInfo
 from pslurm.core.errors import SpecError
+from pslurm.core.jobfields import FIELDS
 from pslurm.core.jobinfo import JobDesc
 from pslurm.core.jobinfo import share_specs as share_specs  # the client's, beside the views
 from pslurm.core.states import JobReason, JobState
@@ -70,65 +71,64 @@ def spec_to_json(spec: JobSpec) -> Json:
 def desc_to_json(spec: Mapping[str, Any]) -> Json:
     """A ``job_desc_msg`` of a JobSpec's field values (every field, by its JobSpec name; the
     ``gres`` as GresRequests): what :func:`spec_to_json` sends, and what psbatch and psrun send
-    from :func:`pslurm.core.jobdesc.spec_values` without making the JobSpec."""
-    gres = spec["gres"]
-    data: Json = {
-        "name": spec["name"], "user_id": str(spec["uid"]), "group_id": str(spec["gid"]),
-        "current_working_directory": spec["workdir"], "argv": list(spec["argv"]),
-        "environment": [f"{k}={v}" for k, v in spec["environment"].items()],
-        "minimum_nodes": spec["num_nodes"], "maximum_nodes": spec.get("max_nodes") or spec["num_nodes"],
-        "tasks": spec["ntasks"],
-        "cpus_per_task": spec["cpus_per_task"], "memory_per_node": no_val(spec["mem_mb"] or None),
-        "tres_per_node": _tres_per_node(gres), "account": spec["account"], "nice": spec["nice"],
-        "dependency": spec["dependency"], "hold": spec["hold"], "array": spec["array"],
-        "kill_on_invalid_dependency": spec["kill_on_invalid_dep"], "time_limit": _minutes(spec["time_limit"]),
-        "required_nodes": [spec["nodelist"]] if spec["nodelist"] else [],
-        "excluded_nodes": [spec["exclude"]] if spec["exclude"] else [],
-        **({"constraints": spec["constraint"]} if spec.get("constraint") else {}),
-        "pslurm": {"user_name": spec["user"], "interactive": spec["interactive"], "gres": _gres_json(gres),
-                   "time_limit": spec["time_limit"]},
-    }
-    for own_key in ("open_mode", "gpu_mem", "allocation", "max_nodes", "exclusive", "command", "submit_host",
-                    "submit_sid", "submit_line", "mem_per_gpu_mb", "cpus_per_gpu"):
-        if spec.get(own_key):
-            data["pslurm"][own_key] = spec[own_key]
-    _slurm_keys(data, spec)
-    if spec.get("ntasks_per_node"):
-        data["tasks_per_node"] = spec["ntasks_per_node"]
-    _job_options_json(data, spec)
-    for key, name in (("script", "script"), ("partition", "partition"), ("standard_output", "stdout"),
-                      ("standard_error", "stderr"), ("requeue", "requeue")):
-        if spec[name] is not None:
-            data[key] = spec[name]
+    from :func:`pslurm.core.jobdesc.spec_values` without making the JobSpec. Slurm's own fields
+    (core/jobfields.py's ``always``) are there at their defaults too, the others only when asked."""
+    return _request_json(spec, brief=False)
+
+
+def _request_json(spec: Mapping[str, Any], brief: bool) -> Json:
+    """A ``job_desc_msg``; ``brief``: without the fields at their defaults (a reader takes an absent one
+    as its default, as :class:`JobDesc` does). The table's rows go as they are, the rest by hand."""
+    own: Json = {}
+    data: Json = {"pslurm": own}
+    spec = {f.name: spec.get(f.name, f.default) for f in FIELDS}  # a field not given is at its default
+    for f in FIELDS:
+        if f.json_by_hand:
+            continue
+        value = spec[f.name]
+        at_default = value == f.default or (brief and value == "")
+        if value is None or (at_default and (brief or not f.always)):
+            continue
+        (own if f.own else data)[f.key] = value
+    _hand_json(data, own, spec, brief)
     return data
 
 
-def _slurm_keys(data: Json, spec: Mapping[str, Any]) -> None:
-    """--mem-per-cpu, --mail-type and --mail-user in slurmrestd's names, those given only."""
-    if spec.get("mem_per_cpu_mb"):
+def _hand_json(data: Json, own: Json, spec: Mapping[str, Any], brief: bool) -> None:  # long: one line a field
+    """The fields whose JSON is not their value as it is (core/jobfields.py's ``json_by_hand``): ids as
+    text, lists, Slurm's ``*_no_val`` numbers and minutes, the GRES twice, --signal's three keys."""
+    gres, limit, num_nodes = spec["gres"], spec["time_limit"], spec["num_nodes"]
+    data["user_id"] = str(spec["uid"])
+    if spec["gid"] or not brief:
+        data["group_id"] = str(spec["gid"])
+    if spec["argv"] or not brief:
+        data["argv"] = list(spec["argv"])
+    if spec["environment"] or not brief:
+        data["environment"] = [f"{k}={v}" for k, v in spec["environment"].items()]
+    if spec["max_nodes"] or not brief:
+        data["maximum_nodes"] = spec["max_nodes"] or num_nodes
+    if spec["max_nodes"]:
+        own["max_nodes"] = spec["max_nodes"]
+    if spec["mem_mb"] or not brief:
+        data["memory_per_node"] = no_val(spec["mem_mb"] or None)
+    if gres or not brief:
+        data["tres_per_node"], own["gres"] = _tres_per_node(gres), _gres_json(gres)
+    if limit is not None or not brief:
+        data["time_limit"], own["time_limit"] = _minutes(limit), limit
+    for key, name in (("required_nodes", "nodelist"), ("excluded_nodes", "exclude")):
+        if spec[name] or not brief:
+            data[key] = [spec[name]] if spec[name] else []
+    if spec["mem_per_cpu_mb"]:
         data["memory_per_cpu"] = no_val(spec["mem_per_cpu_mb"])
-    for key in ("mail_type", "mail_user"):
-        if spec.get(key):
-            data[key] = spec[key]
-
-
-def _job_options_json(data: Json, spec: Mapping[str, Any]) -> None:
-    """--begin, --deadline, --comment, --qos and --signal in slurmrestd's names (``begin_time``,
-    ``deadline``, ``comment``, ``qos``, ``kill_warning_signal``/``_delay``/``_flags``), those given only."""
-    if spec.get("begin_time") is not None:
+    if spec["begin_time"] is not None:
         data["begin_time"] = no_val(spec["begin_time"])
-    if spec.get("deadline") is not None:
-        data["deadline"] = spec["deadline"]
-    for key in ("comment", "qos"):
-        if spec.get(key):
-            data[key] = spec[key]
-    if spec.get("warn_signal"):
+    if spec["warn_signal"]:
         from pslurm.core.signals import signal_name
 
         data["kill_warning_signal"] = signal_name(spec["warn_signal"])
-        data["kill_warning_delay"] = no_val(spec.get("warn_time") or 0)
-        data["kill_warning_flags"] = ([*(["BATCH_JOB"] if spec.get("warn_batch") else []),
-                                       *(["RESERVATION_JOB"] if spec.get("warn_reservation") else [])])
+        data["kill_warning_delay"] = no_val(spec["warn_time"] or 0)
+        data["kill_warning_flags"] = ([*(["BATCH_JOB"] if spec["warn_batch"] else []),
+                                       *(["RESERVATION_JOB"] if spec["warn_reservation"] else [])])
 
 
 def job_desc(values: Mapping[str, Any]) -> JobDesc:
@@ -222,60 +222,9 @@ def _set(value: float) -> Json:
 def brief_spec_json(spec: JobSpec, partition: str) -> Json:
     """A brief listing's ``job_desc_msg`` of a job: what a listing shows of its request, the fields
     at their defaults left out (a reader takes an absent field as its default, as :class:`JobDesc`
-    does). A light listing's specs (the store's) hold nothing else."""
-    own: Json = {}
-    data: Json = {"name": spec.name, "user_id": str(spec.uid), "pslurm": own}
-    if spec.user:
-        own["user_name"] = spec.user
-    if spec.gid:
-        data["group_id"] = str(spec.gid)
-    if spec.time_limit is not None:
-        data["time_limit"] = _set(math.ceil(spec.time_limit / 60))
-        own["time_limit"] = spec.time_limit
-    if spec.gres:
-        data["tres_per_node"] = _tres_per_node(spec.gres)
-        own["gres"] = _gres_json(spec.gres)
-    for key, value, default in (
-            ("partition", partition or spec.partition, None), ("current_working_directory", spec.workdir, ""),
-            ("minimum_nodes", spec.num_nodes, 1), ("maximum_nodes", spec.max_nodes or spec.num_nodes, 1),
-            ("tasks", spec.ntasks, 1), ("tasks_per_node", spec.ntasks_per_node, 0),
-            ("cpus_per_task", spec.cpus_per_task, 1), ("account", spec.account, ""), ("nice", spec.nice, 0),
-            ("dependency", spec.dependency, ""), ("hold", spec.hold, False), ("array", spec.array, ""),
-            ("kill_on_invalid_dependency", spec.kill_on_invalid_dep, False), ("script", spec.script, None),
-            ("standard_output", spec.stdout, None), ("standard_error", spec.stderr, None),
-            ("requeue", spec.requeue, None)):
-        if value != default and value != "":
-            data[key] = value
-    if spec.mem_mb:
-        data["memory_per_node"] = _set(spec.mem_mb)
-    if spec.argv:
-        data["argv"] = list(spec.argv)
-    if spec.environment:
-        data["environment"] = [f"{k}={v}" for k, v in spec.environment.items()]
-    if spec.nodelist:
-        data["required_nodes"] = [spec.nodelist]
-    if spec.exclude:
-        data["excluded_nodes"] = [spec.exclude]
-    if spec.constraint:
-        data["constraints"] = spec.constraint
-    if spec.interactive:
-        own["interactive"] = True
-    if spec.open_mode:
-        own["open_mode"] = spec.open_mode
-    if spec.gpu_mem:
-        own["gpu_mem"] = spec.gpu_mem
-    if spec.allocation:
-        own["allocation"] = True
-    if spec.exclusive:
-        own["exclusive"] = True
-    if spec.max_nodes:
-        own["max_nodes"] = spec.max_nodes
-    for own_key in ("command", "submit_host", "submit_sid", "submit_line", "mem_per_gpu_mb", "cpus_per_gpu"):
-        if getattr(spec, own_key):
-            own[own_key] = getattr(spec, own_key)
-    _slurm_keys(data, vars(spec))
-    _job_options_json(data, vars(spec))
-    return data
+    does); ``partition``: the one it was accepted into. A light listing's specs (the store's) hold
+    nothing else."""
+    return _request_json({**vars(spec), "partition": partition or spec.partition}, brief=True)
 
 
 def job_to_brief_json(job: JobRecord, specs: dict[int, int]) -> Json:

@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from typing import Any, cast
 
 from pslurm.core.gres import GresRequest
+from pslurm.core.jobfields import FIELDS
 from pslurm.core.jobspec import JobRecord, JobSpec
 from pslurm.core.node import GpuInfo
 from pslurm.core.states import JobReason, JobState
@@ -52,43 +53,36 @@ def gres_from_pb(items: Iterable[pb.Gres]) -> tuple[GresRequest, ...]:
 
 
 def spec_to_pb(spec: JobSpec) -> pb.JobSpec:
-    msg = pb.JobSpec(
-        name=spec.name, user=spec.user, uid=spec.uid, gid=spec.gid, workdir=spec.workdir,
-        argv=list(spec.argv), environment=spec.environment, partition=spec.partition or "",
-        num_nodes=spec.num_nodes, ntasks=spec.ntasks, cpus_per_task=spec.cpus_per_task, mem_mb=spec.mem_mb,
-        gres=gres_to_pb(spec.gres), interactive=spec.interactive, account=spec.account, nice=spec.nice,
-        dependency=spec.dependency, hold=spec.hold, array=spec.array, kill_on_invalid_dep=spec.kill_on_invalid_dep,
-        nodelist=spec.nodelist, exclude=spec.exclude, open_mode=spec.open_mode, gpu_mem=spec.gpu_mem,
-        allocation=spec.allocation, max_nodes=spec.max_nodes, ntasks_per_node=spec.ntasks_per_node,
-        constraint=spec.constraint, exclusive=spec.exclusive,
-    )
-    _set_present(msg, spec, _SPEC_OPTIONAL)
-    for name in _SPEC_GIVEN:  # set only when given: a request without them is the message it always was
-        value = getattr(spec, name)
-        if value:
-            setattr(msg, name, value)
-    return msg
+    """The wire's JobSpec: each field core/jobfields.py gives a ``wire`` number; one that says whether it
+    is set (``optional``) only when it is not its default, so that a request without the newer fields
+    is the message it always was."""
+    values: dict[str, Any] = {}
+    for f in _WIRE:
+        value = getattr(spec, f.name)
+        if value is not None and (f.name not in _PRESENCE or value != f.default):
+            values[f.name] = gres_to_pb(value) if f.name == "gres" else value
+    return pb.JobSpec(**values)
 
 
 def spec_from_pb(msg: pb.JobSpec) -> JobSpec:
-    return JobSpec(
-        name=msg.name, user=msg.user, uid=msg.uid, gid=msg.gid, workdir=msg.workdir,
-        script=msg.script if msg.HasField("script") else None, argv=tuple(msg.argv),
-        environment=dict(msg.environment), partition=msg.partition or None,
-        stdout=msg.stdout if msg.HasField("stdout") else None,
-        stderr=msg.stderr if msg.HasField("stderr") else None,
-        time_limit=msg.time_limit if msg.HasField("time_limit") else None,
-        num_nodes=msg.num_nodes or 1, ntasks=msg.ntasks or 1, cpus_per_task=msg.cpus_per_task or 1,
-        mem_mb=msg.mem_mb, gres=gres_from_pb(msg.gres), interactive=msg.interactive, account=msg.account,
-        nice=msg.nice, dependency=msg.dependency, requeue=msg.requeue if msg.HasField("requeue") else None,
-        hold=msg.hold, array=msg.array, kill_on_invalid_dep=msg.kill_on_invalid_dep, nodelist=msg.nodelist,
-        exclude=msg.exclude, open_mode=msg.open_mode, gpu_mem=msg.gpu_mem,
-        begin_time=msg.begin_time if msg.HasField("begin_time") else None,
-        deadline=msg.deadline if msg.HasField("deadline") else None, comment=msg.comment, qos=msg.qos,
-        warn_signal=msg.warn_signal, warn_time=msg.warn_time, warn_batch=msg.warn_batch,
-        warn_reservation=msg.warn_reservation, allocation=msg.allocation, max_nodes=msg.max_nodes,
-        ntasks_per_node=msg.ntasks_per_node, constraint=msg.constraint, exclusive=msg.exclusive,
-    )
+    """The JobSpec of the wire's: a field unset (or, without presence, at the wire's zero) is its
+    default; the fields the agents are not sent are at theirs."""
+    values: dict[str, Any] = {}
+    for f in _WIRE:
+        if f.name in _PRESENCE:
+            values[f.name] = getattr(msg, f.name) if msg.HasField(f.name) else f.default
+        elif f.name == "gres":
+            values[f.name] = gres_from_pb(msg.gres)
+        else:
+            value = getattr(msg, f.name)
+            values[f.name] = (tuple(value) if f.type is tuple else dict(value) if f.type is dict
+                              else value or f.default)
+    return JobSpec(**values)
+
+
+_WIRE = tuple(f for f in FIELDS if f.wire)
+# the wire's fields that say whether they are set (proto3 ``optional``)
+_PRESENCE = frozenset(f.name for f in pb.JobSpec.DESCRIPTOR.fields if f.has_presence)
 
 
 def job_to_pb(job: JobRecord, specs: dict[int, pb.JobSpec] | None = None) -> pb.Job:
@@ -119,9 +113,6 @@ def job_to_pb(job: JobRecord, specs: dict[int, pb.JobSpec] | None = None) -> pb.
 # Job fields that are unset on the wire when the record has None (times not reached, usage not measured).
 _JOB_OPTIONAL = ("start_estimate", "start_time", "end_time", "time_limit", "gpu_seconds", "peak_gpu_memory_mb",
                  "mean_gpu_util", "eligible_time", "max_rss_kb")
-_SPEC_OPTIONAL = ("requeue", "script", "stdout", "stderr", "time_limit")
-# Spec fields the wire carries only when they are not their default (0, "", False, None).
-_SPEC_GIVEN = ("begin_time", "deadline", "comment", "qos", "warn_signal", "warn_time", "warn_batch", "warn_reservation")
 
 
 def _set_present(msg: Any, source: object, names: tuple[str, ...]) -> None:

@@ -120,14 +120,14 @@ def test_the_rules_readmit_only_what_changes_where_a_job_may_run() -> None:
         asked.append(spec)
         return 300
 
-    columns, request, detail = update_values(_record(), {"name": "x", "time_limit": "20"}, ANA, False, config,
-                                             readmit)
+    own, request, detail = update_values(_record(), {"name": "x", "time_limit": "20"}, ANA, False, config,
+                                         readmit)
     assert asked == [] and detail == "update TimeLimit=20:00 JobName=x"
-    assert (columns, request) == ({"time_limit": 1200, "name": "x"}, {"time_limit": 1200, "name": "x"})
-    columns, _, detail = update_values(_record(), {"partition": "short", "time_limit": "4"}, 0, True, config,
+    assert (own, request) == ({"time_limit": 1200}, {"time_limit": 1200, "name": "x"})  # the store's columns follow
+    own, _, detail = update_values(_record(), {"partition": "short", "time_limit": "4"}, 0, True, config,
                                        readmit)
     assert [(s.partition, s.time_limit) for s in asked] == [("short", 240)]  # the limit asked goes with it
-    assert columns == {"partition": "short", "time_limit": 300}  # the one in force: admission's
+    assert own == {"partition": "short", "time_limit": 300}  # the one in force: admission's
     assert detail == "update Partition=short TimeLimit=5:00"
 
 

@@ -61,14 +61,14 @@ from pslurm.controller.store.records import (
     usage_record,
 )
 from pslurm.controller.store.schema import job_events, job_nodes, job_steps, jobs, nodes
-from pslurm.controller.store.specs import SpecReader, insert_spec, merged_overrides
+from pslurm.controller.store.specs import SpecReader, insert_spec, json_ready, merged_overrides, spec_columns
 from pslurm.controller.store.writer import GroupCommit
 from pslurm.core import lifecycle
 from pslurm.core.arrays import format_ranges
 from pslurm.core.gres import GresRequest
 from pslurm.core.hostlists import expand
+from pslurm.core.jobfields import FIELDS as JOB_FIELDS
 from pslurm.core.jobspec import JobRecord, JobSpec
-from pslurm.core.layout import node_cpus_text
 from pslurm.core.lifecycle import Change, JobFlags
 from pslurm.core.node import NodeRecord
 from pslurm.core.states import NODE_TRANSITIONS, InvalidTransition, JobReason, JobState, NodeState
@@ -141,19 +141,14 @@ class Store:
         job id) and its submit events in one transaction; return its id (the array's id). ``assoc_id``:
         the association it is charged to (0: none)."""
         values = dict(
-            name=spec.name, user_name=spec.user, uid=spec.uid, partition=partition,
+            spec_columns(spec), partition=partition,
             state=JobState.PENDING.value, reason=JobReason.JOB_HELD_USER if spec.hold else JobReason.NONE,
             reason_prev=JobReason.JOB_HELD_USER if spec.hold else JobReason.NONE,
-            submit_time=now, time_limit=time_limit,
-            cpus=spec.cpus, mem_mb=spec.mem_mb, gres=gres_to_column(spec.gres), gpu_indices="",
+            submit_time=now, time_limit=time_limit, gpu_indices="",
             exit_code=0, exit_signal=0, cancel_requested=False, spec="", spec_overrides="",
-            account=spec.account, nice=spec.nice, dependency=spec.dependency,
-            kill_on_invalid_dep=spec.kill_on_invalid_dep, hold="user" if spec.hold else "", requeue=requeue,
+            hold="user" if spec.hold else "", requeue=requeue,
             requeue_requested=False, restarts=0, priority=0, array_max_running=throttle,
-            array_job_id=None, array_task_id=array_ids[0] if array_ids else None,
-            req_nodes=spec.nodelist, exc_nodes=spec.exclude, begin_time=spec.begin_time, deadline=spec.deadline,
-            comment=spec.comment, qos=spec.qos, num_nodes=spec.num_nodes, node_cpus=node_cpus_text(spec),
-            req_features=spec.constraint, exclusive=spec.exclusive, assoc_id=assoc_id or None,
+            array_job_id=None, array_task_id=array_ids[0] if array_ids else None, assoc_id=assoc_id or None,
         )
 
         def work(conn: Connection) -> list[int]:
@@ -418,25 +413,34 @@ class Store:
         return changed
 
     def update_fields(self, job_id: int, state: JobState, restarts: int, now: float, detail: str,
-                      columns: Mapping[str, Any], request: Mapping[str, Any]) -> bool:
-        """pscontrol update JobId=: set fields that are not the job's state (``columns``: its own
-        columns; ``request``: the same fields of its request, kept in step as the job's own
-        overrides of the request it shares with its array's other tasks, store/specs.py) as one
+                      own: Mapping[str, Any], request: Mapping[str, Any]) -> bool:
+        """pscontrol update JobId=: set fields that are not the job's state (``own``: the job's own
+        values, its partition, time limit in force and priority; ``request``: fields of its request,
+        JobSpec's names and values, kept as the job's own overrides of the request it shares with its
+        array's other tasks, store/specs.py, and its columns set from the request so changed) as one
         compare-and-set on the state and run the caller read, so that a field only a pending job may
         change is never written once it started, plus an ``update`` event row. False, with nothing
         written, when the job changed meanwhile."""
-        if not columns.keys() <= _UPDATABLE or not request.keys() <= _UPDATABLE_REQUEST:
-            raise ValueError(f"not a job's updatable field: {sorted({*columns, *request})}")
+        if not own.keys() <= _UPDATABLE or not request.keys() <= _UPDATABLE_REQUEST:
+            raise ValueError(f"not a job's updatable field: {sorted({*own, *request})}")
         c = jobs.c
         same = (c.job_id == job_id, c.state == state.value, c.restarts == restarts)
 
         def work(conn: Connection) -> bool:
-            row = conn.execute(select(c.spec_overrides).where(*same)).first()
+            row = conn.execute(select(c.spec_id, c.spec_overrides).where(*same)).first()
             if row is None:
                 return False
-            values = {k: v for k, v in columns.items() if k in c}  # a field only the request has (comment)
+            values = dict(own)
             if request:
-                values["spec_overrides"] = merged_overrides(row.spec_overrides, request)
+                values["spec_overrides"] = merged_overrides(row.spec_overrides, json_ready(request))
+                reader = SpecReader()
+                reader.load(conn, [row.spec_id])
+                values.update(spec_columns(reader.spec(row.spec_id, values["spec_overrides"])))
+                if "requeue" in request:  # the job's own flag follows its request's
+                    values["requeue"] = bool(request["requeue"])
+                if "array" in request:  # the %N throttle
+                    throttle = str(request["array"]).partition("%")[2]
+                    values["array_max_running"] = int(throttle) if throttle else None
             result = conn.execute(update(jobs).where(*same).values(**values))
             if result.rowcount != 1:
                 return False
@@ -911,15 +915,12 @@ def _end_decision(e: RunEnd) -> Callable[[JobFlags], Change]:
                                         e.usage, e.comment)
 
 
-# What pscontrol update JobId= may set (Store.update_fields): the job's columns, and the request's
-# fields kept in step with them; never the state, hold or flags, which are the lifecycle's.
-_UPDATABLE = frozenset({"name", "account", "partition", "time_limit", "cpus", "mem_mb", "nice", "admin_priority",
-                        "priority", "comment", "num_nodes", "node_cpus", "req_nodes", "exc_nodes", "req_features",
-                        "gres", "dependency", "qos", "begin_time", "deadline", "requeue", "array_max_running"})
-_UPDATABLE_REQUEST = frozenset({"name", "account", "partition", "time_limit", "ntasks", "mem_mb", "nice", "comment",
-                                "num_nodes", "max_nodes", "nodelist", "exclude", "constraint", "gres", "dependency",
-                                "qos", "begin_time", "deadline", "requeue", "cpus_per_task", "mem_per_cpu_mb",
-                                "workdir", "stdout", "stderr", "mail_type", "mail_user", "array"})
+# What pscontrol update JobId= may set (Store.update_fields): the job's own values, and its request's
+# fields (the columns that hold them follow); never the state, hold or flags, which are the lifecycle's,
+# nor who it is and what it runs.
+_UPDATABLE = frozenset({"partition", "time_limit", "admin_priority", "priority"})
+_UPDATABLE_REQUEST = frozenset(f.name for f in JOB_FIELDS) - {"user", "uid", "gid", "script", "argv", "environment",
+                                                              "interactive", "allocation"}
 
 _FLAG_COLUMNS = (jobs.c.state, jobs.c.hold, jobs.c.cancel_requested, jobs.c.requeue_requested, jobs.c.requeue,
                  jobs.c.restarts, jobs.c.node, jobs.c.relinquish_code, jobs.c.nodes, jobs.c.suspend_time,

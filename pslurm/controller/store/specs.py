@@ -15,11 +15,39 @@ from typing import Any
 
 from sqlalchemy import Connection, insert, select
 
+from pslurm.controller.store.records import gres_to_column
 from pslurm.controller.store.schema import job_specs
 from pslurm.core.jobspec import JobSpec, spec_from_dict, spec_to_dict
+from pslurm.core.layout import node_cpus_text
 
 SpecKey = tuple[int, str]  # (spec_id, spec_overrides): the records that share it share one JobSpec
 _CHUNK = 1000  # ids per IN list
+
+
+# The ``jobs`` columns that hold a field of the request as it is (core/jobfields.py's ``column`` rows), by
+# the field's name, for the reads that need no request (the scheduler's queue, listings, accounting).
+# ``partition`` and ``time_limit`` are the job's own (the partition it was accepted into, the limit in
+# force: admission's), ``gres`` is text; ``cpus`` and ``node_cpus`` are figures of the request.
+SPEC_COLUMNS = {
+    "name": "name", "user": "user_name", "uid": "uid", "num_nodes": "num_nodes", "mem_mb": "mem_mb",
+    "account": "account", "nice": "nice", "dependency": "dependency", "kill_on_invalid_dep": "kill_on_invalid_dep",
+    "nodelist": "req_nodes", "exclude": "exc_nodes", "constraint": "req_features", "exclusive": "exclusive",
+    "begin_time": "begin_time", "deadline": "deadline", "comment": "comment", "qos": "qos",
+}
+JOB_OWN_COLUMNS = ("partition", "time_limit")
+
+
+def spec_columns(spec: JobSpec) -> dict[str, Any]:
+    """The ``jobs`` columns a request sets (but the job's own): at submit, and again once an update changed it."""
+    values = {column: getattr(spec, name) for name, column in SPEC_COLUMNS.items()}
+    values.update(gres=gres_to_column(spec.gres), cpus=spec.cpus, node_cpus=node_cpus_text(spec))
+    return values
+
+
+def json_ready(request: Mapping[str, Any]) -> dict[str, Any]:
+    """Fields of a request (JobSpec's values) as the store keeps them (:func:`spec_to_dict`'s forms)."""
+    return {k: [[g.name, g.type, g.count] for g in v] if k == "gres" else list(v) if k == "argv" else v
+            for k, v in request.items()}
 
 
 def insert_spec(conn: Connection, spec: JobSpec) -> int:
