@@ -220,12 +220,14 @@ def _api(parts: Parts, auth: Authenticator, config: ClusterConfig, role: failove
     from pslurm.controller.rest.observed import WebObservability
     from pslurm.controller.rest.relay import AgentRelay
     from pslurm.controller.rest.routes import Api
+    from pslurm.controller.rest.slurm_routes import SlurmApi
     from pslurm.controller.rest.stats_relay import StatsRelay
 
     api = Api(parts.jobs, parts.scheduler, parts.monitor, parts.watch, AgentRelay(for_agent), parts.steps, role=role)
     tokens = TokenCheck(load_or_create_key(key_path(config.state_dir, config.extra)))  # scontrol token's JWT
     diag = Diag(parts.store, observer.measurements)  # sdiag's figures: the observer's scheduler passes
     api.more.append(AcctApi(api, parts.assocs, tokens, diag, StatsRelay(for_agent)))
+    api.more.append(SlurmApi(api, parts.assocs.current, diag))  # slurmrestd v0.0.41-v0.0.44
     return api, WebObservability(observer, auth, api, tokens.identity), tokens
 
 
