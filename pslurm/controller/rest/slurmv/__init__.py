@@ -2,8 +2,9 @@
 
 The objects are built once, in v0.0.44's shapes (``rest/slurmshapes.py``); a version is what its
 OpenAPI spec has otherwise: the fields it has not yet (taken out, by object), and the few replies
-whose structure changed between versions (:class:`Version`'s flags). ``tests/unit/test_slurm_versions.py``
-parses every reply through the models generated from Slurm 25.11's spec (PyPI's ``slurmrestapi``).
+whose structure changed between versions (:class:`Version`'s flags). tests/integration/test_slurm_versions.py
+and tests/acceptance/test_rest_versions.py parse every reply through the models generated from Slurm
+25.11's spec (PyPI's ``slurmrestapi``), refusing any field a version's spec has not.
 """
 
 from __future__ import annotations
