@@ -28,6 +28,7 @@ log = logging.getLogger("psctld")
 HEALTH_PATHS = frozenset({"/livez", "/healthz", "/readyz"})
 ROOT_PATHS = frozenset({"/"}) | HEALTH_PATHS  # served without a credential
 Probe = tuple[str, bool, str]  # name, passed, what it found
+PROBE_REUSE = 1.0  # seconds a readiness answer is reused
 
 
 def probes(api: Any) -> Callable[[], list[Probe]]:
@@ -62,6 +63,8 @@ class Health:
         self.probes, self.auth, self.tokens, self.operators = probes(api), auth, tokens, operators
         self.dashboard = dashboard
         self.executor: Executor | None = None
+        self._found: tuple[float, list[Probe]] | None = None  # the last probes' answer and when
+        self._probing: asyncio.Lock | None = None  # made on the server's loop
 
     def add_routes(self, app: web.Application, executor: Executor) -> None:
         self.executor = executor
@@ -79,15 +82,28 @@ class Health:
             refused = self._refusal(request)
             if refused is not None:
                 return refused
-        try:
-            found = await asyncio.get_running_loop().run_in_executor(self.executor, self.probes)
-        except Exception as exc:  # noqa: BLE001 - a probe that fails is not ready
-            found = [("controller", False, f"{type(exc).__name__}")]
+        found = await self._probe()
         ready = all(ok for _, ok, _ in found)
         if not verbose:
             return web.Response(status=204 if ready else 500)
         text = "".join(f"{name}: {'ready' if ok else 'not ready'} ({what})\n" for name, ok, what in found)
         return web.Response(status=200 if ready else 500, text=text)
+
+    async def _probe(self) -> list[Probe]:
+        """The probes' answer: one run at a time, reused for PROBE_REUSE seconds, so that a flood of
+        unauthenticated probes costs the store one read a second and holds one thread of the pool."""
+        loop = asyncio.get_running_loop()
+        if self._probing is None:
+            self._probing = asyncio.Lock()
+        async with self._probing:
+            if self._found is not None and loop.time() - self._found[0] < PROBE_REUSE:
+                return self._found[1]
+            try:
+                found = await loop.run_in_executor(self.executor, self.probes)
+            except Exception as exc:  # noqa: BLE001 - a probe that fails is not ready
+                found = [("controller", False, f"{type(exc).__name__}")]
+            self._found = (loop.time(), found)
+            return found
 
     def _refusal(self, request: web.Request) -> web.StreamResponse | None:
         """None when the caller may see the verbose probes (root or the SlurmUser), else slurmrestd's refusal."""
