@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pslurm.auth.credential import AuthError, Identity
-from pslurm.controller.rest.dashlink import LoginCodes
+from pslurm.controller.rest.dashlink import MAX_PER_USER, LoginCodes
 
 
 class Clock:
@@ -45,3 +45,13 @@ def test_codes_are_bounded_the_oldest_dropped() -> None:
     with pytest.raises(AuthError, match="not one this controller gave"):
         codes.redeem(issued[0])
     assert codes.redeem(issued[3]).uid == 1003
+
+
+def test_one_user_cannot_crowd_out_anothers_codes() -> None:
+    codes = LoginCodes(clock=Clock(), max_codes=MAX_PER_USER + 2)
+    others = codes.issue(Identity(1002, 1002))
+    mine = [codes.issue(Identity(1001, 1001)) for _ in range(3 * MAX_PER_USER)]
+    assert codes.redeem(others).uid == 1002  # still there: only the asker's own oldest went
+    assert codes.redeem(mine[-1]).uid == 1001
+    with pytest.raises(AuthError, match="not one this controller gave"):
+        codes.redeem(mine[0])

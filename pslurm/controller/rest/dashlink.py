@@ -6,7 +6,7 @@ every command sends); the controller answers with a URL holding a random code, g
 code and answers with the session cookie the login page gives, then the dashboard. A code used
 again, unknown or expired is refused with the login page and its reason. The link carries no
 lasting secret: the code is worth nothing once used or a minute old, and it opens the dashboard
-only (the cookie never opens the API). Codes live in psctld's memory (only their hashes), bounded.
+only (the cookie never opens the API). Codes live in psctld's memory (only their hashes), bounded in all and per user.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 CODE_TTL = 60.0  # seconds a link opens the dashboard
 MAX_CODES = 1000  # codes (unused and recently spent) kept at most: past it the oldest go
+MAX_PER_USER = 8  # a user's unused codes at most: past it their oldest goes (nobody crowds out the others')
 LINK_PATH = "/dashboard/login/link"  # under the login page's open prefix: no session needed to reach it
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -54,6 +55,9 @@ class LoginCodes:
         now = self.clock()
         with self._lock:
             for key in [k for k, (_, expiry) in self._codes.items() if expiry < now]:
+                del self._codes[key]
+            mine = [k for k, (i, _) in self._codes.items() if i is not None and i.uid == who.uid]
+            for key in mine[:max(0, len(mine) - MAX_PER_USER + 1)]:
                 del self._codes[key]
             while len(self._codes) >= self.max_codes:
                 self._codes.popitem(last=False)
