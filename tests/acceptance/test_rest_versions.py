@@ -73,7 +73,10 @@ def test_a_client_generated_from_slurm_25_11s_spec_works_unchanged(cluster: Clus
     [job] = c.call("slurm", "get_job", "OpenapiJobInfoResp", str(job_id))["jobs"]
     assert job["name"] == f"gen-{version}" and job["job_state"] == ["PENDING"] and job["hold"] is True
     assert job["time_limit"] == {"set": True, "infinite": False, "number": 5}
-    assert any(j["job_id"] == job_id for j in c.call("slurm", "get_jobs", "OpenapiJobInfoResp")["jobs"])
+    [listed] = [j for j in c.call("slurm", "get_jobs", "OpenapiJobInfoResp")["jobs"] if j["job_id"] == job_id]
+    stable = ("name", "current_working_directory", "group_id", "group_name", "standard_output", "time_limit")
+    assert {k: listed[k] for k in stable} == {k: job[k] for k in stable}  # the listing has the whole request
+    assert job["current_working_directory"] == str(tmp_path) and job["group_id"] == os.getgid()
 
     update = c.call("slurm", "post_job", "OpenapiJobPostResponse", str(job_id),
                     c.desc(name=f"renamed-{version}", time_limit={"set": True, "infinite": False, "number": 3}))
@@ -89,6 +92,7 @@ def test_a_client_generated_from_slurm_25_11s_spec_works_unchanged(cluster: Clus
     jobs = c.call("slurmdb", "get_jobs", "OpenapiSlurmdbdJobsResp")["jobs"]
     [mine] = [j for j in jobs if j["job_id"] == job_id]
     assert mine["state"]["current"] == ["CANCELLED"] and mine["name"] == f"renamed-{version}"
+    assert mine["working_directory"] == str(tmp_path) and mine["time"]["limit"]["number"] == 3
     accounts = c.call("slurmdb", "get_accounts", "OpenapiAccountsResp")["accounts"]
     assert accounts and all(a["name"] and a["organization"] for a in accounts)
     assocs = c.call("slurmdb", "get_associations", "OpenapiAssocsResp")["associations"]

@@ -17,6 +17,7 @@ from aiohttp import web
 
 from pslurm.controller.errors import NotFound
 from pslurm.controller.rest import access, slurmshapes
+from pslurm.controller.rest.listing import PAGE_JOBS
 from pslurm.controller.rest.routes import ApiError, _caller, _reply
 from pslurm.controller.rest.slurmv import Json, Version
 from pslurm.controller.rest.slurmv.v0041 import VERSION as V41
@@ -89,9 +90,22 @@ class SlurmApi:
 
     # -- slurmctld's -------------------------------------------------------------------------
 
+    def _every_job(self, include_finished: bool, encode: Callable[[Any], Json]) -> list[Json]:
+        """Every job (the queue, or every one kept with ``include_finished``) encoded, read a page at a
+        time: the whole requests (a job's directory, output paths, its group) are read, but no more
+        than a page of them is held at once."""
+        store, out, after, more = self.api.service.store, [], 0, True
+        while more:
+            found = store.job_page((), (), (), include_finished, None, False, after, PAGE_JOBS)
+            out += [encode(job) for job in found.jobs]
+            after, more = found.last_id, found.full
+        return out
+
     async def jobs(self, version: Version, request: web.Request) -> web.StreamResponse:
-        found = await self.api._run(lambda: self.api.service.jobs(light=True))
-        return self._jobs_reply(version, found)
+        found = await self.api._run(lambda: self._every_job(False, slurmshapes.job_info))
+        now = slurmshapes.no_val(int(time.time()))
+        return self._reply(version, {"jobs": [version.shape("job_info", j) for j in found],
+                                     "last_backfill": now, "last_update": now})
 
     async def job(self, version: Version, request: web.Request) -> web.StreamResponse:
         return self._jobs_reply(version, await self.api._run(functools.partial(self._named, request)))
@@ -167,8 +181,9 @@ class SlurmApi:
     # -- slurmdbd's --------------------------------------------------------------------------
 
     async def db_jobs(self, version: Version, request: web.Request) -> web.StreamResponse:
-        found = await self.api._run(lambda: self.api.service.jobs(include_finished=True, light=True))
-        return self._db_jobs(version, found)
+        cluster = self.api.config.cluster_name
+        found = await self.api._run(lambda: self._every_job(True, lambda job: slurmshapes.db_job(job, cluster)))
+        return self._reply(version, {"jobs": [version.shape("db_job", j) for j in found]}, "slurmdbd")
 
     async def db_job(self, version: Version, request: web.Request) -> web.StreamResponse:
         return self._db_jobs(version, await self.api._run(functools.partial(self._named, request)))
