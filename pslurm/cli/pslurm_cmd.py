@@ -111,6 +111,16 @@ def make_app() -> typer.Typer:
                 *(["-N", node_name] if node_name else []), *(["--gpu"] if gpu else [])]
         os.execv(sys.executable, argv)  # a program of its own: it runs the agent's cgroup and GPU code
 
+    @app.command()
+    def dashboard() -> None:
+        """Print a link that opens the web dashboard logged in as you (good once, for a minute)."""
+        from pslurm.cli.common import connect_api, reporting
+
+        with reporting(PROG):
+            found = connect_api(PROG).request("POST", "/pslurm/v1/dashboard/link", {})
+        print(f"Open the dashboard (the link works once, within {found['expires_in']} seconds):")
+        print(found["url"])
+
     # light: lxc's commands import pslurm.lxc when they run
     from pslurm.cli import accounts_cmd, compat, lxc_cmd, units_cmd
 

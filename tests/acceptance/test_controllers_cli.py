@@ -5,6 +5,7 @@ stream ends with one line), and the refusals
 
 from __future__ import annotations
 
+import http.client
 import os
 import signal
 import threading
@@ -12,6 +13,18 @@ import time
 from pathlib import Path
 
 from tests.conftest import Cluster, cli, fresh_pg_database, wait_for
+
+
+def readyz(host: str, cluster: Cluster) -> int:
+    """slurmrestd's readiness probe of the controller at ``host``: 204 ready, 500 not."""
+    from pslurm.core.config import load_cluster_config
+
+    conn = http.client.HTTPConnection(host, load_cluster_config(str(cluster.conf)).rest_port, timeout=30)
+    try:
+        conn.request("GET", "/readyz")
+        return conn.getresponse().status
+    finally:
+        conn.close()
 
 
 def test_ping_and_takeover_with_one_controller(cluster: Cluster) -> None:
@@ -45,6 +58,7 @@ def test_a_local_cluster_with_a_backup_fails_over_under_the_commands(tmp_path: P
             cluster = Cluster(state)
             ping = cluster.run("pscontrol", "ping")
             assert ping.stdout == "Slurmctld(primary) at ctl0 is UP\nSlurmctld(backup) at ctl1 is UP\n"
+            assert (readyz("127.0.0.1", cluster), readyz("127.0.0.2", cluster)) == (204, 500)  # the backup stands by
             bad = cluster.run("pscontrol", "takeover", "2")
             assert bad.returncode == 1 and bad.stderr == "pscontrol: error: takeover: invalid backup controller " \
                                                          "index (2)\n"
@@ -77,5 +91,6 @@ def test_a_local_cluster_with_a_backup_fails_over_under_the_commands(tmp_path: P
             ping = cluster.run("pscontrol", "ping")
             assert ping.returncode == 0 and ping.stdout.startswith(
                 "Slurmctld(primary) at ctl0 is DOWN\nSlurmctld(backup) at ctl1 is UP\n"), ping.stdout
+            assert readyz("127.0.0.2", cluster) == 204  # the backup took over: ready
         finally:
             cli("pslurm", "down", "--state-dir", str(state), timeout=60)

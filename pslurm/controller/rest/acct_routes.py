@@ -44,7 +44,7 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", f"{PSLURM}/efficiency", "efficiency", "What jobs held and what their agents measured: CPU "
           "time, MaxRSS, GPU use (seff)", query=("job_id",), tags=("pslurm",)),
     *(Route("GET", f"/slurm/{version}/diag", "diag_reply", "The controller's figures (sdiag): scheduler passes, job "
-            "counters", tags=("slurm",)) for version in ("v0.0.40", "v0.0.41", "v0.0.42")),
+            "counters", tags=("slurm",)) for version in ("v0.0.40",)),  # v0.0.41+: rest/slurm_routes.py
     Route("GET", f"{PSLURM}/job/{{job_id}}/stat", "job_stat", "What a running job's tasks use now, from "
           "each of its nodes (sstat): CPU time, RSS, VM size, pages, I/O, the job's cgroup and GPUs",
           tags=("pslurm",)),

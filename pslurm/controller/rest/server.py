@@ -39,6 +39,7 @@ from pslurm.auth.jwt import TOKEN_HEADER, TokenCheck
 from pslurm.auth.ratelimit import TokenBuckets
 from pslurm.auth.transport import MAX_REQUEST_BYTES, METADATA_KEY, Authenticator
 from pslurm.controller.limits import ServerLimits
+from pslurm.controller.rest.health import ROOT_PATHS, Health
 from pslurm.controller.rest.routes import IDENTITY, ROUTES, error_body
 
 if TYPE_CHECKING:
@@ -46,7 +47,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("psctld")
 SHUTDOWN_GRACE = 1.0  # seconds a stopping server gives the requests under way
-OPEN_PATHS = frozenset({"/openapi/v3"})  # served without a credential: it says nothing about the cluster
+# served without a credential: they say nothing about the cluster (health.py: the probes and the root's redirect)
+OPEN_PATHS = frozenset({"/openapi/v3"}) | ROOT_PATHS
 # the routes whose handler lasts as long as what it follows: a job's or step's updates, output, input
 STREAMS = frozenset((r.method, r.path) for r in ROUTES if r.streams or r.body.startswith("bytes"))
 RATE_LIMITED = "Rate limit exceeded, please retry momentarily"  # slurm_strerror(SLURMCTLD_COMMUNICATIONS_BACKOFF)
@@ -258,6 +260,8 @@ class RestServer:
         if observed is not None:
             middlewares.insert(0, observed.middleware())
         app = web.Application(middlewares=middlewares, client_max_size=MAX_REQUEST_BYTES)
+        health = Health(self.api, self.auth, self.tokens, self.gate.operators, dashboard=observed is not None)
+        health.add_routes(app, self.executor)  # first: before a standing-by controller's catch-all refusal
         self.api.add_routes(app, self.executor)
         if observed is not None:
             observed.add_routes(app, self.executor)
