@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from pslurm.auth.jwt import TokenCheck
+from pslurm.auth.credential import AuthError
+from pslurm.auth.jwt import TOKEN_EXPIRES, TokenCheck
 from pslurm.controller.assocs import AssocService
 from pslurm.controller.diag import Diag
 from pslurm.controller.metrics import Measurements
@@ -115,8 +116,12 @@ class AcctApi:
         user = str(body.get("username") or own)
         if user != own and caller.uid not in self.api.service.operators:
             raise ApiError(403, "Access/permission denied: only an operator may ask a token for another user")
-        tokens = self.tokens
-        return _reply({"token": tokens.issue(user, lifespan)})
+        try:  # AuthAltParameters' bounds; never past the expiry of a token that asks (auth/jwt.py)
+            token = self.tokens.issue(user, lifespan, operator=caller.uid in self.api.service.operators,
+                                      not_after=request.get(TOKEN_EXPIRES))
+        except AuthError as exc:
+            raise ApiError(403, str(exc)) from None
+        return _reply({"token": token})
 
     async def diag_reply(self, request: web.Request) -> web.StreamResponse:
         return _reply({"statistics": await self.api._run(self.diag.statistics)})

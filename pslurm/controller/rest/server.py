@@ -39,7 +39,7 @@ from aiohttp.web_protocol import RequestHandler
 from aiohttp.web_request import BaseRequest
 
 from pslurm.auth.credential import AuthError, Identity
-from pslurm.auth.jwt import TOKEN_HEADER, TokenCheck
+from pslurm.auth.jwt import TOKEN_EXPIRES, TOKEN_HEADER, TokenCheck
 from pslurm.auth.ratelimit import TokenBuckets
 from pslurm.auth.transport import MAX_REQUEST_BYTES, METADATA_KEY, Authenticator
 from pslurm.controller.limits import ServerLimits
@@ -115,7 +115,7 @@ def guard_middleware(auth: Authenticator, gate: Gate, checked_elsewhere: Callabl
             credential = request.headers.get(METADATA_KEY, "")
             try:  # an HMAC and a set lookup: cheap enough for the loop itself
                 if tokens is not None and TOKEN_HEADER in request.headers:  # slurmrestd's JWT (auth/jwt.py)
-                    request[IDENTITY] = tokens.admit(request.headers)
+                    request[IDENTITY], request[TOKEN_EXPIRES] = tokens.admitted(request.headers)
                 else:
                     request[IDENTITY] = auth.admit(((METADATA_KEY, credential),) if credential else ())
             except AuthError as exc:
