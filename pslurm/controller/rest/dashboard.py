@@ -23,9 +23,11 @@ from aiohttp import web
 
 from pslurm.auth.credential import AuthError
 from pslurm.controller.observe import Observer
+from pslurm.controller.privatedata import DENIED
 from pslurm.controller.rest import access, pages
 from pslurm.controller.rest.charts import Line, line_chart
 from pslurm.controller.rest.routes import IDENTITY, Api
+from pslurm.controller.rest.routes import viewer as routes_viewer
 from pslurm.controller.rest.session import COOKIE, SESSION_TTL
 from pslurm.controller.store.stats import QUEUE, RECENT, gpu_hours, job_page
 from pslurm.core.states import FINAL_STATES, JobState
@@ -182,6 +184,7 @@ class Dashboard:
     async def cluster(self, request: web.Request) -> web.StreamResponse:
         viewer, number, state = self.viewer(request), _page_number(request), request.query.get("state", "")
         monitor, store = self.api.monitor, self.api.service.store
+        private = routes_viewer(self.api, viewer.uid)
 
         def read() -> str:
             statuses = monitor.nodes()
@@ -202,7 +205,7 @@ class Dashboard:
             names = {s.node.name for s in shown}
             holders: dict[tuple[str, int], list[tuple[int, str]]] = defaultdict(list)
             for a in store.allocations():
-                if a.node in names:
+                if a.node in names and (not private.hides("jobs") or a.user == viewer.user):
                     for index in sorted(set(a.gpu_indices)):
                         holders[(a.node, index)].append((a.job_id, a.user))
             return pages.cluster_page(viewer, summary, shown, holders, _pages(len(chosen), number), state,
@@ -216,6 +219,8 @@ class Dashboard:
         if state not in QUEUE_STATES:
             raise web.HTTPBadRequest(text=f"Invalid state: {state[:20]} ({', '.join(QUEUE_STATES)})")
         states, order = QUEUE_STATES[state]
+        if routes_viewer(self.api, viewer.uid).hides("jobs"):
+            user = viewer.user  # PrivateData=jobs: a user's queue is their own jobs
 
         def read() -> str:
             found, total = job_page(self.api.service.store, states, [user] if user else [],
@@ -238,6 +243,8 @@ class Dashboard:
             found = service.store.get_job(job_id)
             if found is None:
                 return 404, pages.error_page(viewer, 404, f"Invalid job id specified: {job_id}")
+            if not routes_viewer(self.api, viewer.uid).sees_job(found.spec.uid):
+                return 403, pages.error_page(viewer, 403, f"{DENIED}: job {job_id} is another user's")
             [job] = access.visible_to(viewer.uid, service.operators, [found])
             steps = service.store.steps([job_id]).get(job_id, [])
             factors = None
@@ -282,8 +289,10 @@ class Dashboard:
             raise web.HTTPBadRequest(text="Invalid period: it ends before it starts")
 
         def read() -> str:
-            rows = gpu_hours(self.api.service.store, start, end, now)
-            return pages.usage_page(viewer, start, end, rows, self.api.scheduler.fair_share())
+            who = routes_viewer(self.api, viewer.uid)  # PrivateData=usage: the user's own lines
+            rows = who.own("usage", gpu_hours(self.api.service.store, start, end, now), lambda row: row.user)
+            shares = who.own("usage", self.api.scheduler.fair_share(), lambda row: row.user or viewer.user)
+            return pages.usage_page(viewer, start, end, rows, shares)
 
         return self._html(await self._run(read))
 
