@@ -329,8 +329,10 @@ class RestServer:
             if idle is None:
                 return _Busy()
             idle.evict()
+        # lingering_time=0: a request refused before its body (413, 408, 401) closes its connection at once,
+        # rather than aiohttp reading what comes of the body for 10 s more
         handler = _Handler(server, loop=asyncio.get_running_loop(), keepalive_timeout=self.limits.read_timeout,
-                           access_log=None)  # type: ignore[arg-type]  # None: no access log (aiohttp takes it)
+                           access_log=None, lingering_time=0)  # type: ignore[arg-type]  # None: no access log
         return _Connection(handler, self._open)
 
     async def _cleanup(self) -> None:
