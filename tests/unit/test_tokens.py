@@ -84,3 +84,18 @@ def test_a_new_key_revokes_every_token_and_the_revocation_file_a_users(tmp_path:
     with pytest.raises(AuthError, match="signature is not valid"):
         check.identity(token, 1001)
     assert check.identity(check.issue(ME), 1001).uid == os.getuid()
+
+
+def test_a_dashboard_session_opened_with_a_token_ends_with_it(tmp_path: Path) -> None:
+    from pslurm.auth.credential import Identity
+    from pslurm.controller.rest.session import Sessions, token_expiry
+
+    check = _check(tmp_path)
+    token = check.issue(ME, 60)
+    assert token_expiry(token) == 1060 and token_expiry("p2.api.1.1.2.x.y") is None
+    now = [1000.0]
+    sessions = Sessions(ttl=8 * 3600, clock=lambda: now[0])
+    sid = sessions.open(Identity(1, 1), until=token_expiry(token))
+    assert sessions.identity(sid) == Identity(1, 1)
+    now[0] = 1061.0
+    assert sessions.identity(sid) is None

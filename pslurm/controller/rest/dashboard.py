@@ -28,7 +28,7 @@ from pslurm.controller.rest import access, pages
 from pslurm.controller.rest.charts import Line, line_chart
 from pslurm.controller.rest.routes import IDENTITY, Api
 from pslurm.controller.rest.routes import viewer as routes_viewer
-from pslurm.controller.rest.session import COOKIE, SESSION_TTL
+from pslurm.controller.rest.session import COOKIE, SESSION_TTL, token_expiry
 from pslurm.controller.store.stats import QUEUE, RECENT, gpu_hours, job_page
 from pslurm.core.states import FINAL_STATES, JobState
 
@@ -162,7 +162,9 @@ class Dashboard:
             return self._html(pages.login_page(self.base(request), f"Login refused: {exc}"), 401)
         response = web.HTTPSeeOther(self.base(request) + "/")
         secure = request.secure or request.headers.get("X-Forwarded-Proto", "") == "https"
-        response.set_cookie(COOKIE, self.web.sessions.open(who), max_age=SESSION_TTL, path=self.base(request),
+        until = token_expiry(token)  # a session opened with a JWT ends when the token does
+        age = SESSION_TTL if until is None else max(1, min(SESSION_TTL, int(until - time.time())))
+        response.set_cookie(COOKIE, self.web.sessions.open(who, until), path=self.base(request), max_age=age,
                             httponly=True, samesite="Strict", secure=secure)
         return response
 
