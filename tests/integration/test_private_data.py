@@ -38,6 +38,9 @@ def test_another_users_jobs_are_hidden_everywhere(api: Api) -> None:
     status, reply = api.call("GET", f"/slurm/v0.0.40/job/{job}", uid=NOBODY)
     assert status == 403 and reply["errors"][0]["error"] == "Access/permission denied"
     assert api.call("GET", f"/pslurm/v1/job/{job}/steps", uid=NOBODY)[0] == 403
+    assert api.call("GET", f"/pslurm/v1/job/{job}/wait", uid=NOBODY)[0] == 403
+    status, reply = api.call("GET", f"/pslurm/v1/efficiency?job_id={job}", uid=NOBODY)
+    assert status == 200 and reply["jobs"] == []
     status, reply = api.call("GET", "/pslurm/v1/priorities", uid=NOBODY)
     assert status == 200 and {r["job_id"] for r in reply["jobs"]} <= {mine}
     theirs = session(api, NOBODY)

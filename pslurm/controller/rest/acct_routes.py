@@ -159,6 +159,8 @@ class AcctApi:
             raise ApiError(400, "Invalid job id specified")
         store = self.api.service.store
         found = await self.api._run(lambda: job_measures(store, ids))
+        who = viewer(self.api, _caller(request).uid)
+        found = [j for j in found if who.sees_job(int(j["uid"]))]  # PrivateData=jobs: the user's own
         return _reply({"jobs": found, "cluster": self.api.config.cluster_name})
 
     async def job_stat(self, request: web.Request) -> web.StreamResponse:

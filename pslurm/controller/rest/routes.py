@@ -512,6 +512,11 @@ class Api:
         """NDJSON: ``{"job": job_info}`` a line, the job now and at each change, until it ends. The
         waiter is a coroutine on an event the store's commits set: it holds no thread."""
         job_id, uid = _job_id(request), _caller(request).uid
+        who = viewer(self, uid)
+        if who.hides("jobs"):  # PrivateData=jobs: another user's job is not followed either
+            job = await self._run(lambda: self.service.store.get_job(job_id, light=True))
+            if job is not None and not who.sees_job(job.spec.uid):
+                raise ApiError(403, privatedata.DENIED)
 
         def line(job: Any) -> bytes:
             [seen] = access.visible_to(uid, self.service.operators, [job])
