@@ -81,6 +81,7 @@ class Admission:
         self.clock = clock
         self.operators = operators  # uids that may submit for others and set a negative nice
         self.sched = scheduler_config(config)
+        job_text_limits(config.extra)  # a bad MaxSubmitLineSize is refused at start, not at each submit
         fixed = config_associations(config)
         # accounts and QOS: the association service's (controller/assocs.py) once app.py assembled it
         self.associations: Callable[[], Associations] = lambda: fixed
