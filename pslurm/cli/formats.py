@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from pslurm.cli.printable import escaped
+
 TYPE_CHECKING = False  # typing and dataclasses cost a command ~10 ms; mypy takes this name as typing's own
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -61,7 +63,7 @@ def render(fmt: str, rows: Sequence[Any], fields: Mapping[str, tuple[str, Callab
         return ("".join(out) + tail).rstrip()
 
     lines = [line([fields[c.letter][0] for c in columns], True)] if header else []
-    lines.extend(line([fields[c.letter][1](row) for c in columns]) for row in rows)
+    lines.extend(line([escaped(fields[c.letter][1](row)) for c in columns]) for row in rows)
     return lines
 
 

@@ -238,14 +238,7 @@ def command_text(job: Job) -> str:
     return spec.command or "(null)"
 
 
-# C0 controls and DEL as escapes: a job name or comment cannot move the cursor or clear a terminal.
-_CONTROL = {i: f"\\x{i:02x}" for i in (*range(32), 127)} | {9: "\\t", 10: "\\n", 13: "\\r"}
-
-
-def escaped(text: str) -> str:
-    """``text`` with its control characters escaped (``\\n``, ``\\t``, ``\\x1b``): what every command shows
-    of a user's string (a job name, a comment)."""
-    return text.translate(_CONTROL) if any(ord(c) < 32 or ord(c) == 127 for c in text) else text
+from pslurm.cli.printable import escaped  # noqa: E402, F401  (the one escaping: jobview's callers say v.escaped)
 
 
 def std_paths(job: Job) -> tuple[str, str, str]:

@@ -11,6 +11,8 @@ handling, :func:`parse_command`).
 
 from __future__ import annotations
 
+from pslurm.cli.printable import escaped
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
@@ -45,6 +47,7 @@ def render(fields: Sequence[Field], rows: Iterable[Sequence[str | None]], header
            parsable: str = "") -> list[str]:
     """The lines of a table (``parsable``: "", PARSABLE or PARSABLE2)."""
     lines = []
+    rows = ([None if v is None else escaped(v) for v in row] for row in rows)  # user text (cli/printable.py)
     if parsable:
         def joined(values: Sequence[str | None]) -> str:
             text = "|".join(v or "" for v in values)

@@ -7,6 +7,7 @@ import time
 
 from pslurm.cli import argv as a
 from pslurm.cli.common import connect, fail, prog_name, reporting
+from pslurm.cli.printable import escaped
 from pslurm.cli.sacct_fields import SLURM_FIELDS
 
 TYPE_CHECKING = False
@@ -225,7 +226,7 @@ def _blank_on_steps(get: Callable[[Job], str]) -> Callable[[Job], str]:
 
 # long: one table, a line per sacct field
 def _job_fields(now: float, node_memory: int = 0) -> dict[str, Callable[[Job], str]]:  # noqa: C901 - one table
-    from pslurm.cli.jobview import escaped, group_name, row_id
+    from pslurm.cli.jobview import group_name, row_id
     from pslurm.core.states import JobState
     from pslurm.core.timefmt import format_slurm_duration, format_timestamp
 
@@ -344,7 +345,7 @@ def parse_fields(spec: str, known: Sequence[str]) -> list[tuple[str, str, int]]:
 def render(rows: Sequence[Any], columns: list[tuple[str, str, int]], fields: dict[str, Callable[[Job], str]],
            header: bool, sep: str | None, trailing: bool) -> list[str]:
     """sacct's table (fixed widths, ``+`` marks a cut value) or, with ``sep``, parsable lines."""
-    table = [[fields[key](row) for _, key, _ in columns] for row in rows]
+    table = [[escaped(fields[key](row)) for _, key, _ in columns] for row in rows]  # user text (cli/printable.py)
     if sep is not None:
         lines = ([[name for name, _, _ in columns]] if header else []) + table
         return [sep.join(values) + (sep if trailing else "") for values in lines]

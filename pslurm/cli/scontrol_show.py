@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import time
 
+from pslurm.cli.printable import escaped
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from pslurm.cli.stepview import StepRow
@@ -37,6 +39,7 @@ def duration(seconds: float | None) -> str:
 def _record(lines: list[str], one_liner: bool, job: bool = False) -> str:
     """A record's lines as scontrol joins them (each record ends with an empty line; a job's with an
     indented blank line before it)."""
+    lines = [escaped(line) for line in lines]  # every field's user text, whichever field holds it
     if one_liner:
         return " ".join(lines) + " \n"
     return "\n   ".join(lines) + ("\n   \n\n" if job else "\n\n")
@@ -163,7 +166,6 @@ def _allocation_lines(job: JobInfo) -> list[str]:
 
 def show_step(row: StepRow, one_liner: bool = False) -> str:
     """scontrol show step's record of one step."""
-    from pslurm.cli.jobview import escaped
     from pslurm.cli.stepview import BATCH
 
     job = row.job

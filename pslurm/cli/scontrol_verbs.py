@@ -156,11 +156,26 @@ def _wait_job(text: str, opts: Options) -> None:
         _fail(opts, f"{PROG}: Job {text} no longer running")
 
 
+def _pid_uid(pid: int) -> int | None:
+    """The real uid of process ``pid`` (None: gone, or unreadable)."""
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith("Uid:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
 def _listpids(args: list[str], opts: Options) -> None:
     """listpids [ID[.STEP]]: the processes of the job's runs on this machine (its cgroup's), as scontrol
-    lists those of the local slurmd."""
+    lists those of the local slurmd: a user's own jobs only (a job whose processes run as them: nobody
+    else's process enters a job's cgroup), every job for root."""
     import glob
     import os
+
+    me = os.getuid()
 
     print(f"{'PID':<8} {'JOBID':<8} {'STEPID':<8} {'LOCALID':<7} GLOBALID")
     job_id = args[0].partition(".")[0].partition("_")[0] if args else "*"
@@ -172,6 +187,8 @@ def _listpids(args: list[str], opts: Options) -> None:
                 pids = sorted(int(p) for p in fh.read().split())
         except OSError:
             continue
+        if me != 0 and all(_pid_uid(pid) != me for pid in pids):
+            continue  # another user's job: not theirs to list (as slurmd's answer to scontrol listpids)
         for i, pid in enumerate(pids):
             found = True
             first = i == 0

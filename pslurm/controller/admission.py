@@ -34,6 +34,7 @@ from pslurm.core.jobspec import JobSpec, SpecError
 from pslurm.core.layout import node_layout
 from pslurm.core.request import hostlist_option
 from pslurm.core.sharing import sharing_error
+from pslurm.core.textlimits import job_text_limits, text_problem
 
 UNAVAILABLE = "Requested node configuration is not available"
 TIME_LIMIT_INVALID = "Requested time limit is invalid (missing or exceeds some limit)"
@@ -48,27 +49,6 @@ SUBMIT_LIMIT = "Job violates accounting/QOS policy (job submit limit, user's siz
 QOS_NAMES = ("normal",)  # pslurm has no QOS table: Slurm's default QOS is the one there is
 INVALID_QOS = "Invalid qos specification"  # Slurm's ESLURM_INVALID_QOS
 LAST_TIME = 253402300799.0  # 9999-12-31T23:59:59 UTC: --begin and --deadline go no further
-
-# The JobSpec's text fields: what a refusal calls each, and the most characters its store column
-# holds (None: a TEXT column, or kept only in the spec's JSON).
-_TEXTS: dict[str, tuple[str, int | None]] = {
-    "name": ("the job name", 256),
-    "user": ("the user name", 64),
-    "workdir": ("the working directory", None),
-    "script": ("the batch script", None),
-    "partition": ("the partition name", 64),
-    "stdout": ("the output file name", None),
-    "stderr": ("the error file name", None),
-    "account": ("the account", 64),
-    "dependency": ("the dependency", 1024),
-    "array": ("the array specification", None),
-    "nodelist": ("the node list (--nodelist)", 1024),
-    "exclude": ("the excluded node list (--exclude)", 1024),
-    "constraint": ("the constraint (--constraint)", 1024),
-    "comment": ("the comment", 1024),  # Slurm's limit (job_mgr.c's _test_strlen)
-    "qos": ("the qos", 64),
-}
-
 
 @dataclass(frozen=True)
 class Admitted:
@@ -101,6 +81,7 @@ class Admission:
         self.clock = clock
         self.operators = operators  # uids that may submit for others and set a negative nice
         self.sched = scheduler_config(config)
+        job_text_limits(config.extra)  # a bad MaxSubmitLineSize is refused at start, not at each submit
         fixed = config_associations(config)
         # accounts and QOS: the association service's (controller/assocs.py) once app.py assembled it
         self.associations: Callable[[], Associations] = lambda: fixed
@@ -240,7 +221,7 @@ def admit(spec: JobSpec, config: ClusterConfig, *, enforce_part_limits: bool = T
     partition's MaxTime is accepted and the job pends with reason PartitionTimeLimit. ``gpu_memory``:
     the memory of each registered node's largest GPU, against which a memory slice is checked.
     ``now``: the clock a deadline is checked against (None: not checked)."""
-    _check_request(spec)
+    _check_request(spec, job_text_limits(config.extra))
     if spec.qos and spec.qos.lower() not in QOS_NAMES:
         raise SpecError(INVALID_QOS)
     if spec.deadline is not None and now is not None and spec.deadline < now:
@@ -309,17 +290,17 @@ def _check_nodes(spec: JobSpec, config: ClusterConfig, candidates: list[str], kn
         raise SpecError(UNAVAILABLE)
 
 
-def _check_request(spec: JobSpec) -> None:
+def _check_request(spec: JobSpec, limits: Mapping[str, tuple[str, int]]) -> None:
     """Refuse what a raw gRPC client could send but the CLIs never would: a NUL byte in any text,
     counts and sizes out of range, text longer than the store's columns hold. So a refused request
     is never stored, and what is stored fits."""
-    for field, (what, longest) in _TEXTS.items():
+    problem = text_problem(spec, limits)  # every text field's bound (core/textlimits.py)
+    if problem is not None:
+        raise SpecError(problem)
+    for field, (what, _) in (*limits.items(), ("script", ("the batch script", 0))):
         text = getattr(spec, field)
-        if text is None:
-            continue
-        _no_nul(text, what)
-        if longest is not None and len(text) > longest:
-            raise SpecError(f"Invalid job request: {what} is longer than {longest} characters")
+        if isinstance(text, str):
+            _no_nul(text, what)
     for field, what in _ONE_LINE.items():
         if any(c in (getattr(spec, field) or "") for c in "\n\r"):
             raise SpecError(f"Invalid job request: {what} contains a line break")

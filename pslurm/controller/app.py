@@ -214,7 +214,7 @@ def _api(parts: Parts, auth: Authenticator, config: ClusterConfig, role: failove
          for_agent: Callable[[str], Metadata], observer: Observer) -> tuple[Api, WebObservability, TokenCheck]:
     """The user API over the parts (with sacctmgr's, sdiag's and sstat's routes), metrics and the dashboard
     beside it, and the check of scontrol token's JWTs; ``auth``: the API's."""
-    from pslurm.auth.jwt import TokenCheck, key_path, load_or_create_key
+    from pslurm.auth.jwt import TokenCheck, key_path, load_or_create_key, token_policy
     from pslurm.controller.diag import Diag
     from pslurm.controller.rest.acct_routes import AcctApi
     from pslurm.controller.rest.dashlink import DashboardLink
@@ -225,7 +225,11 @@ def _api(parts: Parts, auth: Authenticator, config: ClusterConfig, role: failove
     from pslurm.controller.rest.stats_relay import StatsRelay
 
     api = Api(parts.jobs, parts.scheduler, parts.monitor, parts.watch, AgentRelay(for_agent), parts.steps, role=role)
-    tokens = TokenCheck(load_or_create_key(key_path(config.state_dir, config.extra)))  # scontrol token's JWT
+    path = key_path(config.state_dir, config.extra)
+    try:  # scontrol token's JWT: the key (read again when it changes), AuthAltParameters' bounds
+        tokens = TokenCheck(load_or_create_key(path), path=path, policy=token_policy(config.extra))
+    except ValueError as exc:
+        raise ConfigError(f"{config.path}: {exc}") from None
     diag = Diag(parts.store, observer.measurements)  # sdiag's figures: the observer's scheduler passes
     api.more.append(AcctApi(api, parts.assocs, tokens, diag, StatsRelay(for_agent)))
     api.more.append(SlurmApi(api, parts.assocs.current, diag))  # slurmrestd v0.0.41-v0.0.44

@@ -346,6 +346,7 @@ def update_values(job: JobRecord, changes: Mapping[str, Any], uid: int, admin: b
 
     from pslurm.core.errors import SpecError
     from pslurm.core.states import JobState
+    from pslurm.core.textlimits import job_text_limits, text_problem
 
     if not admin and uid != job.spec.uid:
         raise SpecError(INVALID_USER)  # ESLURM_USER_ID_MISSING: scontrol's answer to another user's job
@@ -359,6 +360,10 @@ def update_values(job: JobRecord, changes: Mapping[str, Any], uid: int, admin: b
     spec = job.spec
     new["spec"] = replace(spec, partition=new["partition"], ntasks=new["ntasks"], mem_mb=new["mem_mb"],
                           time_limit=new["asked"], **new["request"])
+    problem = text_problem(replace(new["spec"], name=new["name"], comment=str(new["comment"] or ""),
+                                   account=new["account"] or ""), job_text_limits(config.extra))
+    if problem is not None:  # every text field's bound, as at submit (core/textlimits.py)
+        raise SpecError(problem)
     if ((new["partition"], new["ntasks"], new["mem_mb"]) != (job.partition, spec.ntasks, spec.mem_mb)
             or new["request"].keys() & _ADMITTED):
         new["time_limit"] = readmit(new["spec"])
@@ -388,8 +393,6 @@ def _checked_values(job: JobRecord, changes: Mapping[str, Any], admin: bool, con
     if "account" in changes:
         pending_only()  # as slurmctld: even the same account, once the job started
         new["account"] = account_of(spec.user, str(changes["account"]), new["partition"])
-        if new["account"] and len(new["account"]) > 64:
-            raise SpecError("Invalid job request: the account is longer than 64 characters")
     if "num_tasks" in changes:
         pending_only()
         new["ntasks"] = int(changes["num_tasks"])
@@ -408,11 +411,7 @@ def _checked_values(job: JobRecord, changes: Mapping[str, Any], admin: bool, con
         new["mem_mb"] = 0 if "min_memory_cpu" in changes else int(changes["min_memory_node"])
     new["request"] = _request_changes(job, changes, pending_only)
     new["name"] = str(changes.get("name", spec.name))
-    if len(new["name"]) > 256:
-        raise SpecError("Invalid job request: the job name is longer than 256 characters")
     new["comment"] = changes.get("comment")
-    if new["comment"] is not None and len(str(new["comment"])) > 1024:
-        raise SpecError("Invalid job request: the comment is longer than 1024 characters")
     return new
 
 

@@ -74,6 +74,24 @@ def test_a_body_that_does_not_come_is_408_and_the_user_can_go_on(limited: Api) -
     assert limited.call("GET", "/pslurm/v1/cluster", uid=NOBODY)[0] == 200
 
 
+def test_the_dashboards_login_is_bounded_as_the_api(limited: Api) -> None:
+    """A login body past the form's bound is 413 at once, a chunked one 411, one that does not
+    come 408 at the read timeout; each closes its connection."""
+    head = b"POST /dashboard/login HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-www-form-urlencoded\r\n"
+    big = connect(limited)
+    big.sendall(head + b"Content-Length: 12582912\r\n\r\ntoken=")
+    reply = closed_within(big, 5)
+    assert reply is not None and reply.startswith(b"HTTP/1.1 413")
+    chunked = connect(limited)
+    chunked.sendall(head + b"Transfer-Encoding: chunked\r\n\r\n7\r\ntoken=x\r\n")
+    reply = closed_within(chunked, 5)
+    assert reply is not None and reply.startswith(b"HTTP/1.1 411")
+    slow = connect(limited)
+    slow.sendall(head + b"Content-Length: 100\r\n\r\ntoken=")
+    reply = closed_within(slow, 15)
+    assert reply is not None and reply.startswith(b"HTTP/1.1 408")
+
+
 def test_past_the_connection_limit_the_idle_make_room_and_requests_go_through(limited: Api) -> None:
     flood = [connect(limited) for _ in range(120)]  # three times the limit, none sends a whole request
     for sock in flood:

@@ -40,19 +40,20 @@ def error_kind(exc: BaseException) -> str | None:
 
 
 def private_for(uid: int, jobs: list[JobRecord]) -> list[JobRecord]:
-    """``jobs`` as user ``uid`` may see them: the environment and script of other users' jobs left
-    out (Slurm's PrivateData=jobs, for what a job carries: its argv stays, squeue shows the
-    command). Records that shared a spec (an array's tasks) share the stripped one."""
+    """``jobs`` as user ``uid`` may see them: the environment, script and submit line (which holds a
+    ``--wrap``'s script and ``--export``'s values) of other users' jobs left out, whatever
+    PrivateData says (its argv stays, squeue shows the command). Records that shared a spec (an
+    array's tasks) share the stripped one."""
     stripped: dict[int, JobSpec] = {}
     out = []
     for job in jobs:
         spec = job.spec
-        if spec.uid == uid or (not spec.environment and spec.script is None):
+        if spec.uid == uid or (not spec.environment and spec.script is None and not spec.submit_line):
             out.append(job)
             continue
         bare = stripped.get(id(spec))
         if bare is None:
-            bare = stripped[id(spec)] = replace(spec, environment={}, script=None)
+            bare = stripped[id(spec)] = replace(spec, environment={}, script=None, submit_line="")
         out.append(replace(job, spec=bare))
     return out
 

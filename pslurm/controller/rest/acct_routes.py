@@ -15,11 +15,13 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from pslurm.auth.jwt import TokenCheck
+from pslurm.auth.credential import AuthError
+from pslurm.auth.jwt import TOKEN_EXPIRES, TokenCheck
 from pslurm.controller.assocs import AssocService
 from pslurm.controller.diag import Diag
 from pslurm.controller.metrics import Measurements
-from pslurm.controller.rest.routes import PSLURM, ApiError, Route, _caller, _ids, _job_id, _reply
+from pslurm.controller.privatedata import Viewer
+from pslurm.controller.rest.routes import PSLURM, ApiError, Route, _caller, _ids, _job_id, _reply, viewer
 from pslurm.controller.rest.stats_relay import StatsRelay
 from pslurm.controller.store.usage import job_measures, usage_summary
 from pslurm.core.assoc import Associations
@@ -53,12 +55,20 @@ ROUTES: tuple[Route, ...] = (
 )
 
 
-def assoc_json(snap: Associations) -> dict[str, Any]:
-    """The whole model as JSON: lists of its records' fields (``pslurm.core.assoc``)."""
+def assoc_json(snap: Associations, who: Viewer | None = None) -> dict[str, Any]:
+    """The whole model as JSON: lists of its records' fields (``pslurm.core.assoc``), less what
+    PrivateData hides from ``who`` (users: other users and their associations; accounts: the
+    accounts they are not in)."""
+    users, assocs, accounts = list(snap.users.values()), list(snap.assocs), list(snap.accounts)
+    if who is not None:
+        users = who.own("users", users, lambda u: u.name)
+        assocs = who.own("users", assocs, lambda a: a.user or who.user)  # an account's own line stays
+        accounts = who.accounts(accounts, {a.account for a in snap.assocs if a.user == who.user})
+        assocs = [a for a in assocs if a.account in accounts]
     return {"qos": [dataclasses.asdict(q) for q in snap.qos.values()],
-            "accounts": [dataclasses.asdict(a) for a in snap.accounts.values()],
-            "users": [dataclasses.asdict(u) for u in snap.users.values()],
-            "associations": [dataclasses.asdict(a) for a in snap.assocs]}
+            "accounts": [dataclasses.asdict(snap.accounts[name]) for name in accounts],
+            "users": [dataclasses.asdict(u) for u in users],
+            "associations": [dataclasses.asdict(a) for a in assocs]}
 
 
 def _pairs(value: Any, what: str) -> list[tuple[str, str]]:
@@ -82,7 +92,7 @@ class AcctApi:
     async def associations(self, request: web.Request) -> web.StreamResponse:
         config = self.api.config
         snap = await self.api._run(self.assocs.current)
-        return _reply({**assoc_json(snap), "cluster": {
+        return _reply({**assoc_json(snap, viewer(self.api, _caller(request).uid)), "cluster": {
             "name": config.cluster_name, "control_host": config.controller_addr,
             "control_port": config.controller_port, "rest_port": config.rest_port}})
 
@@ -115,8 +125,12 @@ class AcctApi:
         user = str(body.get("username") or own)
         if user != own and caller.uid not in self.api.service.operators:
             raise ApiError(403, "Access/permission denied: only an operator may ask a token for another user")
-        tokens = self.tokens
-        return _reply({"token": tokens.issue(user, lifespan)})
+        try:  # AuthAltParameters' bounds; never past the expiry of a token that asks (auth/jwt.py)
+            token = self.tokens.issue(user, lifespan, operator=caller.uid in self.api.service.operators,
+                                      not_after=request.get(TOKEN_EXPIRES))
+        except AuthError as exc:
+            raise ApiError(403, str(exc)) from None
+        return _reply({"token": token})
 
     async def diag_reply(self, request: web.Request) -> web.StreamResponse:
         return _reply({"statistics": await self.api._run(self.diag.statistics)})
@@ -131,6 +145,9 @@ class AcctApi:
             raise ApiError(400, "Invalid request: end is not after start")
         service, config = self.api.service, self.api.config
         found = await self.api._run(lambda: usage_summary(service.store, start, end, service.clock()))
+        who = viewer(self.api, _caller(request).uid)
+        if who.hides("usage"):  # PrivateData=usage: the user's own lines; the sizes are everyone's: none
+            found = {"assocs": who.own("usage", found["assocs"], lambda row: str(row["user"])), "sizes": []}
         nodes = config.nodes.values()
         return _reply({**found, "cluster": {"name": config.cluster_name, "nodes": len(nodes),
                                             "cpus": sum(n.cpus for n in nodes), "gpus": sum(n.gpus() for n in nodes),
@@ -142,6 +159,8 @@ class AcctApi:
             raise ApiError(400, "Invalid job id specified")
         store = self.api.service.store
         found = await self.api._run(lambda: job_measures(store, ids))
+        who = viewer(self.api, _caller(request).uid)
+        found = [j for j in found if who.sees_job(int(j["uid"]))]  # PrivateData=jobs: the user's own
         return _reply({"jobs": found, "cluster": self.api.config.cluster_name})
 
     async def job_stat(self, request: web.Request) -> web.StreamResponse:
@@ -165,4 +184,6 @@ class AcctApi:
 
     async def shares(self, request: web.Request) -> web.StreamResponse:
         rows = await self.api._run(self.api.scheduler.fair_share)
+        who = viewer(self.api, _caller(request).uid)
+        rows = who.own("usage", rows, lambda row: row.user or who.user)  # PrivateData=usage: accounts' lines stay
         return _reply({"shares": [dataclasses.asdict(r) for r in rows]})

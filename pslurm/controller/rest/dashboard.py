@@ -18,37 +18,35 @@ from concurrent.futures import Executor
 from importlib import resources
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-import grpc
+import grpc.aio
 from aiohttp import web
 
-from pslurm.auth.credential import AuthError, node_audience
-from pslurm.auth.transport import signed_metadata
+from pslurm.auth.credential import AuthError
 from pslurm.controller.observe import Observer
+from pslurm.controller.privatedata import DENIED
 from pslurm.controller.rest import access, pages
 from pslurm.controller.rest.charts import Line, line_chart
 from pslurm.controller.rest.routes import IDENTITY, Api
-from pslurm.controller.rest.session import COOKIE, SESSION_TTL
+from pslurm.controller.rest.routes import viewer as routes_viewer
+from pslurm.controller.rest.session import COOKIE, SESSION_TTL, token_expiry
 from pslurm.controller.store.stats import QUEUE, RECENT, gpu_hours, job_page
 from pslurm.core.states import FINAL_STATES, JobState
-from pslurm.proto import pslurm_pb2 as pb
-from pslurm.proto import pslurm_pb2_grpc as pb_grpc
 
 if TYPE_CHECKING:
     from pslurm.auth.credential import Identity
-    from pslurm.auth.transport import Authenticator
     from pslurm.controller.rest.session import Sessions
 
     class WebObservability(Protocol):
         """What the dashboard uses of rest.observed.WebObservability (its login and sessions)."""
 
         sessions: Sessions
-        auth: Authenticator
 
         def login(self, token: str) -> Identity: ...
 
 T = TypeVar("T")
 PAGE_SIZE = 50
 TAIL_BYTES = 16 * 1024  # the end of a job's output a page shows
+TAIL_TIMEOUT = 3.0  # seconds an agent has to answer a tail (it reads a regular file, or refuses at once)
 MAX_PAGE = 100_000  # a page number past this is refused (a listing of 100,000 jobs has 2,000 pages)
 _PREFIX = re.compile(r"^(/[A-Za-z0-9._~-]+)*$")  # X-Forwarded-Prefix: a plain path, or nothing
 STATIC_TYPES = {"dashboard.css": "text/css", "dashboard.js": "text/javascript"}
@@ -164,7 +162,9 @@ class Dashboard:
             return self._html(pages.login_page(self.base(request), f"Login refused: {exc}"), 401)
         response = web.HTTPSeeOther(self.base(request) + "/")
         secure = request.secure or request.headers.get("X-Forwarded-Proto", "") == "https"
-        response.set_cookie(COOKIE, self.web.sessions.open(who), max_age=SESSION_TTL, path=self.base(request),
+        until = token_expiry(token)  # a session opened with a JWT ends when the token does
+        age = SESSION_TTL if until is None else max(1, min(SESSION_TTL, int(until - time.time())))
+        response.set_cookie(COOKIE, self.web.sessions.open(who, until), path=self.base(request), max_age=age,
                             httponly=True, samesite="Strict", secure=secure)
         return response
 
@@ -186,6 +186,7 @@ class Dashboard:
     async def cluster(self, request: web.Request) -> web.StreamResponse:
         viewer, number, state = self.viewer(request), _page_number(request), request.query.get("state", "")
         monitor, store = self.api.monitor, self.api.service.store
+        private = routes_viewer(self.api, viewer.uid)
 
         def read() -> str:
             statuses = monitor.nodes()
@@ -206,7 +207,7 @@ class Dashboard:
             names = {s.node.name for s in shown}
             holders: dict[tuple[str, int], list[tuple[int, str]]] = defaultdict(list)
             for a in store.allocations():
-                if a.node in names:
+                if a.node in names and (not private.hides("jobs") or a.user == viewer.user):
                     for index in sorted(set(a.gpu_indices)):
                         holders[(a.node, index)].append((a.job_id, a.user))
             return pages.cluster_page(viewer, summary, shown, holders, _pages(len(chosen), number), state,
@@ -220,6 +221,8 @@ class Dashboard:
         if state not in QUEUE_STATES:
             raise web.HTTPBadRequest(text=f"Invalid state: {state[:20]} ({', '.join(QUEUE_STATES)})")
         states, order = QUEUE_STATES[state]
+        if routes_viewer(self.api, viewer.uid).hides("jobs"):
+            user = viewer.user  # PrivateData=jobs: a user's queue is their own jobs
 
         def read() -> str:
             found, total = job_page(self.api.service.store, states, [user] if user else [],
@@ -242,6 +245,8 @@ class Dashboard:
             found = service.store.get_job(job_id)
             if found is None:
                 return 404, pages.error_page(viewer, 404, f"Invalid job id specified: {job_id}")
+            if not routes_viewer(self.api, viewer.uid).sees_job(found.spec.uid):
+                return 403, pages.error_page(viewer, 403, f"{DENIED}: job {job_id} is another user's")
             [job] = access.visible_to(viewer.uid, service.operators, [found])
             steps = service.store.steps([job_id]).get(job_id, [])
             factors = None
@@ -286,48 +291,41 @@ class Dashboard:
             raise web.HTTPBadRequest(text="Invalid period: it ends before it starts")
 
         def read() -> str:
-            rows = gpu_hours(self.api.service.store, start, end, now)
-            return pages.usage_page(viewer, start, end, rows, self.api.scheduler.fair_share())
+            who = routes_viewer(self.api, viewer.uid)  # PrivateData=usage: the user's own lines
+            rows = who.own("usage", gpu_hours(self.api.service.store, start, end, now), lambda row: row.user)
+            shares = who.own("usage", self.api.scheduler.fair_share(), lambda row: row.user or viewer.user)
+            return pages.usage_page(viewer, start, end, rows, shares)
 
         return self._html(await self._run(read))
 
     async def tail(self, request: web.Request) -> web.StreamResponse:
-        """JSON: the end of a running job's output file, for its owner (or an operator)."""
+        """JSON: the end of a running job's output file, for its owner (or an operator). The agent's
+        answer is awaited on the loop (grpc.aio): it holds none of the threads other users need."""
         who, job_id = request[IDENTITY], self._job_id(request)
         service = self.api.service
 
-        def read() -> tuple[int, dict[str, Any]]:
+        def read() -> tuple[int, dict[str, Any], str]:
             job = service.store.get_job(job_id, light=True)
             if job is None:
-                return 404, {"error": f"Invalid job id specified: {job_id}"}
+                return 404, {"error": f"Invalid job id specified: {job_id}"}, ""
             if who.uid not in service.operators and who.uid != job.spec.uid:
-                return 403, {"error": f"Access/permission denied: job {job_id} is not yours"}
+                return 403, {"error": f"Access/permission denied: job {job_id} is not yours"}, ""
             if not job.state.holds_resources or not job.node:
                 where = job.node or "its node"
                 return 200, {"state": job.state.value, "running": False, "data": "",
-                             "error": f"job {job_id} is not running: its output is in its file on {where}"}
+                             "error": f"job {job_id} is not running: its output is in its file on {where}"}, ""
             node = service.store.get_node(job.node)
             if node is None:
-                return 404, {"error": f"node {job.node} is not known"}
-            try:
-                reply = _tail(node.target, node.name, job_id, self.web.auth.key)
-            except grpc.RpcError as exc:
-                return 200, {"state": job.state.value, "running": True, "data": "",
-                             "error": exc.details() or str(exc.code())}  # type: ignore[attr-defined]
-            return 200, {"state": job.state.value, "running": True, "path": reply.path, "truncated": reply.truncated,
-                         "data": reply.data.decode(errors="replace"), "error": ""}
+                return 404, {"error": f"node {job.node} is not known"}, ""
+            return 200, {"state": job.state.value, "running": True}, node.target
 
-        status, body = await self._run(read)
+        status, body, target = await self._run(read)
+        if target:
+            try:
+                reply = await self.api.relay.tail(target, job_id, TAIL_BYTES, TAIL_TIMEOUT)
+                body.update(path=reply.path, truncated=reply.truncated, data=reply.data.decode(errors="replace"),
+                            error="")
+            except grpc.aio.AioRpcError as exc:
+                body.update(data="", error=exc.details() or str(exc.code()))
         return web.Response(status=status, body=json.dumps(body).encode(), content_type="application/json",
                             headers={"Cache-Control": "no-store"})
-
-
-def _tail(target: str, node: str, job_id: int, key: bytes) -> pb.TailReply:
-    """The agent's TailOutput, on a channel of its own (a page asks every few seconds, no more), with a
-    credential made for that node's agent."""
-    with grpc.insecure_channel(target) as channel:
-        reply: pb.TailReply = pb_grpc.NodeAgentStub(channel).TailOutput(
-            pb.TailRequest(job_id=job_id, max_bytes=TAIL_BYTES), metadata=signed_metadata(key, node_audience(node)),
-            timeout=5)
-        return reply
-

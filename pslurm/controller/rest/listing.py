@@ -31,8 +31,9 @@ class Listing:
     script left out), their shape (``brief``: restjson's brief records), and their steps (psacct)."""
 
     def __init__(self, store: Store, uid: int, operators: Collection[int], brief: bool = False,
-                 steps: bool = False) -> None:
+                 steps: bool = False, only_own: bool = False) -> None:
         self.store, self.uid, self.operators, self.brief, self.steps = store, uid, operators, brief, steps
+        self.only_own = only_own  # PrivateData=jobs for a user: other users' jobs are left out
         self._refs: dict[Hashable, int] = {}  # a request's key -> its number in this reply
         self.written = 0  # records so far
 
@@ -40,6 +41,9 @@ class Listing:
         """The records of ``jobs`` as JSON, comma-separated (with a leading comma after an earlier
         page's). ``keys``: a key per job naming its request across pages (Store.job_page); None for a
         reply of one page (the records' own spec objects tell shared requests apart)."""
+        if self.only_own:
+            mine = [i for i, j in enumerate(jobs) if j.spec.uid == self.uid]
+            jobs, keys = [jobs[i] for i in mine], [keys[i] for i in mine] if keys is not None else None
         visible = access.visible_to(self.uid, self.operators, jobs)
         by_job = self.store.steps([j.job_id for j in visible if j.start_time is not None]) if self.steps else {}
         parts = []

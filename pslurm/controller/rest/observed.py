@@ -5,7 +5,8 @@ The API's own guard (``server.py``) takes only ``X-Pslurm-Cred``; the paths here
 are let through it (:meth:`WebObservability.owns`) and checked here instead:
 
 - ``/metrics``: a credential, a token (``Authorization: Bearer``, for Prometheus), or a dashboard
-  session; nothing when pslurm.conf opens them (``observe.metrics_open``);
+  session; nothing when pslurm.conf opens them (``observe.metrics_open``); operators only under
+  PrivateData=jobs, usage or users (controller/privatedata.py);
 - ``/dashboard``: its session cookie (``session.py``); only the login page and the static files
   are open.
 """
@@ -23,7 +24,7 @@ from aiohttp.typedefs import Middleware
 from pslurm.auth.credential import AuthError, Identity
 from pslurm.auth.transport import METADATA_KEY, Authenticator
 from pslurm.controller.observe import ENDPOINTS, Observer
-from pslurm.controller.rest.routes import IDENTITY, Api
+from pslurm.controller.rest.routes import IDENTITY, Api, viewer
 from pslurm.controller.rest.session import COOKIE, JwtCheck, Sessions, _no_jwt, token_identity
 
 METRICS, DASHBOARD = "/metrics", "/dashboard"
@@ -105,6 +106,11 @@ class WebObservability:
                                      "(Authorization: Bearer) or a dashboard session")
             if who is not None:
                 request[IDENTITY] = who
+                if not viewer(self.api, who.uid).metrics():  # as Slurm, which disables them with PrivateData
+                    response = web.Response(status=403, text="Access/permission denied: PrivateData="
+                                            f"{','.join(sorted(self.api.private))} leaves metrics to operators\n")
+                    response.force_close()
+                    return response
         elif _under(path, DASHBOARD) and not path.startswith(OPEN_DASHBOARD):
             who = self.session_identity(request)
             if who is None:

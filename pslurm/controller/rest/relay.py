@@ -176,6 +176,14 @@ class AgentRelay:
         finally:
             call.cancel()
 
+    async def tail(self, target: str, job_id: int, max_bytes: int, timeout: float) -> pb.TailReply:
+        """The agent's TailOutput of batch job ``job_id``: a coroutine, so a slow file holds no thread
+        of the API's (grpc.aio.AioRpcError when the agent refuses or does not answer in ``timeout``)."""
+        reply: pb.TailReply = await self._stub(target).TailOutput(
+            pb.TailRequest(job_id=job_id, max_bytes=max_bytes), metadata=self._metadata(target, None),
+            timeout=timeout)
+        return reply
+
     async def close(self) -> None:
         channels, self._channels = list(self._channels.values()), {}
         for channel in channels:

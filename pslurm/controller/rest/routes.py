@@ -21,10 +21,12 @@ from aiohttp import web
 
 from pslurm.auth.credential import Identity
 from pslurm.auth.transport import MAX_REQUEST_BYTES
-from pslurm.controller.errors import NotFound
+from pslurm.controller import privatedata
+from pslurm.controller.errors import NotFound, PermissionDenied
 from pslurm.controller.failover import Role
 from pslurm.controller.jobs import JobService
 from pslurm.controller.monitor import NodeMonitor
+from pslurm.controller.privatedata import private_data
 from pslurm.controller.rest import access
 from pslurm.controller.rest.listing import HEAD, PAGE_JOBS, TAIL, Listing, whole
 from pslurm.controller.rest.openapi import Route, describe
@@ -243,6 +245,11 @@ def _caller(request: web.Request) -> Identity:
     return request[IDENTITY]
 
 
+def viewer(api: Api, uid: int) -> privatedata.Viewer:
+    """Who ``uid`` is to PrivateData: their name, whether an operator, what it hides."""
+    return privatedata.Viewer(uid, access.user_name(uid), uid in api.service.operators, api.private)
+
+
 class Api:
     """The handlers, over the controller's parts. Blocking calls run on ``executor``."""
 
@@ -252,6 +259,7 @@ class Api:
         self.role = role  # ping and takeover (pslurm.controller.failover); None: answered 404
         self.steps = steps or StepService(jobs.store, jobs.agents, jobs.clock, jobs.operators)
         self.config = jobs.config
+        self.private = private_data(self.config.extra)  # PrivateData's flags (controller/privatedata.py)
         self.executor: Executor | None = None
         self.more: list[Any] = []  # more routes over these parts: add_routes(app, wrap) (rest/acct_routes.py)
 
@@ -328,7 +336,9 @@ class Api:
                          ) -> web.StreamResponse:
         """A listing (listing.py): a collapsed one (psqueue's, of the queue alone) in one reply, any
         other written page by page as it is read, so that psctld holds one page at a time."""
-        listing = Listing(self.service.store, _caller(request).uid, self.service.operators, brief, steps)
+        uid = _caller(request).uid
+        listing = Listing(self.service.store, uid, self.service.operators, brief, steps,
+                          only_own=viewer(self, uid).hides("jobs"))
         if collapse_arrays:
             def one() -> bytes:
                 return whole(listing, self.service.jobs(job_ids, users, states, include_finished, since, light=light,
@@ -377,13 +387,16 @@ class Api:
 
     async def slurm_job(self, request: web.Request) -> web.StreamResponse:
         text = request.match_info["job_id"]
-        listing = Listing(self.service.store, _caller(request).uid, self.service.operators)
+        uid = _caller(request).uid
+        listing = Listing(self.service.store, uid, self.service.operators, only_own=viewer(self, uid).hides("jobs"))
 
         def work() -> bytes:
             ids = self.service.resolve(text)  # at most the array's tasks, whatever the selector spans
             found = self.service.store.jobs_with_ids(ids) if ids else []
             if not found:
                 raise NotFound(f"Invalid job id specified: {text}")
+            if listing.only_own and all(j.spec.uid != uid for j in found):
+                raise PermissionDenied(privatedata.DENIED)  # PrivateData=jobs: another user's job
             return whole(listing, found)
 
         return web.Response(body=await self._run(work), content_type="application/json")
@@ -433,17 +446,23 @@ class Api:
     async def priorities(self, request: web.Request) -> web.StreamResponse:
         ids, users = _ids(request.query.getall("job_id", [])), _strings(request.query.getall("user", []))
         rows, weights = await self._run(lambda: access.priorities(self.scheduler, ids, users))
+        rows = viewer(self, _caller(request).uid).own("jobs", rows, lambda row: str(row["user"]))
         return _reply({"jobs": rows, "weights": weights})
 
     async def accounts(self, request: web.Request) -> web.StreamResponse:
         """The accounts (the store's associations), users' default accounts, and the fair-share tree."""
         rows = await self._run(self.scheduler.fair_share)
         snap = self.service.associations()
-        return _reply({"accounts": [{"name": name, "users": ["ALL" if a.user == "*" else a.user for a in snap.assocs
-                                                             if a.account == name and a.user],
+        who = viewer(self, _caller(request).uid)
+        rows = who.own("usage", rows, lambda row: row.user or who.user)  # an account's line stays
+        shown = who.accounts(list(snap.accounts), {a.account for a in snap.assocs if a.user == who.user})
+        return _reply({"accounts": [{"name": name, "users": who.own("users", ["ALL" if a.user == "*" else a.user
+                                                                              for a in snap.assocs
+                                                                              if a.account == name and a.user],
+                                                                    lambda user: user),
                                      "fairshare": (snap.account_assoc(name) or Assoc(name)).fairshare,
-                                     "description": account.description}
-                                    for name, account in snap.accounts.items() if name != "root"],
+                                     "description": snap.accounts[name].description}
+                                    for name in shown if name != "root"],
                        "default_accounts": {u.name: u.default_account for u in snap.users.values()
                                             if u.default_account != "root"},  # not Slurm's bootstrap root
                        "shares": [dataclasses.asdict(r) for r in rows]})
@@ -493,6 +512,11 @@ class Api:
         """NDJSON: ``{"job": job_info}`` a line, the job now and at each change, until it ends. The
         waiter is a coroutine on an event the store's commits set: it holds no thread."""
         job_id, uid = _job_id(request), _caller(request).uid
+        who = viewer(self, uid)
+        if who.hides("jobs"):  # PrivateData=jobs: another user's job is not followed either
+            job = await self._run(lambda: self.service.store.get_job(job_id, light=True))
+            if job is not None and not who.sees_job(job.spec.uid):
+                raise ApiError(403, privatedata.DENIED)
 
         def line(job: Any) -> bytes:
             [seen] = access.visible_to(uid, self.service.operators, [job])
@@ -550,8 +574,15 @@ class Api:
                        "ntasks": step.ntasks}, 201)
 
     async def list_steps(self, request: web.Request) -> web.StreamResponse:
-        job_id = _job_id(request)
-        steps = await self._run(lambda: self.steps.steps(job_id))
+        job_id, who = _job_id(request), viewer(self, _caller(request).uid)
+
+        def work() -> list[Any]:
+            job = self.service.store.get_job(job_id, light=True) if who.hides("jobs") else None
+            if job is not None and not who.sees_job(job.spec.uid):
+                raise PermissionDenied(privatedata.DENIED)  # PrivateData=jobs: another user's job
+            return self.steps.steps(job_id)
+
+        steps = await self._run(work)
         return _reply({"steps": [step_to_json(s) for s in steps]})
 
     async def cancel_step(self, request: web.Request) -> web.StreamResponse:

@@ -17,6 +17,10 @@ What one user may take of it (controller/limits.py, docs/security.md), so that n
   open (waits, output, input), optionally ``rl_*``'s token bucket; past them 429 with Slurm's words
   ("Rate limit exceeded, please retry momentarily"), which the client waits on and retries;
 - threads: one user's requests hold at most half of the pool's threads at once (the others wait).
+
+The dashboard and metrics (rest/observed.py says who their callers are) are bounded alike: their
+requests count against their caller's share, or, with none (the login page, open metrics), against
+their address's; their bodies are forms, at most ``MAX_FORM_BYTES`` with a Content-Length.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from aiohttp.web_protocol import RequestHandler
 from aiohttp.web_request import BaseRequest
 
 from pslurm.auth.credential import AuthError, Identity
-from pslurm.auth.jwt import TOKEN_HEADER, TokenCheck
+from pslurm.auth.jwt import TOKEN_EXPIRES, TOKEN_HEADER, TokenCheck
 from pslurm.auth.ratelimit import TokenBuckets
 from pslurm.auth.transport import MAX_REQUEST_BYTES, METADATA_KEY, Authenticator
 from pslurm.controller.limits import ServerLimits
@@ -49,6 +53,7 @@ log = logging.getLogger("psctld")
 SHUTDOWN_GRACE = 1.0  # seconds a stopping server gives the requests under way
 # served without a credential: they say nothing about the cluster (health.py: the probes and the root's redirect)
 OPEN_PATHS = frozenset({"/openapi/v3"}) | ROOT_PATHS
+MAX_FORM_BYTES = 16 * 1024  # a body on a path but the API's (the dashboard's login: a token of at most 8 KiB)
 # the routes whose handler lasts as long as what it follows: a job's or step's updates, output, input
 STREAMS = frozenset((r.method, r.path) for r in ROUTES if r.streams or r.body.startswith("bytes"))
 RATE_LIMITED = "Rate limit exceeded, please retry momentarily"  # slurm_strerror(SLURMCTLD_COMMUNICATIONS_BACKOFF)
@@ -80,53 +85,66 @@ class Gate:
 
     def __init__(self, limits: ServerLimits, operators: frozenset[int]) -> None:
         self.limits, self.operators = limits, operators
-        self.requests: dict[int, int] = {}
-        self.streams: dict[int, int] = {}
-        self.threads: dict[int, asyncio.Semaphore] = {}
+        # keyed by uid, or by an anonymous caller's address (server._anonymous)
+        self.requests: dict[int | str, int] = {}
+        self.streams: dict[int | str, int] = {}
+        self.threads: dict[int | str, asyncio.Semaphore] = {}
         self.busy: set[RequestHandler] = set()  # connections with a request being handled
         self.buckets = (TokenBuckets(limits.refill_rate / limits.refill_period, limits.bucket_size)
                         if limits.rate_limit else None)
 
-    def over(self, who: Identity, stream: bool) -> str | None:
-        """Why ``who`` may not start another request now (None: they may); operators are not limited."""
-        if who.uid in self.operators:
+    def over(self, who: int | str, stream: bool) -> str | None:
+        """Why ``who`` (a uid, or an anonymous caller's address) may not start another request now
+        (None: they may); operators are not limited."""
+        if who in self.operators:
             return None
-        if self.buckets is not None and not self.buckets.take(who.uid):
+        if self.buckets is not None and not self.buckets.take(who):
             return RATE_LIMITED
         held, limit = (self.streams, self.limits.streams_per_user) if stream else \
             (self.requests, self.limits.requests_per_user)
-        return RATE_LIMITED if held.get(who.uid, 0) >= limit else None
+        return RATE_LIMITED if held.get(who, 0) >= limit else None
 
 
 def guard_middleware(auth: Authenticator, gate: Gate, checked_elsewhere: Callable[[str], bool] = lambda path: False,
                      tokens: TokenCheck | None = None) -> Middleware:
-    """``checked_elsewhere``: paths whose callers another middleware checks (metrics, the dashboard),
-    bounded by the connection limit and the read timeout, not by a user's share; ``tokens``:
-    slurmrestd's JWT (X-SLURM-USER-TOKEN, auth/jwt.py) admitted beside the credential."""
+    """``checked_elsewhere``: paths whose callers another middleware checks (metrics, the dashboard):
+    it sets the caller (or none, on the login page and open metrics) and this one bounds them as the
+    API's own; ``tokens``: slurmrestd's JWT (X-SLURM-USER-TOKEN, auth/jwt.py) admitted beside the credential."""
     @web.middleware
     async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if request.path not in OPEN_PATHS and not checked_elsewhere(request.path):
+        own = request.path not in OPEN_PATHS and not checked_elsewhere(request.path)
+        if own:
             credential = request.headers.get(METADATA_KEY, "")
             try:  # an HMAC and a set lookup: cheap enough for the loop itself
                 if tokens is not None and TOKEN_HEADER in request.headers:  # slurmrestd's JWT (auth/jwt.py)
-                    request[IDENTITY] = tokens.admit(request.headers)
+                    request[IDENTITY], request[TOKEN_EXPIRES] = tokens.admitted(request.headers)
                 else:
                     request[IDENTITY] = auth.admit(((METADATA_KEY, credential),) if credential else ())
             except AuthError as exc:
                 return _refusal(request, 401, f"authentication failed: {exc}")
+        most = MAX_REQUEST_BYTES if own else MAX_FORM_BYTES
         length = request.content_length
-        if length is not None and length > MAX_REQUEST_BYTES:
-            return _refusal(request, 413, f"request too large: {length} bytes (at most {MAX_REQUEST_BYTES})")
-        if request.path in OPEN_PATHS or checked_elsewhere(request.path):
-            return await handler(request)
-        return await _limited(request, handler, gate, request[IDENTITY])
+        if length is not None and length > most:
+            return _refusal(request, 413, f"request too large: {length} bytes (at most {most})")
+        if length is None and request.body_exists and not own:  # a form is sent whole: no chunked bodies here
+            return _refusal(request, 411, "a body here needs its Content-Length")
+        who: Identity | None = request.get(IDENTITY)
+        return await _limited(request, handler, gate, who.uid if who is not None else _anonymous(request))
 
     return guard
 
 
-async def _limited(request: web.Request, handler: Handler, gate: Gate, who: Identity) -> web.StreamResponse:
-    """``handler`` within the user's share: refused past their limits, its body read within the
-    read timeout (a stream's is its own), their requests on at most half of the pool's threads."""
+def _anonymous(request: web.Request) -> str:
+    """Whose share a request without a caller (the login page, open metrics) counts against: its
+    address's (all of a host's anonymous requests are one user to the limits)."""
+    peer = request.transport.get_extra_info("peername") if request.transport is not None else None
+    return f"anonymous {peer[0] if isinstance(peer, tuple) and peer else '?'}"
+
+
+async def _limited(request: web.Request, handler: Handler, gate: Gate, who: int | str) -> web.StreamResponse:
+    """``handler`` within the share of ``who`` (a uid, or an anonymous caller's address): refused
+    past their limits, its body read within the read timeout (a stream's is its own), their
+    requests on at most half of the pool's threads."""
     route = request.match_info.route.resource
     stream = (request.method, route.canonical if route is not None else "") in STREAMS
     why = gate.over(who, stream)
@@ -135,7 +153,7 @@ async def _limited(request: web.Request, handler: Handler, gate: Gate, who: Iden
         response.headers["Retry-After"] = "1"
         return response
     held = gate.streams if stream else gate.requests
-    held[who.uid] = held.get(who.uid, 0) + 1
+    held[who] = held.get(who, 0) + 1
     gate.busy.add(request.protocol)
     try:
         if stream:
@@ -148,22 +166,22 @@ async def _limited(request: web.Request, handler: Handler, gate: Gate, who: Iden
                                               f"{gate.limits.read_timeout:g} s")
             except web.HTTPRequestEntityTooLarge:  # a chunked body past the bound
                 return _refusal(request, 413, f"request too large (at most {MAX_REQUEST_BYTES} bytes)")
-        if who.uid in gate.operators:
+        if who in gate.operators:
             return await handler(request)
-        threads = gate.threads.get(who.uid)
+        threads = gate.threads.get(who)
         if threads is None:
-            threads = gate.threads[who.uid] = asyncio.Semaphore(gate.limits.threads_per_user)
+            threads = gate.threads[who] = asyncio.Semaphore(gate.limits.threads_per_user)
         async with threads:
             return await handler(request)
     finally:
         gate.busy.discard(request.protocol)
-        left = held.get(who.uid, 1) - 1
+        left = held.get(who, 1) - 1
         if left:
-            held[who.uid] = left
+            held[who] = left
         else:
-            held.pop(who.uid, None)
-            if not stream and not gate.requests.get(who.uid):
-                gate.threads.pop(who.uid, None)
+            held.pop(who, None)
+            if not stream and not gate.requests.get(who):
+                gate.threads.pop(who, None)
 
 
 class _Handler(RequestHandler):
@@ -315,8 +333,10 @@ class RestServer:
             if idle is None:
                 return _Busy()
             idle.evict()
+        # lingering_time=0: a request refused before its body (413, 408, 401) closes its connection at once,
+        # rather than aiohttp reading what comes of the body for 10 s more
         handler = _Handler(server, loop=asyncio.get_running_loop(), keepalive_timeout=self.limits.read_timeout,
-                           access_log=None)  # type: ignore[arg-type]  # None: no access log (aiohttp takes it)
+                           access_log=None, lingering_time=0)  # type: ignore[arg-type]  # None: no access log
         return _Connection(handler, self._open)
 
     async def _cleanup(self) -> None:

@@ -10,6 +10,8 @@ page of another site cannot act through it.
 
 from __future__ import annotations
 
+import base64
+import json
 import secrets
 import threading
 import time
@@ -45,6 +47,21 @@ def token_identity(auth: Authenticator, token: str, jwt: JwtCheck = _no_jwt,
     return jwt(token, clock())
 
 
+def token_expiry(token: str) -> float | None:
+    """When a JWT that :func:`token_identity` admitted expires (None for a pslurm credential, or a
+    token without ``exp``): a session it opens ends no later."""
+    token = token.strip()
+    if token.startswith(f"{VERSION}.") or token.count(".") != 2:
+        return None
+    payload = token.split(".")[1]
+    try:
+        claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    except ValueError:
+        return None
+    exp = claims.get("exp") if isinstance(claims, dict) else None
+    return float(exp) if isinstance(exp, (int, float)) else None
+
+
 class Sessions:
     """Session id -> (identity, expiry); bounded in all and per user."""
 
@@ -57,8 +74,8 @@ class Sessions:
     def __len__(self) -> int:
         return len(self._sessions)
 
-    def open(self, who: Identity) -> str:
-        """A new session for ``who``; its id (the cookie's value)."""
+    def open(self, who: Identity, until: float | None = None) -> str:
+        """A new session for ``who``, to ``until`` at the latest (a token's expiry); its id (the cookie's value)."""
         sid = secrets.token_urlsafe(32)
         now = self.clock()
         with self._lock:
@@ -67,7 +84,7 @@ class Sessions:
                 del self._sessions[old]
             while len(self._sessions) >= self.max_sessions:
                 self._sessions.popitem(last=False)
-            self._sessions[sid] = (who, now + self.ttl)
+            self._sessions[sid] = (who, now + self.ttl if until is None else min(now + self.ttl, until))
         return sid
 
     def identity(self, sid: str) -> Identity | None:
