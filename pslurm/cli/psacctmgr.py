@@ -172,13 +172,18 @@ class Model:
                 "Share": str(x["fairshare"]), "GrpTRES": x["grp_tres"], "MaxJobs": _n(x["max_jobs"]),
                 "MaxSubmit": _n(x["max_submit_jobs"]), "MaxWall": _wall(x["max_wall"]),
                 "MaxTRES": x["max_tres_per_job"], "QOS": ",".join(sorted(qos)), "Def QOS": x["default_qos"],
+                "GrpJobs": _n(x.get("grp_jobs")), "GrpSubmit": _n(x.get("grp_submit_jobs")),
+                "MaxTRESPerNode": x.get("max_tres_per_node", ""),
                 "ParentName": "" if x["user"] else x["parent"], "ParentID": self.parent_id(x), "ID": str(x["id"])}
 
     def qos_row(self, index: int, q: dict[str, Any]) -> Row:
         return {"Name": q["name"], "Descr": q["description"], "ID": str(index), "Priority": str(q["priority"]),
                 "GraceTime": "00:00:00", "Preempt": ",".join(q["preempt"]), "PreemptMode": "cluster",
                 "UsageFactor": "1.000000", "MaxWall": _wall(q["max_wall"]), "MaxTRESPU": q["max_tres_per_user"],
-                "MaxJobsPU": _n(q["max_jobs_per_user"]), "MaxSubmitPU": _n(q["max_submit_jobs_per_user"])}
+                "MaxJobsPU": _n(q["max_jobs_per_user"]), "MaxSubmitPU": _n(q["max_submit_jobs_per_user"]),
+                "Flags": ",".join(q.get("flags") or ()), "GrpTRES": q.get("grp_tres", ""),
+                "GrpJobs": _n(q.get("grp_jobs")), "GrpSubmit": _n(q.get("grp_submit_jobs")),
+                "MaxTRES": q.get("max_tres_per_job", ""), "MaxTRESPerNode": q.get("max_tres_per_node", "")}
 
     def cluster_row(self) -> Row:
         return {"Cluster": self.name, "ControlHost": str(self.cluster.get("control_host") or ""),

@@ -53,12 +53,15 @@ KEYS: tuple[tuple[str, tuple[tuple[str, int], ...]], ...] = (
     ("fairshare", (("FairShare", 1), ("Shares", 1))),
     ("flags", (("Flags", 2),)),
     ("grptres", (("GrpTRES", 7),)),
+    ("grpjobs", (("GrpJobs", 4),)),
+    ("grpsubmitjobs", (("GrpSubmitJobs", 4),)),
     ("grpwall", (("GrpWall", 4),)),
     ("maxjobsperuser", (("MaxJobsPerUser", 11), ("MaxJobsPU", 9))),
     ("maxjobs", (("MaxJobs", 4),)),
     ("maxsubmitjobsperuser", (("MaxSubmitJobsPerUser", 10), ("MaxSubmitJobsPU", 10), ("MaxSubmitPU", 11))),
     ("maxsubmitjobs", (("MaxSubmitJobs", 4),)),
     ("maxtresperuser", (("MaxTRESPerUser", 11), ("MaxTRESPU", 9))),
+    ("maxtrespernode", (("MaxTRESPerNode", 11), ("MaxTRESPN", 9))),
     ("maxtres", (("MaxTRESPerJob", 7), ("MaxTRES", 7))),
     ("maxwall", (("MaxWallDurationPerJob", 4),)),
     ("names", (("Names", 1), ("Users", 1))),
@@ -69,7 +72,8 @@ KEYS: tuple[tuple[str, tuple[tuple[str, int], ...]], ...] = (
     ("priority", (("Priority", 3),)),
     ("qos", (("QosLevel", 1), ("QOS", 1))),
 )
-ASSOC_KEYS = frozenset({"fairshare", "grptres", "maxjobs", "maxsubmitjobs", "maxtres", "maxwall", "qos", "defaultqos",
+ASSOC_KEYS = frozenset({"fairshare", "grptres", "grpjobs", "grpsubmitjobs", "maxtrespernode", "maxjobs",
+ "maxsubmitjobs", "maxtres", "maxwall", "qos", "defaultqos",
                         "parent"})
 
 
@@ -117,11 +121,12 @@ def _wall(value: str) -> int | None:
 
 
 def _tres(value: str) -> str:
+    """A TRES limit as given, less the items that clear one (``gres/gpu=-1``, as sacctmgr clears a TRES)."""
     try:
         parse_tres(value)
     except ValueError as exc:
         raise AcctMgrError(f" {exc}") from None
-    return value
+    return ",".join(item.strip() for item in value.split(",") if item.strip() and item.partition("=")[2] != "-1")
 
 
 def _shares(value: str) -> int:
@@ -130,20 +135,49 @@ def _shares(value: str) -> int:
     return int(value)
 
 
+_ASSOC_COUNTS = {"maxjobs": "max_jobs", "maxsubmitjobs": "max_submit_jobs", "grpjobs": "grp_jobs",
+                 "grpsubmitjobs": "grp_submit_jobs"}
+_QOS_COUNTS = {"maxjobsperuser": "max_jobs_per_user", "maxsubmitjobsperuser": "max_submit_jobs_per_user",
+               "grpjobs": "grp_jobs", "grpsubmitjobs": "grp_submit_jobs"}
+_QOS_TRES = {"maxtresperuser": "max_tres_per_user", "grptres": "grp_tres", "maxtres": "max_tres_per_job",
+             "maxtrespernode": "max_tres_per_node"}
+# sacctmgr's QOS flags (slurmdb_qos_flags_str), as it spells them
+QOS_FLAGS = ("DenyOnLimit", "EnforceUsageThreshold", "NoDecay", "NoReserve", "OverPartQOS", "PartitionMaxNodes",
+             "PartitionMinNodes", "PartitionTimeLimit", "RequiresReservation", "UsageFactorSafe")
+
+
+def _flags(value: str, have: tuple[str, ...]) -> tuple[str, ...]:
+    """``Flags=A,B`` (``+=``/``-=`` add or remove; ``-1`` clears) as sacctmgr's names."""
+    op, text = (value[0], value[1:].lstrip("=")) if value[:1] in ("+", "-") and value != "-1" else ("=", value)
+    if text in ("-1", ""):
+        return ()
+    names = []
+    for word in filter(None, (w.strip() for w in text.split(","))):
+        found = next((f for f in QOS_FLAGS if f.lower() == word.lower()), None)
+        if found is None:
+            raise AcctMgrError(f" Unknown QOS flag: {word}")
+        names.append(found)
+    if op == "+":
+        return tuple(dict.fromkeys((*have, *names)))
+    if op == "-":
+        return tuple(f for f in have if f not in names)
+    return tuple(dict.fromkeys(names))
+
+
 def assoc_values(values: Mapping[str, str], known_qos: Mapping[str, Qos]) -> dict[str, object]:
     """The association fields ``values`` sets (Assoc's names)."""
     out: dict[str, object] = {}
     for key, value in values.items():
         if key == "fairshare":
             out["fairshare"] = _shares(value)
-        elif key in ("maxjobs", "maxsubmitjobs"):
-            out[{"maxjobs": "max_jobs", "maxsubmitjobs": "max_submit_jobs"}[key]] = _count(key, value)
+        elif key in _ASSOC_COUNTS:
+            out[_ASSOC_COUNTS[key]] = _count(key, value)
         elif key == "maxwall":
             out["max_wall"] = _wall(value)
         elif key == "grptres":
             out["grp_tres"] = _tres(value)
-        elif key == "maxtres":
-            out["max_tres_per_job"] = _tres(value)
+        elif key in ("maxtres", "maxtrespernode"):
+            out["max_tres_per_job" if key == "maxtres" else "max_tres_per_node"] = _tres(value)
         elif key in ("qos", "defaultqos"):
             names = _names(value.lstrip("+-="))
             unknown = [n for n in names if n not in known_qos]
@@ -159,8 +193,11 @@ def assoc_values(values: Mapping[str, str], known_qos: Mapping[str, Qos]) -> dic
 def _limit_lines(fields: Mapping[str, object]) -> list[str]:
     """sacctmgr_print_assoc_limits' lines for what is set."""
     out = []
-    for name, label in (("fairshare", "Fairshare    "), ("grp_tres", "GrpTRES      "), ("max_jobs", "MaxJobs      "),
+    for name, label in (("fairshare", "Fairshare    "), ("grp_jobs", "GrpJobs      "),
+                        ("grp_submit_jobs", "GrpSubmitJobs"), ("grp_tres", "GrpTRES      "),
+                        ("max_jobs", "MaxJobs      "),
                         ("max_submit_jobs", "MaxSubmitJobs"), ("max_tres_per_job", "MaxTRES      "),
+                        ("max_tres_per_node", "MaxTRESPerNode"),
                         ("max_wall", "MaxWall      "), ("qos", "QOS          "), ("default_qos", "DefQOS       "),
                         ("parent", "Parent       ")):
         if name not in fields:
@@ -429,7 +466,8 @@ def _delete_user(snap: Associations, cluster: str, wanted: list[str], cond: dict
 
 # -- QOS ---------------------------------------------------------------------------------------------
 
-def _qos_fields(sets: Mapping[str, str], known: Mapping[str, Qos]) -> dict[str, object]:
+def _qos_fields(sets: Mapping[str, str], known: Mapping[str, Qos], flags: tuple[str, ...] = ()) -> dict[str, object]:
+    """The QOS fields ``sets`` sets (Qos's names); ``flags``: the QOS's flags before (for ``Flags+=``)."""
     out: dict[str, object] = {}
     for key, value in sets.items():
         if key == "description":
@@ -438,12 +476,12 @@ def _qos_fields(sets: Mapping[str, str], known: Mapping[str, Qos]) -> dict[str, 
             if not value.lstrip("-").isdigit():
                 raise AcctMgrError(f" Bad Priority value: {value}")
             out["priority"] = max(0, int(value))
-        elif key == "maxjobsperuser":
-            out["max_jobs_per_user"] = _count("MaxJobsPerUser", value)
-        elif key == "maxsubmitjobsperuser":
-            out["max_submit_jobs_per_user"] = _count("MaxSubmitJobsPerUser", value)
-        elif key == "maxtresperuser":
-            out["max_tres_per_user"] = _tres(value)
+        elif key in _QOS_COUNTS:
+            out[_QOS_COUNTS[key]] = _count(key, value)
+        elif key in _QOS_TRES:
+            out[_QOS_TRES[key]] = _tres(value)
+        elif key == "flags":
+            out["flags"] = _flags(value, flags)
         elif key == "maxwall":
             out["max_wall"] = _wall(value)
         elif key == "preempt":
@@ -459,14 +497,16 @@ def _qos_fields(sets: Mapping[str, str], known: Mapping[str, Qos]) -> dict[str, 
 
 def _qos_lines(fields: Mapping[str, object]) -> list[str]:
     out = []
-    for name, label in (("max_jobs_per_user", "MaxJobsPerUser"), ("max_submit_jobs_per_user", "MaxSubmitJobsPerUser"),
-                        ("max_tres_per_user", "MaxTRESPerUser"), ("max_wall", "MaxWall"), ("preempt", "Preempt"),
-                        ("priority", "Priority")):
+    for name, label in (("flags", "Flags"), ("grp_jobs", "GrpJobs"), ("grp_submit_jobs", "GrpSubmitJobs"),
+                        ("grp_tres", "GrpTRES"), ("max_jobs_per_user", "MaxJobsPerUser"),
+                        ("max_submit_jobs_per_user", "MaxSubmitJobsPerUser"), ("max_tres_per_job", "MaxTRESPerJob"),
+                        ("max_tres_per_node", "MaxTRESPerNode"), ("max_tres_per_user", "MaxTRESPerUser"),
+                        ("max_wall", "MaxWall"), ("preempt", "Preempt"), ("priority", "Priority")):
         if name in fields:
             value = fields[name]
             if name == "max_wall" and value is not None:
                 value = format_slurm_duration(int(value))  # type: ignore[call-overload]
-            elif name == "preempt":
+            elif name in ("preempt", "flags"):
                 value = ",".join(value) or "''"  # type: ignore[arg-type]
             out.append(f"  {label:<24} = {'NONE' if value in (None, '') else value}")
     return out
@@ -486,8 +526,9 @@ def _add_qos(snap: Associations, cluster: str, wanted: list[str], cond: dict[str
 
 def _modify_qos(snap: Associations, cluster: str, wanted: list[str], cond: dict[str, str],
                 sets: dict[str, str]) -> tuple[AssocChange, list[str]]:
+    found = [replace(snap.qos[n], **_qos_fields(sets, snap.qos, snap.qos[n].flags))  # type: ignore[arg-type]
+             for n in (wanted or list(snap.qos)) if n in snap.qos]
     fields = _qos_fields(sets, snap.qos)
-    found = [replace(snap.qos[n], **fields) for n in (wanted or list(snap.qos)) if n in snap.qos]  # type: ignore[arg-type]
     if not found or not fields:
         return AssocChange(), [" Nothing modified"]
     return AssocChange(put_qos=tuple(found)), [" Modified qos...", *(f"  {q.name}" for q in found)]
