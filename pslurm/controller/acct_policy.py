@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from pslurm.core.assoc import Assoc, Associations, Qos, parse_tres
 from pslurm.core.config import ConfigError
@@ -102,7 +102,11 @@ def caps(text: str) -> Caps:
         found = parse_tres(text)
     except ValueError:
         return NO_CAPS
-    return tuple(found.get(name) for name in TRES_NAMES)
+    return _caps(tuple(found.get(name) for name in TRES_NAMES))
+
+
+def _caps(values: Caps) -> Caps:
+    return NO_CAPS if all(v is None for v in values) else values
 
 
 def job_tres(cpus: int, mem_mb: int, nodes: int, gpus: int) -> Tres:
@@ -148,6 +152,9 @@ class AssocLimits:
     max_jobs: int | None = None
     max_submit_jobs: int | None = None
     max_wall: int | None = None  # seconds
+    # the Grp limits along ``chain`` that are set, (association id, limit) from this one up: what a pass checks
+    grp_tres_chain: tuple[tuple[int, Caps], ...] = ()
+    grp_jobs_chain: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -243,9 +250,11 @@ def _first_over(tres: Tres, limit: Caps, overridden: Caps = NO_CAPS, used: Tres 
                 divisor: int = 1) -> int | None:
     """The first TRES the job asks (``tres``, per node with ``divisor``) whose ``used`` plus it passes
     ``limit`` (skipping those ``overridden`` sets: the QOS's override the association's), or None."""
+    if limit is NO_CAPS:  # most limits are unset: every Caps without a value is this one object
+        return None
     for i in range(4):
         cap = limit[i]
-        if cap is None or overridden[i] is not None or not tres[i]:
+        if cap is None or not tres[i] or overridden[i] is not None:
             continue
         if used[i] + tres[i] // divisor > cap:
             return i
@@ -302,6 +311,10 @@ def acct_limits(snap: Associations) -> AcctLimits:
 
     for a in by_key.values():
         limits_of(a)
+    for key, found in made.items():
+        ups = [made[level] for level in found.chain if level in made]
+        made[key] = replace(found, grp_tres_chain=tuple((u.id, u.grp_tres) for u in ups if u.grp_tres is not NO_CAPS),
+                            grp_jobs_chain=tuple((u.id, u.grp_jobs) for u in ups if u.grp_jobs is not None))
     qos = {name: QosLimits.of(q) for name, q in snap.qos.items()}
     active = any(_set(x) for x in made.values()) or any(_set(q) for q in qos.values())
     submits = any(x.grp_submit_jobs is not None or x.max_submit_jobs is not None for x in made.values()) or any(
@@ -314,13 +327,13 @@ def _first(own: int | None, inherited: int | None) -> int | None:
 
 
 def _inherit(own: Caps, inherited: Caps) -> Caps:
-    return tuple(o if o is not None else i for o, i in zip(own, inherited, strict=True))
+    return _caps(tuple(o if o is not None else i for o, i in zip(own, inherited, strict=True)))
 
 
 def _set(limits: AssocLimits | QosLimits) -> bool:
     """Whether any limit is set (the scheduler then counts usage)."""
     for name, value in vars(limits).items():
-        if name in ("id", "chain", "name", "deny_on_limit"):
+        if name in ("id", "chain", "name", "deny_on_limit", "grp_tres_chain", "grp_jobs_chain"):
             continue
         if value is not None and value != NO_CAPS:
             return True
@@ -378,20 +391,25 @@ class AcctUsage:
         return self._assoc_post(a, q, tres) if a is not None else None
 
     def _assoc_pre(self, a: AssocLimits, q: QosLimits | None, time_limit: int | None) -> str | None:
-        assocs = self.limits.assocs
-        for n, level in enumerate(a.chain):
-            up = assocs.get(level)
-            if up is None:
-                continue
-            if up.grp_jobs is not None and (q is None or q.grp_jobs is None) and self.assoc_jobs[level] >= up.grp_jobs:
+        """GrpJobs of the job's association, its MaxJobs and MaxWall, then GrpJobs of those above it."""
+        jobs = self.assoc_jobs
+        own = True
+        for level, cap in a.grp_jobs_chain:
+            if level != a.id and own:
+                own = False
+                reason = self._own_pre(a, q, time_limit)
+                if reason is not None:
+                    return reason
+            if (q is None or q.grp_jobs is None) and jobs[level] >= cap:
                 return "AssocGrpJobsLimit"
-            if n:
-                continue  # the Max limits are inherited: the job's own association has them
-            if (a.max_jobs is not None and (q is None or q.max_jobs_per_user is None)
-                    and self.assoc_jobs[level] >= a.max_jobs):
-                return "AssocMaxJobsLimit"
-            if a.max_wall is not None and (q is None or q.max_wall is None) and _over_wall(time_limit, a.max_wall):
-                return "AssocMaxWallDurationPerJobLimit"
+        return self._own_pre(a, q, time_limit) if own else None
+
+    def _own_pre(self, a: AssocLimits, q: QosLimits | None, time_limit: int | None) -> str | None:
+        if (a.max_jobs is not None and (q is None or q.max_jobs_per_user is None)
+                and self.assoc_jobs[a.id] >= a.max_jobs):
+            return "AssocMaxJobsLimit"
+        if a.max_wall is not None and (q is None or q.max_wall is None) and _over_wall(time_limit, a.max_wall):
+            return "AssocMaxWallDurationPerJobLimit"
         return None
 
     def _qos_post(self, q: QosLimits, user: str, tres: Tres) -> str | None:
@@ -408,23 +426,27 @@ class AcctUsage:
         return REASONS["qos_user"][i] if i is not None else None
 
     def _assoc_post(self, a: AssocLimits, q: QosLimits | None, tres: Tres) -> str | None:
-        assocs = self.limits.assocs
-        for n, level in enumerate(a.chain):
-            up = assocs.get(level)
-            if up is None:
-                continue
-            i = _first_over(tres, up.grp_tres, q.grp_tres if q else NO_CAPS, self.assoc_tres[level])
+        """GrpTRES of the job's association, its MaxTRES per job and per node, then GrpTRES of those above."""
+        used, over_grp = self.assoc_tres, q.grp_tres if q else NO_CAPS
+        own = True
+        for level, cap in a.grp_tres_chain:
+            if level != a.id and own:
+                own = False
+                reason = _own_post(a, q, tres)
+                if reason is not None:
+                    return reason
+            i = _first_over(tres, cap, over_grp, used[level])
             if i is not None:
                 return REASONS["assoc_grp"][i]
-            if n:
-                continue
-            i = _first_over(tres, a.max_tres_per_job, q.max_tres_per_job if q else NO_CAPS)
-            if i is not None:
-                return REASONS["assoc_job"][i]
-            i = _first_over(tres, a.max_tres_per_node, q.max_tres_per_node if q else NO_CAPS, divisor=max(1, tres[2]))
-            if i is not None:
-                return REASONS["assoc_node"][i]
-        return None
+        return _own_post(a, q, tres) if own else None
+
+
+def _own_post(a: AssocLimits, q: QosLimits | None, tres: Tres) -> str | None:
+    i = _first_over(tres, a.max_tres_per_job, q.max_tres_per_job if q else NO_CAPS)
+    if i is not None:
+        return REASONS["assoc_job"][i]
+    i = _first_over(tres, a.max_tres_per_node, q.max_tres_per_node if q else NO_CAPS, divisor=max(1, tres[2]))
+    return REASONS["assoc_node"][i] if i is not None else None
 
 
 def _plus(a: Tres, b: Tres) -> Tres:

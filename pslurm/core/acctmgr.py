@@ -80,6 +80,9 @@ ASSOC_KEYS = frozenset({"fairshare", "grptres", "grpjobs", "grpsubmitjobs", "max
 def canonical_key(word: str) -> str | None:
     """The canonical name of a sacctmgr key as typed (``Fair`` -> ``fairshare``); None if unknown."""
     low = word.lower()
+    for canonical, spellings in KEYS:  # a whole name first: MaxSubmitJobs is not MaxSubmitJobsPerUser cut short
+        if any(spelling.lower() == low for spelling, _ in spellings):
+            return canonical
     for canonical, spellings in KEYS:
         for spelling, shortest in spellings:
             if shortest <= len(low) <= len(spelling) and spelling.lower().startswith(low):
@@ -121,12 +124,31 @@ def _wall(value: str) -> int | None:
 
 
 def _tres(value: str) -> str:
-    """A TRES limit as given, less the items that clear one (``gres/gpu=-1``, as sacctmgr clears a TRES)."""
+    """A TRES limit as given (checked); :func:`merged` applies it to what was set."""
     try:
         parse_tres(value)
     except ValueError as exc:
         raise AcctMgrError(f" {exc}") from None
-    return ",".join(item.strip() for item in value.split(",") if item.strip() and item.partition("=")[2] != "-1")
+    return value
+
+
+TRES_FIELDS = ("grp_tres", "max_tres_per_job", "max_tres_per_node", "max_tres_per_user")
+
+
+def merge_tres(old: str, new: str) -> str:
+    """A TRES limit set over ``old`` as sacctmgr sets it: each TRES of ``new`` replaces the same one of
+    ``old``, ``=-1`` clears it, the others stay (``GrpTRES=cpu=-1`` leaves ``mem=2G``)."""
+    items = {k.strip().lower(): v for k, _, v in (i.partition("=") for i in old.split(",") if i.strip())}
+    for item in filter(None, (i.strip() for i in new.split(","))):
+        name, _, value = item.partition("=")
+        items[name.strip().lower()] = value.strip()
+    return ",".join(f"{k}={v}" for k, v in items.items() if v != "-1")
+
+
+def merged(obj: Assoc | Qos | None, fields: Mapping[str, object]) -> dict[str, object]:
+    """``fields`` to set on ``obj`` (None: a new one), its TRES limits merged with what ``obj`` has."""
+    return {k: merge_tres(getattr(obj, k) if obj is not None else "", str(v)) if k in TRES_FIELDS else v
+            for k, v in fields.items()}
 
 
 def _shares(value: str) -> int:
@@ -211,7 +233,7 @@ def _limit_lines(fields: Mapping[str, object]) -> list[str]:
             text = ",".join(value) or "''"  # type: ignore[arg-type]
         else:
             text = str(value)
-        out.append(f"  {label} = {text}")
+        out.append(f"  {label} = {text}" if len(label) <= 13 else f"  {label}= {text}")  # MaxTRESPerNode=
     return out
 
 
@@ -273,7 +295,7 @@ def _add_account(snap: Associations, cluster: str, wanted: list[str], cond: dict
             new_accounts.append(Account(name, sets.get("description", name),
                                         sets.get("organization", name if parent == ROOT else parent)))
         if snap.account_assoc(name) is None:
-            new_assocs.append(Assoc(name, parent=parent, **{k: v for k, v in limits.items()
+            new_assocs.append(Assoc(name, parent=parent, **{k: v for k, v in merged(None, limits).items()
                                                             if k != "parent"}))  # type: ignore[arg-type]
     if not new_accounts and not new_assocs:
         return AssocChange(), [" Nothing new added."]
@@ -315,7 +337,7 @@ def _modify_account(snap: Associations, cluster: str, wanted: list[str], cond: d
             raise AcctMgrError(" Error with request: Can't set a child account as the parent of its parent")
         limits["parent"] = parent
     if limits:
-        assocs = [replace(a, **limits) for a in snap.assocs  # type: ignore[arg-type]
+        assocs = [replace(a, **merged(a, limits)) for a in snap.assocs  # type: ignore[arg-type]
                   if a.account in found and not a.user and not a.partition]
     lines = []
     if accounts:
@@ -381,7 +403,7 @@ def _add_user(snap: Associations, cluster: str, wanted: list[str], cond: dict[st
         for account in accounts:
             for part in partitions:
                 if (account, name, part) not in have:
-                    new_assocs.append(Assoc(account, name, part, **limits))  # type: ignore[arg-type]
+                    new_assocs.append(Assoc(account, name, part, **merged(None, limits)))  # type: ignore[arg-type]
     if not new_users and not new_assocs:
         return AssocChange(), [" Nothing new added."]
     lines = []
@@ -429,7 +451,8 @@ def _modify_user(snap: Associations, cluster: str, wanted: list[str], cond: dict
         level = _admin_level(sets["adminlevel"])
         users = [replace(u, admin_level=level) for u in (users or users_found)]
     limits = assoc_values({k: v for k, v in sets.items() if k in ASSOC_KEYS}, snap.qos)
-    assocs = [replace(a, **limits) for a in _select_user_assocs(snap, wanted, cond)] if limits else []  # type: ignore[arg-type]
+    assocs = [replace(a, **merged(a, limits))  # type: ignore[arg-type]
+              for a in _select_user_assocs(snap, wanted, cond)] if limits else []
     lines = []
     if users:
         lines += [" Modified users...", *(f"  {u.name}" for u in users)]
@@ -516,7 +539,8 @@ def _add_qos(snap: Associations, cluster: str, wanted: list[str], cond: dict[str
              sets: dict[str, str]) -> tuple[AssocChange, list[str]]:
     _need_names(wanted, "QOS")
     fields = _qos_fields(sets, snap.qos)
-    new = [Qos(n, **{"description": n, **fields}) for n in wanted if n not in snap.qos]  # type: ignore[arg-type]
+    new = [Qos(n, **{"description": n, **merged(None, fields)})  # type: ignore[arg-type]
+           for n in wanted if n not in snap.qos]
     if not new:
         return AssocChange(), [" Nothing new added."]
     lines = [" Adding QOS(s)", *(f"  {q.name}" for q in new), " Settings",
@@ -526,7 +550,7 @@ def _add_qos(snap: Associations, cluster: str, wanted: list[str], cond: dict[str
 
 def _modify_qos(snap: Associations, cluster: str, wanted: list[str], cond: dict[str, str],
                 sets: dict[str, str]) -> tuple[AssocChange, list[str]]:
-    found = [replace(snap.qos[n], **_qos_fields(sets, snap.qos, snap.qos[n].flags))  # type: ignore[arg-type]
+    found = [replace(snap.qos[n], **merged(snap.qos[n], _qos_fields(sets, snap.qos, snap.qos[n].flags)))  # type: ignore[arg-type]
              for n in (wanted or list(snap.qos)) if n in snap.qos]
     fields = _qos_fields(sets, snap.qos)
     if not found or not fields:

@@ -181,3 +181,13 @@ def test_every_reason_the_limits_give_is_one_the_store_keeps() -> None:
         "AssocGrpJobsLimit", "AssocMaxJobsLimit", "AssocMaxWallDurationPerJobLimit", "QOSGrpJobsLimit",
         "QOSMaxJobsPerUserLimit", "QOSMaxWallDurationPerJobLimit"]
     assert [JobReason.parse(n).value for n in given] == given  # an unknown word would come back as None
+
+
+def test_sacctmgrs_words_for_the_limits() -> None:
+    from pslurm.core.acctmgr import canonical_key, merge_tres
+
+    assert canonical_key("MaxSubmitJobs") == "maxsubmitjobs"  # not MaxSubmitJobsPerUser cut short
+    assert canonical_key("MaxSubmitJobsPU") == "maxsubmitjobsperuser" and canonical_key("GrpJ") == "grpjobs"
+    assert canonical_key("MaxTRESPerNode") == "maxtrespernode" and canonical_key("GrpSubmit") == "grpsubmitjobs"
+    assert merge_tres("cpu=4,mem=2G", "cpu=-1,gres/gpu=2") == "mem=2G,gres/gpu=2"
+    assert merge_tres("", "gres/gpu=-1") == ""
