@@ -160,11 +160,22 @@ class Associations:
         """The QOS a job runs in: its ``--qos``, else its association's DefaultQOS, else ``normal``;
         SpecError (``Invalid qos specification``) for one that does not exist or (``allowed_only``,
         Slurm's AccountingStorageEnforce=qos) the association does not allow."""
-        name = (asked or (assoc.default_qos if assoc else "") or NORMAL_QOS).lower()
+        name = (asked or (self.default_qos(assoc) if assoc else "") or NORMAL_QOS).lower()
         found = self.qos.get(name)
         if found is None or (allowed_only and assoc is not None and asked and name not in self.allowed_qos(assoc)):
             raise SpecError(INVALID_QOS)
         return found
+
+    def default_qos(self, assoc: Assoc) -> str:
+        """The association's DefaultQOS, else the nearest one above it (slurmdbd's inheritance); "" none."""
+        seen: set[int] = set()
+        at: Assoc | None = assoc
+        while at is not None and id(at) not in seen:
+            if at.default_qos:
+                return at.default_qos
+            seen.add(id(at))
+            at = self.parent_assoc(at)
+        return ""
 
     def allowed_qos(self, assoc: Assoc) -> tuple[str, ...]:
         """The QOS an association allows (a user's association with none set: its account's)."""
