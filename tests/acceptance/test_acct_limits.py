@@ -8,22 +8,18 @@ job's owner (nobody, through the user API) admitted as at submit.
 
 from __future__ import annotations
 
-import http.client
-import json
 import os
 import shutil
 import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from pslurm.core import restjson
-from pslurm.core.config import load_cluster_config
 from pslurm.core.request import JobOptions, build_spec
-from tests.conftest import Cluster, ask_credential_as, cluster_from_conf, wait_for
+from tests.conftest import Cluster, api_as, cluster_for_users, wait_for
 
 CONF = """ClusterName=limits
 SlurmdTimeout=10
@@ -41,13 +37,8 @@ POLICY = "Job violates accounting/QOS policy (job submit limit, user's size and/
 
 @pytest.fixture(scope="module")
 def acct() -> Iterator[Cluster]:
-    where = Path(tempfile.mkdtemp(prefix="pslurm-limits-"))
-    where.chmod(0o755)  # nobody reaches the configuration and the credential socket
-    try:
-        with cluster_from_conf(where, CONF, "NodeName=c[000-001] Name=gpu Count=2\n") as c:
-            yield c
-    finally:
-        shutil.rmtree(where)
+    with cluster_for_users("pslurm-limits-", CONF, "NodeName=c[000-001] Name=gpu Count=2\n") as c:
+        yield c
 
 
 def mgr(c: Cluster, *words: str) -> None:
@@ -100,20 +91,6 @@ def test_an_accounts_max_wall_reaches_its_users_and_a_qos_limits_each_user(acct:
     acct.run("pscancel", first, second, check=True)
 
 
-def _request(acct: Cluster, method: str, path: str, body: Any = None) -> tuple[int, dict[str, Any]]:
-    """The user API as nobody (a credential from the controller's socket, asked as nobody)."""
-    config = load_cluster_config(str(acct.conf))
-    conn = http.client.HTTPConnection(config.controller_addr, config.rest_port, timeout=10)
-    try:
-        headers = {"Content-Type": "application/json",
-                   "X-Pslurm-Cred": ask_credential_as(NOBODY, NOBODY, config.auth_socket_path)}
-        conn.request(method, path, body=None if body is None else json.dumps(body), headers=headers)
-        reply = conn.getresponse()
-        return reply.status, json.loads(reply.read())
-    finally:
-        conn.close()
-
-
 @pytest.mark.skipif(os.geteuid() != 0, reason="a cluster that serves other users runs as root")
 def test_an_owners_update_is_admitted_as_a_submit_is(acct: Cluster, tmp_path: Path) -> None:
     mgr(acct, "add", "qos", "short")
@@ -126,13 +103,13 @@ def test_an_owners_update_is_admitted_as_a_submit_is(acct: Cluster, tmp_path: Pa
         spec = build_spec(JobOptions(output="/dev/null", account="lab1", begin=later), user="nobody", uid=NOBODY,
                           gid=NOBODY, cwd=str(shared), environ={"PATH": "/usr/bin:/bin"},
                           script="#!/bin/sh\ntrue\n", default_name="nobodys")
-        status, reply = _request(acct, "POST", "/slurm/v0.0.40/job/submit", {"job": restjson.spec_to_json(spec)})
+        status, reply = api_as(acct, NOBODY, "POST", "/slurm/v0.0.40/job/submit", {"job": restjson.spec_to_json(spec)})
         assert status == 200, reply
         job = str(reply["job_id"])
         assert queue(acct, job, "%l %q %r") == "10:00 short BeginTime"
 
         def update(changes: dict[str, object]) -> list[str]:
-            status, reply = _request(acct, "POST", "/pslurm/v1/job/update", {"job": job, "changes": changes})
+            status, reply = api_as(acct, NOBODY, "POST", "/pslurm/v1/job/update", {"job": job, "changes": changes})
             assert status == 200, reply
             return list(reply["job_errors"])
 
