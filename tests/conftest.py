@@ -198,6 +198,42 @@ def cluster_from_conf(root: Path, conf: str, gres: str) -> Iterator[Cluster]:
 
 
 @contextlib.contextmanager
+def cluster_for_users(prefix: str, conf: str, gres: str) -> Iterator[Cluster]:
+    """:func:`cluster_from_conf` in a new directory other users reach (its configuration and credential
+    socket: tests that act as nobody), removed afterwards."""
+    import shutil
+    import tempfile
+
+    where = Path(tempfile.mkdtemp(prefix=prefix))
+    where.chmod(0o755)
+    try:
+        with cluster_from_conf(where, conf, gres) as c:
+            yield c
+    finally:
+        shutil.rmtree(where)
+
+
+def api_as(cluster: Cluster, uid: int, method: str, path: str, body: Any = None) -> tuple[int, dict[str, Any]]:
+    """The user API as ``uid`` (group the same number): a credential from the controller's socket, asked
+    by a child running as that user. (status, JSON reply)."""
+    import http.client
+    import json
+
+    from pslurm.core.config import load_cluster_config
+
+    config = load_cluster_config(str(cluster.conf))
+    conn = http.client.HTTPConnection(config.controller_addr, config.rest_port, timeout=10)
+    try:
+        headers = {"Content-Type": "application/json",
+                   "X-Pslurm-Cred": ask_credential_as(uid, uid, config.auth_socket_path)}
+        conn.request(method, path, body=None if body is None else json.dumps(body), headers=headers)
+        reply = conn.getresponse()
+        return reply.status, json.loads(reply.read())
+    finally:
+        conn.close()
+
+
+@contextlib.contextmanager
 def local_cluster(state: Path, nodes: int, gpus_per_node: int) -> Iterator[Cluster]:
     """`pslurm up` with simulated GPUs in ``state``, `pslurm down` afterwards."""
     up = cli("pslurm", "up", "--nodes", str(nodes), "--gpus-per-node", str(gpus_per_node), "--state-dir", str(state),

@@ -166,19 +166,48 @@ class Model:
         parent = self.own.get(x["account"] if x["user"] else x["parent"])
         return "" if parent is None or parent is x else str(parent["id"])
 
+    def up(self, x: dict[str, Any]) -> dict[str, Any] | None:
+        """The association above ``x`` (a user's: its account's own; an account's: its parent's)."""
+        if x["user"] or x["partition"]:
+            return self.own.get(x["account"])
+        return None if x["account"] == "root" else self.own.get(x["parent"] or "root")
+
+    def inherited(self, x: dict[str, Any], key: str) -> Any:
+        """``x``'s Max limit or the nearest one above it (slurmdbd lists an association with its parents'
+        Max limits where it sets none; a TRES limit per TRES)."""
+        value, seen, at = x.get(key), {id(x)}, self.up(x)
+        tres = key.startswith("max_tres")
+        while at is not None and id(at) not in seen and (tres or value in (None, "")):
+            if tres:
+                have = {i.partition("=")[0] for i in (value or "").split(",") if i}
+                extra = [i for i in (at.get(key) or "").split(",") if i and i.partition("=")[0] not in have]
+                value = ",".join([*filter(None, (value or "").split(",")), *extra])
+            else:
+                value = at.get(key)
+            seen.add(id(at))
+            at = self.up(at)
+        return value
+
     def assoc_row(self, x: dict[str, Any]) -> Row:
         qos = x["qos"] or (self.own.get(x["account"]) or {}).get("qos") or ["normal"]
+        get = self.inherited
         return {"Cluster": self.name, "Account": x["account"], "User": x["user"], "Partition": x["partition"],
-                "Share": str(x["fairshare"]), "GrpTRES": x["grp_tres"], "MaxJobs": _n(x["max_jobs"]),
-                "MaxSubmit": _n(x["max_submit_jobs"]), "MaxWall": _wall(x["max_wall"]),
-                "MaxTRES": x["max_tres_per_job"], "QOS": ",".join(sorted(qos)), "Def QOS": x["default_qos"],
+                "Share": str(x["fairshare"]), "GrpTRES": x["grp_tres"], "MaxJobs": _n(get(x, "max_jobs")),
+                "MaxSubmit": _n(get(x, "max_submit_jobs")), "MaxWall": _wall(get(x, "max_wall")),
+                "MaxTRES": get(x, "max_tres_per_job"), "QOS": ",".join(sorted(qos)),
+                "Def QOS": get(x, "default_qos") or "", "GrpJobs": _n(x.get("grp_jobs")),
+                "GrpSubmit": _n(x.get("grp_submit_jobs")),
+                "MaxTRESPerNode": get(x, "max_tres_per_node") or "",
                 "ParentName": "" if x["user"] else x["parent"], "ParentID": self.parent_id(x), "ID": str(x["id"])}
 
     def qos_row(self, index: int, q: dict[str, Any]) -> Row:
         return {"Name": q["name"], "Descr": q["description"], "ID": str(index), "Priority": str(q["priority"]),
                 "GraceTime": "00:00:00", "Preempt": ",".join(q["preempt"]), "PreemptMode": "cluster",
                 "UsageFactor": "1.000000", "MaxWall": _wall(q["max_wall"]), "MaxTRESPU": q["max_tres_per_user"],
-                "MaxJobsPU": _n(q["max_jobs_per_user"]), "MaxSubmitPU": _n(q["max_submit_jobs_per_user"])}
+                "MaxJobsPU": _n(q["max_jobs_per_user"]), "MaxSubmitPU": _n(q["max_submit_jobs_per_user"]),
+                "Flags": ",".join(q.get("flags") or ()), "GrpTRES": q.get("grp_tres", ""),
+                "GrpJobs": _n(q.get("grp_jobs")), "GrpSubmit": _n(q.get("grp_submit_jobs")),
+                "MaxTRES": q.get("max_tres_per_job", ""), "MaxTRESPerNode": q.get("max_tres_per_node", "")}
 
     def cluster_row(self) -> Row:
         return {"Cluster": self.name, "ControlHost": str(self.cluster.get("control_host") or ""),

@@ -18,7 +18,8 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, replace
 
 from pslurm.auth.credential import Identity
-from pslurm.controller.assocs import assoc_limits, charge
+from pslurm.controller.acct_policy import AcctLimits, LimitsCache, config_enforcement
+from pslurm.controller.assocs import assoc_limits, charge, submit_refusal
 from pslurm.controller.errors import PermissionDenied
 from pslurm.controller.store import Store
 from pslurm.core.arrays import parse_array
@@ -85,6 +86,12 @@ class Admission:
         fixed = config_associations(config)
         # accounts and QOS: the association service's (controller/assocs.py) once app.py assembled it
         self.associations: Callable[[], Associations] = lambda: fixed
+        self.enforce = config_enforcement(config.extra)  # AccountingStorageEnforce
+        self._limits = LimitsCache()
+
+    def _acct_limits(self, snap: Associations) -> AcctLimits:
+        """The association and QOS limits in force (none without AccountingStorageEnforce=limits)."""
+        return self._limits.get(snap) if "limits" in self.enforce else AcctLimits()
 
     def check(self, spec: JobSpec, requester: Identity) -> Submission:
         """The request as it would be stored (its defaults filled in), or the refusal (SpecError,
@@ -96,7 +103,8 @@ class Admission:
         if spec.gpu_mem or any(g.name == "gpumem" for g in spec.gres):
             gpu_memory = self._gpu_memory()
             spec = self._with_gpu_slice(spec, gpu_memory)
-        spec, assoc, qos = charge(self.associations(), spec)  # -A and --qos, or the defaults (assocs.py)
+        snap = self.associations()
+        spec, assoc, qos = charge(snap, spec, "qos" in self.enforce)  # -A and --qos, or the defaults (assocs.py)
         admitted = admit(spec, self.config, enforce_part_limits=sched.enforce_part_limits,
                          groups=_group_names(spec.user, spec.gid), gpu_memory=gpu_memory, now=self.clock())
         spec = replace(spec, qos=qos.name)
@@ -111,8 +119,9 @@ class Admission:
                 raise SpecError("--array is for batch jobs (psbatch)")
             array_ids, throttle = parse_array(spec.array, sched.max_array_size)
         count = max(1, len(array_ids))
-        time_limit = assoc_limits(assoc, qos, admitted.time_limit, spec.time_limit,
-                                  lambda: self.store.count_active(spec.user), count)
+        limits = self._acct_limits(snap)
+        time_limit = assoc_limits(limits, assoc, qos, admitted.time_limit, spec.time_limit)
+        submit_refusal(limits, assoc, qos, spec, self.store.active_by_assoc, count)
         self._check_queue_limits(spec.user, count)
         self._check_dependency(spec.dependency)
         requeue = spec.requeue if spec.requeue is not None else (sched.job_requeue and not spec.interactive)
@@ -122,13 +131,17 @@ class Admission:
     def readmit(self, spec: JobSpec, dependency: bool = False) -> int | None:
         """A pending job's request changed where it may run (``pscontrol update`` of its partition,
         task count, memory, nodes, GRES...): admitted again as at submit (no deadline check), its
-        dependency too when it changed (``dependency``); the time limit in force, or SpecError."""
+        dependency too when it changed (``dependency``), its QOS as at submit (one its association does
+        not allow: ``Invalid qos specification``); the time limit in force (the QOS's or association's
+        MaxWall for a job that asks none, as at submit), or SpecError."""
         gpu_memory = self._gpu_memory() if any(g.name == "gpumem" for g in spec.gres) else None
-        limit = admit(spec, self.config, enforce_part_limits=self.sched.enforce_part_limits,
+        snap = self.associations()
+        charged, assoc, qos = charge(snap, spec, "qos" in self.enforce)
+        limit = admit(charged, self.config, enforce_part_limits=self.sched.enforce_part_limits,
                       groups=_group_names(spec.user, spec.gid), gpu_memory=gpu_memory).time_limit
         if dependency:
             self._check_dependency(spec.dependency)
-        return limit
+        return assoc_limits(self._acct_limits(snap), assoc, qos, limit, spec.time_limit)
 
     def _check_queue_limits(self, user: str, count: int) -> None:
         """MaxJobCount and MaxSubmitJobsPerUser, with ``count`` more jobs (an array's tasks) queued."""

@@ -16,6 +16,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
 
 from pslurm.auth.credential import Identity
+from pslurm.controller.acct_policy import AcctLimits, SubmitCounts, job_tres, submit_counts
 from pslurm.controller.errors import PermissionDenied
 from pslurm.controller.store.assoc import AssocStore
 from pslurm.core.acctmgr import plan
@@ -23,7 +24,6 @@ from pslurm.core.assoc import ROOT, Account, Assoc, AssocChange, Associations, Q
 from pslurm.core.config import ClusterConfig
 from pslurm.core.errors import SpecError
 from pslurm.core.jobspec import JobSpec
-from pslurm.core.timefmt import format_slurm_duration
 
 log = logging.getLogger("psctld")
 ADMIN = "Administrator"
@@ -115,30 +115,41 @@ def config_change(stored: Associations, wanted: Associations, stated: Collection
     return AssocChange(put_accounts=tuple(accounts), put_users=tuple(users), put_assocs=tuple(assocs))
 
 
-def charge(snap: Associations, spec: JobSpec) -> tuple[JobSpec, Assoc | None, Qos]:
+def charge(snap: Associations, spec: JobSpec, allowed_only: bool = True) -> tuple[JobSpec, Assoc | None, Qos]:
     """A job as it charges its association: its account (``-A``, else the user's default) and its
     QOS (``--qos``, else the association's default, else ``normal``). The spec comes back with its
     account filled in and its QOS left empty, for admission, which knows no QOS table; the caller
-    puts ``Qos.name`` back. SpecError (Slurm's words) for an account or QOS the user may not have."""
+    puts ``Qos.name`` back. SpecError (Slurm's words) for an account or QOS the user may not have
+    (``allowed_only``: a QOS the association does not allow too, AccountingStorageEnforce=qos)."""
     assoc = snap.job_assoc(spec.user, spec.account, spec.partition or "")
-    qos = snap.job_qos(assoc, spec.qos)
+    qos = snap.job_qos(assoc, spec.qos, allowed_only)
     return replace(spec, account=spec.account if assoc is None else assoc.account, qos=""), assoc, qos
 
 
-def assoc_limits(assoc: Assoc | None, qos: Qos, time_limit: int | None, asked_limit: int | None,
-                 active: Callable[[], int], count: int = 1) -> int | None:
-    """The time limit a job is stored with under its association's and QOS's limits: MaxWall becomes
-    the limit of a job that asked none, and refuses one over it; MaxSubmitJobs (the association's)
-    and MaxSubmitJobsPerUser (the QOS's) refuse a job over them (``active()``: the user's jobs queued
-    or running). SpecError with Slurm's ESLURM_ACCOUNTING_POLICY words."""
-    walls = [w for w in (assoc.max_wall if assoc else None, qos.max_wall) if w is not None]
-    if walls:
-        wall = min(walls)
-        if asked_limit is None and (time_limit is None or time_limit > wall):
-            time_limit = wall
-        elif time_limit is None or time_limit > wall:
-            raise SpecError(f"{ACCOUNTING_POLICY} (MaxWall={format_slurm_duration(wall)})")
-    caps = [c for c in (assoc.max_submit_jobs if assoc else None, qos.max_submit_jobs_per_user) if c is not None]
-    if caps and active() + count > min(caps):
-        raise SpecError(f"{ACCOUNTING_POLICY} (MaxSubmitJobs={min(caps)})")
+def assoc_limits(limits: AcctLimits, assoc: Assoc | None, qos: Qos, time_limit: int | None,
+                 asked_limit: int | None) -> int | None:
+    """The time limit a job is stored with under its QOS's and association's MaxWall (the QOS's wins,
+    an association's is inherited from the accounts above it): a job that asked none gets it where it
+    is shorter than the partition's; one that asked more is taken, and the scheduler holds it
+    (``AssocMaxWallDurationPerJobLimit``), unless its QOS has DenyOnLimit (:func:`submit_refusal`)."""
+    wall = limits.wall(assoc.id if assoc is not None else 0, qos.name)
+    if wall is not None and asked_limit is None and (time_limit is None or time_limit > wall):
+        return wall
     return time_limit
+
+
+def submit_refusal(limits: AcctLimits, assoc: Assoc | None, qos: Qos, spec: JobSpec,
+                   active: Callable[[], list[tuple[int, str, str, int]]], count: int = 1) -> None:
+    """SpecError with Slurm's ESLURM_ACCOUNTING_POLICY words and the limit's reason where Slurm's
+    acct_policy_validate refuses ``count`` more jobs like ``spec`` (a MaxSubmit or GrpSubmit limit;
+    with DenyOnLimit, a limit the job alone passes). ``active()``: the queue's (association id, QOS,
+    user, jobs) counts, asked only where a submit limit is set."""
+    if not limits.active:
+        return
+    counts = submit_counts(limits, active()) if limits.counts_submits else SubmitCounts()
+    nodes = spec.num_nodes
+    tres = job_tres(spec.cpus, spec.mem_mb * nodes, nodes, spec.gpus() * nodes)
+    reason = limits.submit_refusal(assoc.id if assoc is not None else 0, qos.name, spec.user, tres,
+                                   spec.time_limit, counts, count)
+    if reason is not None:
+        raise SpecError(f"{ACCOUNTING_POLICY}: {reason}")

@@ -151,8 +151,8 @@ class JobService:
         for _ in range(2):
             try:
                 own, request, detail = update_values(job, changes, uid, admin, self.config,
-                                                         partial(self._readmit, job.spec.dependency),
-                                                         self.associations().job_account)
+                                                     partial(self._readmit, job),
+                                                     self.associations().job_account)
             except SpecError as exc:
                 return str(exc)
             if not own and not request:
@@ -167,10 +167,15 @@ class JobService:
             job = fresh
         return NOT_PENDING if changes.keys() & PENDING_ONLY else JOB_FINISHED
 
-    def _readmit(self, dependency: str, spec: JobSpec) -> int | None:
-        """A pending job's request as an update changes it, admitted again (its dependency checked
-        when it is not ``dependency``, the one it had)."""
-        return self.admission.readmit(spec, dependency=spec.dependency != dependency)
+    def _readmit(self, job: JobRecord, spec: JobSpec) -> int | None:
+        """A pending job's request as an update changes it (``spec``), admitted again (its dependency
+        checked when it changed). The time limit in force stays as it was where neither the partition
+        nor the limit asked changed (slurmctld's update of NumTasks=, Deadline=, QOS=... leaves it:
+        an owner's TimeLimit=UNLIMITED under a MaxWall is not undone, nor a MaxWall's limit reset)."""
+        limit = self.admission.readmit(spec, dependency=spec.dependency != job.spec.dependency)
+        if spec.partition == job.partition and spec.time_limit == job.spec.time_limit:
+            return job.time_limit
+        return limit
 
     def _send_time_limit(self, job: JobRecord, limit: int | None) -> None:
         """A running job's new limit to its agent, which enforces it (the store holds it already: an

@@ -51,6 +51,7 @@ import heapq
 from collections import defaultdict
 from collections.abc import Hashable, Sequence
 
+from pslurm.controller.acct_policy import AcctUsage
 from pslurm.controller.multinode_policy import enough_nodes, reserve_many, start_many
 from pslurm.controller.nodemodel import (
     INF,
@@ -144,6 +145,8 @@ class _Pass:
         self.by_index = {n.name: i for i, n in enumerate(nodes)}
         self.available = {n.name for n in nodes if n.view.available}
         self.usage = _Usage(snapshot.limits)
+        # association and QOS limits: counted only where some limit is set (a pass without costs nothing)
+        self.acct = AcctUsage(snapshot.acct) if snapshot.acct.active else None
         self._hold_running(snapshot.running)
         self.sharing: Sharing | None = None  # made when the first pending shared job comes
         self.taken: list[tuple[int, tuple[int, ...], float]] = []  # whole-GPU starts (node, GPUs, end): for sharing
@@ -183,6 +186,12 @@ class _Pass:
                         end = now + UNLIMITED if r.end_time is None else r.end_time
                         node.add_event(end, node.vector(r.cpus, r.mem_mb, r.gpu_indices))
             self.usage.add(r.user, r.array_job_id, r.cpus, 0 if r.share is not None else len(r.gpu_indices))
+        if self.acct is not None:
+            seen: set[int] = set()
+            for r in running:  # a multi-node job: one row per node, one job
+                gpus = 0 if r.share is not None else len(r.gpu_indices)
+                self.acct.add(r.assoc_id, r.qos, r.user, (r.cpus, r.mem_mb, 1, gpus), 0 if r.job_id in seen else 1)
+                seen.add(r.job_id)
         if shared_runs:
             hold_running(by_name, shared_runs, now + UNLIMITED, backfill)
 
@@ -260,6 +269,12 @@ class _Pass:
             cpus, gpus = sum(c for c, _ in shares), gpus * len(shares)
         if job.array_max_running or self.usage.limited:  # a throttle or a limit to check
             reason = self.usage.over(job, cpus, gpus)
+            if reason is not None:
+                return reason
+        if self.acct is not None:
+            nodes = len(shares) if shares is not None else 1
+            reason = self.acct.over(job.assoc_id, job.qos, job.user, (cpus, job.mem_mb * nodes, nodes, gpus),
+                                    job.time_limit)
             if reason is not None:
                 return reason
         if job.allowed_nodes is not None and not job.allowed_nodes & self.available:
@@ -366,6 +381,9 @@ class _Pass:
         """``job`` starts now as ``placement``, taking ``cpus`` and ``gpus`` in all of what the limits count."""
         self.plan.placements.append(placement)
         self.usage.add(job.user, job.array_job_id, cpus, gpus)
+        if self.acct is not None:
+            nodes = 1 + len(placement.more)
+            self.acct.add(job.assoc_id, job.qos, job.user, (cpus, job.mem_mb * nodes, nodes, gpus))
 
     # -- jobs that cannot start --------------------------------------------------------------
 

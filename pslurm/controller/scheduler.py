@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from pslurm.controller import priority as prio
+from pslurm.controller.acct_policy import AcctLimits, LimitsCache, config_enforcement
 from pslurm.controller.agents import AgentUnreachable
 from pslurm.controller.allocations import NodeUsage, NodeViews, usage_by_node
 from pslurm.controller.policy import (
@@ -77,6 +78,8 @@ class Scheduler:
         fixed = config_associations(config)
         # the accounts' tree for fair share: the association service's (controller/assocs.py) once assembled
         self.associations: Callable[[], Associations] = lambda: fixed
+        self._enforce_limits = "limits" in config_enforcement(config.extra)  # AccountingStorageEnforce
+        self._acct_limits = LimitsCache()
         # a fault point for tests: called between the start commit and the launches
         self._after_start = after_start
         # fair share: decayed usage of finished runs per (account, user), as of _usage_at
@@ -233,7 +236,7 @@ class Scheduler:
                           q.user, q.array_job_id, q.array_max_running, dep.value, q.hold,
                           self._allowed_nodes(q.req_nodes, q.exc_nodes, q.num_nodes, q.constraint),
                           share_of(q.gres), q.begin_time, q.num_nodes, tuple((c, q.mem_mb) for c in q.node_cpus),
-                          self._required_nodes(q.req_nodes, q.num_nodes), q.exclusive)
+                          self._required_nodes(q.req_nodes, q.num_nodes), q.exclusive, q.assoc_id, q.qos)
 
     def _snapshot(self, pending: Sequence[QueuedJob], priorities: dict[int, int], deps: dict[int, DepStatus],
                   nodes: Sequence[NodeRecord], allocations: Sequence[Allocation], now: float,
@@ -261,11 +264,12 @@ class Scheduler:
             now=now,
             running=[RunningJob(a.job_id, a.node, a.cpus, a.mem_mb, a.gpu_indices,
                                 None if a.start_time is None else expected_end(a.start_time, a.time_limit),
-                                a.user, a.array_job_id, share_of(a.gres)) for a in allocations],
+                                a.user, a.array_job_id, share_of(a.gres), a.assoc_id, a.qos) for a in allocations],
             partition_state={p.name: p.state.upper() for p in parts},
             partition_max_time={p.name: p.max_time for p in parts},
             limits=Limits(sched.max_jobs_per_user, sched.max_gpus_per_user, sched.max_cpus_per_user),
             max_reservations=sched.bf_max_job_test,
+            acct=self._acct_limits.get(self.associations()) if self._enforce_limits else AcctLimits(),
         )
 
     def will_run(self, spec: JobSpec, partition: str, time_limit: int | None, job_id: int) -> WillRun:

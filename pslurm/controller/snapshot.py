@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from pslurm.controller.acct_policy import AcctLimits
 from pslurm.core.gres import GresRequest
 from pslurm.core.sharing import GpuShare
 
@@ -67,6 +68,8 @@ class PendingJob:
     per_node: tuple[tuple[int, int], ...] = ()  # (cpus, mem_mb) of each node's share, in node order; (): cpus, mem_mb
     required_nodes: frozenset[str] | None = None  # -w naming several nodes: all of them among the job's nodes
     exclusive: bool = False  # --exclusive: whole nodes only, on which nothing else runs (all CPUs, memory, GPUs)
+    assoc_id: int = 0  # the association it charges (0: none), for its limits (acct_policy)
+    qos: str = ""  # its QOS, for its limits
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,8 @@ class RunningJob:
     user: str = ""
     array_job_id: int | None = None
     share: GpuShare | None = None  # a share of its one GPU, ``gpu_indices[0]``
+    assoc_id: int = 0  # the association it charges (0: none); one row per node of a multi-node job
+    qos: str = ""
 
 
 @dataclass(frozen=True)
@@ -106,6 +111,7 @@ class Snapshot:
     partition_max_time: dict[str, int | None] = field(default_factory=dict)  # MaxTime, seconds
     limits: Limits = Limits()
     max_reservations: int = 500
+    acct: AcctLimits = AcctLimits()  # association and QOS limits (AccountingStorageEnforce=limits)
 
 
 @dataclass(frozen=True)

@@ -53,12 +53,15 @@ KEYS: tuple[tuple[str, tuple[tuple[str, int], ...]], ...] = (
     ("fairshare", (("FairShare", 1), ("Shares", 1))),
     ("flags", (("Flags", 2),)),
     ("grptres", (("GrpTRES", 7),)),
+    ("grpjobs", (("GrpJobs", 4),)),
+    ("grpsubmitjobs", (("GrpSubmitJobs", 4),)),
     ("grpwall", (("GrpWall", 4),)),
     ("maxjobsperuser", (("MaxJobsPerUser", 11), ("MaxJobsPU", 9))),
     ("maxjobs", (("MaxJobs", 4),)),
     ("maxsubmitjobsperuser", (("MaxSubmitJobsPerUser", 10), ("MaxSubmitJobsPU", 10), ("MaxSubmitPU", 11))),
     ("maxsubmitjobs", (("MaxSubmitJobs", 4),)),
     ("maxtresperuser", (("MaxTRESPerUser", 11), ("MaxTRESPU", 9))),
+    ("maxtrespernode", (("MaxTRESPerNode", 11), ("MaxTRESPN", 9))),
     ("maxtres", (("MaxTRESPerJob", 7), ("MaxTRES", 7))),
     ("maxwall", (("MaxWallDurationPerJob", 4),)),
     ("names", (("Names", 1), ("Users", 1))),
@@ -69,13 +72,17 @@ KEYS: tuple[tuple[str, tuple[tuple[str, int], ...]], ...] = (
     ("priority", (("Priority", 3),)),
     ("qos", (("QosLevel", 1), ("QOS", 1))),
 )
-ASSOC_KEYS = frozenset({"fairshare", "grptres", "maxjobs", "maxsubmitjobs", "maxtres", "maxwall", "qos", "defaultqos",
+ASSOC_KEYS = frozenset({"fairshare", "grptres", "grpjobs", "grpsubmitjobs", "maxtrespernode", "maxjobs",
+ "maxsubmitjobs", "maxtres", "maxwall", "qos", "defaultqos",
                         "parent"})
 
 
 def canonical_key(word: str) -> str | None:
     """The canonical name of a sacctmgr key as typed (``Fair`` -> ``fairshare``); None if unknown."""
     low = word.lower()
+    for canonical, spellings in KEYS:  # a whole name first: MaxSubmitJobs is not MaxSubmitJobsPerUser cut short
+        if any(spelling.lower() == low for spelling, _ in spellings):
+            return canonical
     for canonical, spellings in KEYS:
         for spelling, shortest in spellings:
             if shortest <= len(low) <= len(spelling) and spelling.lower().startswith(low):
@@ -117,11 +124,31 @@ def _wall(value: str) -> int | None:
 
 
 def _tres(value: str) -> str:
+    """A TRES limit as given (checked); :func:`merged` applies it to what was set."""
     try:
         parse_tres(value)
     except ValueError as exc:
         raise AcctMgrError(f" {exc}") from None
     return value
+
+
+TRES_FIELDS = ("grp_tres", "max_tres_per_job", "max_tres_per_node", "max_tres_per_user")
+
+
+def merge_tres(old: str, new: str) -> str:
+    """A TRES limit set over ``old`` as sacctmgr sets it: each TRES of ``new`` replaces the same one of
+    ``old``, ``=-1`` clears it, the others stay (``GrpTRES=cpu=-1`` leaves ``mem=2G``)."""
+    items = {k.strip().lower(): v for k, _, v in (i.partition("=") for i in old.split(",") if i.strip())}
+    for item in filter(None, (i.strip() for i in new.split(","))):
+        name, _, value = item.partition("=")
+        items[name.strip().lower()] = value.strip()
+    return ",".join(f"{k}={v}" for k, v in items.items() if v != "-1")
+
+
+def merged(obj: Assoc | Qos | None, fields: Mapping[str, object]) -> dict[str, object]:
+    """``fields`` to set on ``obj`` (None: a new one), its TRES limits merged with what ``obj`` has."""
+    return {k: merge_tres(getattr(obj, k) if obj is not None else "", str(v)) if k in TRES_FIELDS else v
+            for k, v in fields.items()}
 
 
 def _shares(value: str) -> int:
@@ -130,20 +157,49 @@ def _shares(value: str) -> int:
     return int(value)
 
 
+_ASSOC_COUNTS = {"maxjobs": "max_jobs", "maxsubmitjobs": "max_submit_jobs", "grpjobs": "grp_jobs",
+                 "grpsubmitjobs": "grp_submit_jobs"}
+_QOS_COUNTS = {"maxjobsperuser": "max_jobs_per_user", "maxsubmitjobsperuser": "max_submit_jobs_per_user",
+               "grpjobs": "grp_jobs", "grpsubmitjobs": "grp_submit_jobs"}
+_QOS_TRES = {"maxtresperuser": "max_tres_per_user", "grptres": "grp_tres", "maxtres": "max_tres_per_job",
+             "maxtrespernode": "max_tres_per_node"}
+# sacctmgr's QOS flags (slurmdb_qos_flags_str), as it spells them
+QOS_FLAGS = ("DenyOnLimit", "EnforceUsageThreshold", "NoDecay", "NoReserve", "OverPartQOS", "PartitionMaxNodes",
+             "PartitionMinNodes", "PartitionTimeLimit", "RequiresReservation", "UsageFactorSafe")
+
+
+def _flags(value: str, have: tuple[str, ...]) -> tuple[str, ...]:
+    """``Flags=A,B`` (``+=``/``-=`` add or remove; ``-1`` clears) as sacctmgr's names."""
+    op, text = (value[0], value[1:].lstrip("=")) if value[:1] in ("+", "-") and value != "-1" else ("=", value)
+    if text in ("-1", ""):
+        return ()
+    names = []
+    for word in filter(None, (w.strip() for w in text.split(","))):
+        found = next((f for f in QOS_FLAGS if f.lower() == word.lower()), None)
+        if found is None:
+            raise AcctMgrError(f" Unknown QOS flag: {word}")
+        names.append(found)
+    if op == "+":
+        return tuple(dict.fromkeys((*have, *names)))
+    if op == "-":
+        return tuple(f for f in have if f not in names)
+    return tuple(dict.fromkeys(names))
+
+
 def assoc_values(values: Mapping[str, str], known_qos: Mapping[str, Qos]) -> dict[str, object]:
     """The association fields ``values`` sets (Assoc's names)."""
     out: dict[str, object] = {}
     for key, value in values.items():
         if key == "fairshare":
             out["fairshare"] = _shares(value)
-        elif key in ("maxjobs", "maxsubmitjobs"):
-            out[{"maxjobs": "max_jobs", "maxsubmitjobs": "max_submit_jobs"}[key]] = _count(key, value)
+        elif key in _ASSOC_COUNTS:
+            out[_ASSOC_COUNTS[key]] = _count(key, value)
         elif key == "maxwall":
             out["max_wall"] = _wall(value)
         elif key == "grptres":
             out["grp_tres"] = _tres(value)
-        elif key == "maxtres":
-            out["max_tres_per_job"] = _tres(value)
+        elif key in ("maxtres", "maxtrespernode"):
+            out["max_tres_per_job" if key == "maxtres" else "max_tres_per_node"] = _tres(value)
         elif key in ("qos", "defaultqos"):
             names = _names(value.lstrip("+-="))
             unknown = [n for n in names if n not in known_qos]
@@ -159,8 +215,11 @@ def assoc_values(values: Mapping[str, str], known_qos: Mapping[str, Qos]) -> dic
 def _limit_lines(fields: Mapping[str, object]) -> list[str]:
     """sacctmgr_print_assoc_limits' lines for what is set."""
     out = []
-    for name, label in (("fairshare", "Fairshare    "), ("grp_tres", "GrpTRES      "), ("max_jobs", "MaxJobs      "),
+    for name, label in (("fairshare", "Fairshare    "), ("grp_jobs", "GrpJobs      "),
+                        ("grp_submit_jobs", "GrpSubmitJobs"), ("grp_tres", "GrpTRES      "),
+                        ("max_jobs", "MaxJobs      "),
                         ("max_submit_jobs", "MaxSubmitJobs"), ("max_tres_per_job", "MaxTRES      "),
+                        ("max_tres_per_node", "MaxTRESPerNode"),
                         ("max_wall", "MaxWall      "), ("qos", "QOS          "), ("default_qos", "DefQOS       "),
                         ("parent", "Parent       ")):
         if name not in fields:
@@ -174,7 +233,7 @@ def _limit_lines(fields: Mapping[str, object]) -> list[str]:
             text = ",".join(value) or "''"  # type: ignore[arg-type]
         else:
             text = str(value)
-        out.append(f"  {label} = {text}")
+        out.append(f"  {label} = {text}" if len(label) <= 13 else f"  {label}= {text}")  # MaxTRESPerNode=
     return out
 
 
@@ -236,7 +295,7 @@ def _add_account(snap: Associations, cluster: str, wanted: list[str], cond: dict
             new_accounts.append(Account(name, sets.get("description", name),
                                         sets.get("organization", name if parent == ROOT else parent)))
         if snap.account_assoc(name) is None:
-            new_assocs.append(Assoc(name, parent=parent, **{k: v for k, v in limits.items()
+            new_assocs.append(Assoc(name, parent=parent, **{k: v for k, v in merged(None, limits).items()
                                                             if k != "parent"}))  # type: ignore[arg-type]
     if not new_accounts and not new_assocs:
         return AssocChange(), [" Nothing new added."]
@@ -278,7 +337,7 @@ def _modify_account(snap: Associations, cluster: str, wanted: list[str], cond: d
             raise AcctMgrError(" Error with request: Can't set a child account as the parent of its parent")
         limits["parent"] = parent
     if limits:
-        assocs = [replace(a, **limits) for a in snap.assocs  # type: ignore[arg-type]
+        assocs = [replace(a, **merged(a, limits)) for a in snap.assocs  # type: ignore[arg-type]
                   if a.account in found and not a.user and not a.partition]
     lines = []
     if accounts:
@@ -344,7 +403,7 @@ def _add_user(snap: Associations, cluster: str, wanted: list[str], cond: dict[st
         for account in accounts:
             for part in partitions:
                 if (account, name, part) not in have:
-                    new_assocs.append(Assoc(account, name, part, **limits))  # type: ignore[arg-type]
+                    new_assocs.append(Assoc(account, name, part, **merged(None, limits)))  # type: ignore[arg-type]
     if not new_users and not new_assocs:
         return AssocChange(), [" Nothing new added."]
     lines = []
@@ -392,7 +451,8 @@ def _modify_user(snap: Associations, cluster: str, wanted: list[str], cond: dict
         level = _admin_level(sets["adminlevel"])
         users = [replace(u, admin_level=level) for u in (users or users_found)]
     limits = assoc_values({k: v for k, v in sets.items() if k in ASSOC_KEYS}, snap.qos)
-    assocs = [replace(a, **limits) for a in _select_user_assocs(snap, wanted, cond)] if limits else []  # type: ignore[arg-type]
+    assocs = [replace(a, **merged(a, limits))  # type: ignore[arg-type]
+              for a in _select_user_assocs(snap, wanted, cond)] if limits else []
     lines = []
     if users:
         lines += [" Modified users...", *(f"  {u.name}" for u in users)]
@@ -429,7 +489,8 @@ def _delete_user(snap: Associations, cluster: str, wanted: list[str], cond: dict
 
 # -- QOS ---------------------------------------------------------------------------------------------
 
-def _qos_fields(sets: Mapping[str, str], known: Mapping[str, Qos]) -> dict[str, object]:
+def _qos_fields(sets: Mapping[str, str], known: Mapping[str, Qos], flags: tuple[str, ...] = ()) -> dict[str, object]:
+    """The QOS fields ``sets`` sets (Qos's names); ``flags``: the QOS's flags before (for ``Flags+=``)."""
     out: dict[str, object] = {}
     for key, value in sets.items():
         if key == "description":
@@ -438,12 +499,12 @@ def _qos_fields(sets: Mapping[str, str], known: Mapping[str, Qos]) -> dict[str, 
             if not value.lstrip("-").isdigit():
                 raise AcctMgrError(f" Bad Priority value: {value}")
             out["priority"] = max(0, int(value))
-        elif key == "maxjobsperuser":
-            out["max_jobs_per_user"] = _count("MaxJobsPerUser", value)
-        elif key == "maxsubmitjobsperuser":
-            out["max_submit_jobs_per_user"] = _count("MaxSubmitJobsPerUser", value)
-        elif key == "maxtresperuser":
-            out["max_tres_per_user"] = _tres(value)
+        elif key in _QOS_COUNTS:
+            out[_QOS_COUNTS[key]] = _count(key, value)
+        elif key in _QOS_TRES:
+            out[_QOS_TRES[key]] = _tres(value)
+        elif key == "flags":
+            out["flags"] = _flags(value, flags)
         elif key == "maxwall":
             out["max_wall"] = _wall(value)
         elif key == "preempt":
@@ -459,14 +520,16 @@ def _qos_fields(sets: Mapping[str, str], known: Mapping[str, Qos]) -> dict[str, 
 
 def _qos_lines(fields: Mapping[str, object]) -> list[str]:
     out = []
-    for name, label in (("max_jobs_per_user", "MaxJobsPerUser"), ("max_submit_jobs_per_user", "MaxSubmitJobsPerUser"),
-                        ("max_tres_per_user", "MaxTRESPerUser"), ("max_wall", "MaxWall"), ("preempt", "Preempt"),
-                        ("priority", "Priority")):
+    for name, label in (("flags", "Flags"), ("grp_jobs", "GrpJobs"), ("grp_submit_jobs", "GrpSubmitJobs"),
+                        ("grp_tres", "GrpTRES"), ("max_jobs_per_user", "MaxJobsPerUser"),
+                        ("max_submit_jobs_per_user", "MaxSubmitJobsPerUser"), ("max_tres_per_job", "MaxTRESPerJob"),
+                        ("max_tres_per_node", "MaxTRESPerNode"), ("max_tres_per_user", "MaxTRESPerUser"),
+                        ("max_wall", "MaxWall"), ("preempt", "Preempt"), ("priority", "Priority")):
         if name in fields:
             value = fields[name]
             if name == "max_wall" and value is not None:
                 value = format_slurm_duration(int(value))  # type: ignore[call-overload]
-            elif name == "preempt":
+            elif name in ("preempt", "flags"):
                 value = ",".join(value) or "''"  # type: ignore[arg-type]
             out.append(f"  {label:<24} = {'NONE' if value in (None, '') else value}")
     return out
@@ -476,7 +539,8 @@ def _add_qos(snap: Associations, cluster: str, wanted: list[str], cond: dict[str
              sets: dict[str, str]) -> tuple[AssocChange, list[str]]:
     _need_names(wanted, "QOS")
     fields = _qos_fields(sets, snap.qos)
-    new = [Qos(n, **{"description": n, **fields}) for n in wanted if n not in snap.qos]  # type: ignore[arg-type]
+    new = [Qos(n, **{"description": n, **merged(None, fields)})  # type: ignore[arg-type]
+           for n in wanted if n not in snap.qos]
     if not new:
         return AssocChange(), [" Nothing new added."]
     lines = [" Adding QOS(s)", *(f"  {q.name}" for q in new), " Settings",
@@ -486,8 +550,9 @@ def _add_qos(snap: Associations, cluster: str, wanted: list[str], cond: dict[str
 
 def _modify_qos(snap: Associations, cluster: str, wanted: list[str], cond: dict[str, str],
                 sets: dict[str, str]) -> tuple[AssocChange, list[str]]:
+    found = [replace(snap.qos[n], **merged(snap.qos[n], _qos_fields(sets, snap.qos, snap.qos[n].flags)))  # type: ignore[arg-type]
+             for n in (wanted or list(snap.qos)) if n in snap.qos]
     fields = _qos_fields(sets, snap.qos)
-    found = [replace(snap.qos[n], **fields) for n in (wanted or list(snap.qos)) if n in snap.qos]  # type: ignore[arg-type]
     if not found or not fields:
         return AssocChange(), [" Nothing modified"]
     return AssocChange(put_qos=tuple(found)), [" Modified qos...", *(f"  {q.name}" for q in found)]

@@ -45,6 +45,16 @@ class Qos:
     max_tres_per_user: str = ""  # MaxTRESPerUser: "cpu=8,gres/gpu=2"
     max_wall: int | None = None  # MaxWall (MaxWallDurationPerJob), seconds
     preempt: tuple[str, ...] = ()  # Preempt: the QOS it may preempt (kept and shown; pslurm does not preempt)
+    grp_tres: str = ""  # GrpTRES: what the QOS's running jobs hold at once, all users together
+    grp_jobs: int | None = None  # GrpJobs: its jobs running at once
+    grp_submit_jobs: int | None = None  # GrpSubmitJobs: its jobs queued or running
+    max_tres_per_job: str = ""  # MaxTRESPerJob
+    max_tres_per_node: str = ""  # MaxTRESPerNode
+    flags: tuple[str, ...] = ()  # Flags: DenyOnLimit (a job over a limit is refused at submit, not held)
+
+    @property
+    def deny_on_limit(self) -> bool:
+        return any(f.lower() == "denyonlimit" for f in self.flags)
 
 
 @dataclass(frozen=True)
@@ -73,11 +83,14 @@ class Assoc:
     max_jobs: int | None = None  # MaxJobs: running at once
     max_submit_jobs: int | None = None  # MaxSubmitJobs: queued or running
     max_wall: int | None = None  # MaxWall (MaxWallDurationPerJob), seconds
-    grp_tres: str = ""  # GrpTRES: kept and shown
-    max_tres_per_job: str = ""  # MaxTRES (per job): kept and shown
+    grp_tres: str = ""  # GrpTRES: what the jobs of it and its sub-associations hold at once
+    max_tres_per_job: str = ""  # MaxTRES (per job)
     qos: tuple[str, ...] = (NORMAL_QOS,)
     default_qos: str = ""
     id: int = 0  # the store's id (sacctmgr's ID column); 0 until stored
+    grp_jobs: int | None = None  # GrpJobs: running at once, it and its sub-associations
+    grp_submit_jobs: int | None = None  # GrpSubmitJobs: queued or running, it and its sub-associations
+    max_tres_per_node: str = ""  # MaxTRESPerNode
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -143,15 +156,26 @@ class Associations:
         found = self.job_assoc(user, asked, partition)
         return asked if found is None else found.account
 
-    def job_qos(self, assoc: Assoc | None, asked: str) -> Qos:
+    def job_qos(self, assoc: Assoc | None, asked: str, allowed_only: bool = True) -> Qos:
         """The QOS a job runs in: its ``--qos``, else its association's DefaultQOS, else ``normal``;
-        SpecError (``Invalid qos specification``) for one that does not exist or the association does
-        not allow."""
-        name = (asked or (assoc.default_qos if assoc else "") or NORMAL_QOS).lower()
+        SpecError (``Invalid qos specification``) for one that does not exist or (``allowed_only``,
+        Slurm's AccountingStorageEnforce=qos) the association does not allow."""
+        name = (asked or (self.default_qos(assoc) if assoc else "") or NORMAL_QOS).lower()
         found = self.qos.get(name)
-        if found is None or (assoc is not None and asked and name not in self.allowed_qos(assoc)):
+        if found is None or (allowed_only and assoc is not None and asked and name not in self.allowed_qos(assoc)):
             raise SpecError(INVALID_QOS)
         return found
+
+    def default_qos(self, assoc: Assoc) -> str:
+        """The association's DefaultQOS, else the nearest one above it (slurmdbd's inheritance); "" none."""
+        seen: set[int] = set()
+        at: Assoc | None = assoc
+        while at is not None and id(at) not in seen:
+            if at.default_qos:
+                return at.default_qos
+            seen.add(id(at))
+            at = self.parent_assoc(at)
+        return ""
 
     def allowed_qos(self, assoc: Assoc) -> tuple[str, ...]:
         """The QOS an association allows (a user's association with none set: its account's)."""
@@ -171,6 +195,13 @@ class Associations:
         """The accounts directly under ``account``, in store order."""
         return [a.account for a in self.assocs if not a.user and not a.partition and a.account != ROOT
                 and (a.parent or ROOT) == account]
+
+    def parent_assoc(self, assoc: Assoc) -> Assoc | None:
+        """The association above ``assoc`` in the tree: a user's is its account's own, an account's its
+        parent's (None at root)."""
+        if assoc.user or assoc.partition:
+            return self.account_assoc(assoc.account)
+        return None if assoc.account == ROOT else self.account_assoc(assoc.parent or ROOT)
 
     def lineage(self, account: str) -> list[str]:
         """``account`` and its parents up to root (a loop in the data ends the walk)."""

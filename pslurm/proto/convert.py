@@ -20,7 +20,9 @@ from pslurm.proto import pslurm_pb2 as pb
 # Enums travel as the proto's enums: JOB_ and REASON_ plus the domain member's name.
 _JOB_STATE_TO_PB = {s: pb.JobState.Value(f"JOB_{s.name}") for s in JobState}
 _JOB_STATE_FROM_PB = {v: k for k, v in _JOB_STATE_TO_PB.items()}
-_REASON_TO_PB = {r: pb.JobReason.Value(f"REASON_{r.name}") for r in JobReason}
+# a pending job's reason the agents never see (the association and QOS limits') has no proto value: NONE
+_REASON_TO_PB = {r: pb.JobReason.Value(f"REASON_{r.name}") for r in JobReason
+                 if f"REASON_{r.name}" in pb.JobReason.keys()}
 _REASON_FROM_PB = {v: k for k, v in _REASON_TO_PB.items()}
 
 
@@ -37,7 +39,7 @@ def job_state_from_pb(value: int) -> JobState:
 
 
 def reason_to_pb(reason: JobReason | str) -> pb.JobReason:
-    return cast(pb.JobReason, _REASON_TO_PB[JobReason.parse(reason)])
+    return cast(pb.JobReason, _REASON_TO_PB.get(JobReason.parse(reason), pb.REASON_NONE))
 
 
 def reason_from_pb(value: int) -> JobReason:

@@ -6,7 +6,6 @@ cluster started with `pslurm up --conf` (2 nodes x 2 GPUs) whose pslurm.conf nam
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
 import shutil
@@ -19,9 +18,8 @@ from typing import Any
 import pytest
 
 from pslurm.core import restjson
-from pslurm.core.config import load_cluster_config
 from pslurm.core.request import JobOptions, build_spec
-from tests.conftest import Cluster, ask_credential_as, cli, cluster_from_conf, wait_for
+from tests.conftest import Cluster, api_as, cli, cluster_for_users, wait_for
 
 CONF = """ClusterName=accounts
 SlurmdTimeout=10
@@ -41,13 +39,8 @@ INVALID_ACCOUNT = "Invalid account or account/partition combination specified"
 
 @pytest.fixture(scope="module")
 def acct() -> Iterator[Cluster]:
-    where = Path(tempfile.mkdtemp(prefix="pslurm-accounts-"))
-    where.chmod(0o755)  # nobody reaches the configuration and the credential socket
-    try:
-        with cluster_from_conf(where, CONF, "NodeName=c[000-001] Name=gpu Count=2\n") as c:
-            yield c
-    finally:
-        shutil.rmtree(where)
+    with cluster_for_users("pslurm-accounts-", CONF, "NodeName=c[000-001] Name=gpu Count=2\n") as c:
+        yield c
 
 
 def submit(c: Cluster, *args: str, cwd: Path) -> str:
@@ -133,17 +126,8 @@ def test_a_running_jobs_new_limit_reaches_its_agent(acct: Cluster, tmp_path: Pat
 
 
 def _request(acct: Cluster, method: str, path: str, body: Any = None) -> tuple[int, dict[str, Any]]:
-    """The user API as nobody (a credential from the controller's socket, asked as nobody)."""
-    config = load_cluster_config(str(acct.conf))
-    conn = http.client.HTTPConnection(config.controller_addr, config.rest_port, timeout=10)
-    try:
-        headers = {"Content-Type": "application/json",
-                   "X-Pslurm-Cred": ask_credential_as(NOBODY, NOBODY, config.auth_socket_path)}
-        conn.request(method, path, body=None if body is None else json.dumps(body), headers=headers)
-        reply = conn.getresponse()
-        return reply.status, json.loads(reply.read())
-    finally:
-        conn.close()
+    """The user API as nobody."""
+    return api_as(acct, NOBODY, method, path, body)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="a cluster that serves other users runs as root")

@@ -89,3 +89,20 @@ def test_sreport_units_and_seffs_strings() -> None:
     assert pseff.time2str(90061) == "1-01:01:01" and pseff.time2str(59) == "00:00:59"
     assert pseff.kbytes2str(0) == "0.00 MB" and pseff.kbytes2str(1536) == "1.50 MB"
     assert pseff.kbytes2str(3 * 1024 ** 2) == "3.00 GB" and pseff.kbytes2str(512) == "512.00 KB"
+
+
+def test_sacctmgr_lists_an_association_with_the_max_limits_it_inherits() -> None:
+    import copy
+
+    data = copy.deepcopy({"cluster": MODEL.cluster, "qos": list(MODEL.qos.values()),
+                          "accounts": list(MODEL.accounts.values()), "users": list(MODEL.users.values()),
+                          "associations": MODEL.assocs})
+    lab1 = data["associations"][2]
+    lab1.update(max_wall=600, max_jobs=4, max_tres_per_job="gres/gpu=2", grp_tres="gres/gpu=1", default_qos="normal")
+    data["associations"][3]["max_tres_per_job"] = "cpu=8"
+    model = psacctmgr.Model(data)
+    ana = model.assoc_row(model.assocs[3])
+    assert (ana["MaxWall"], ana["MaxJobs"], ana["MaxTRES"], ana["Def QOS"]) == (
+        "00:10:00", "4", "cpu=8,gres/gpu=2", "normal")  # slurmdbd's parent limits, a TRES limit per TRES
+    assert ana["GrpTRES"] == ""  # a Grp limit is its association's own
+    assert model.assoc_row(model.assocs[1])["MaxWall"] == ""  # root's user: nothing above it sets one

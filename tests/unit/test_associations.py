@@ -11,7 +11,8 @@ import pytest
 
 from pslurm.auth.credential import AuthError, Identity
 from pslurm.auth.jwt import TOKEN_HEADER, USER_HEADER, TokenCheck, decode, encode, load_or_create_key
-from pslurm.controller.assocs import AssocService, assoc_limits, charge, config_change
+from pslurm.controller.acct_policy import acct_limits
+from pslurm.controller.assocs import AssocService, assoc_limits, charge, config_change, submit_refusal
 from pslurm.controller.errors import PermissionDenied
 from pslurm.controller.store import Store
 from pslurm.core.acctmgr import AcctMgrError, canonical_key
@@ -107,11 +108,12 @@ def test_qos_limits_and_priority_as_sacctmgr_sets_them(tmp_path: Path) -> None:
     spec, found, qos = charge(snap, JobSpec(name="j", user="ana", uid=1, gid=1, workdir="/", argv=("true",),
                                             qos="high"))
     assert (spec.account, qos.name) == ("lab1", "high")
-    assert assoc_limits(found, qos, None, None, lambda: 0) == 3600  # MaxWall is the limit of a job with none
-    with pytest.raises(SpecError, match="MaxWall=01:00:00"):
-        assoc_limits(found, qos, 7200, 7200, lambda: 0)
-    with pytest.raises(SpecError, match="MaxSubmitJobs=2"):
-        assoc_limits(found, qos, 60, 60, lambda: 2)
+    limits = acct_limits(snap)
+    assert assoc_limits(limits, found, qos, None, None) == 3600  # MaxWall is the limit of a job with none
+    assert assoc_limits(limits, found, qos, 7200, 7200) == 7200  # taken: the scheduler holds it (acct_policy)
+    submit_refusal(limits, found, qos, spec, lambda: [(found.id, "high", "ana", 1)])  # type: ignore[union-attr]
+    with pytest.raises(SpecError, match="accounting/QOS policy.*: QOSMaxSubmitJobPerUserLimit"):
+        submit_refusal(limits, found, qos, spec, lambda: [(found.id, "high", "ana", 2)])  # type: ignore[union-attr]
     with pytest.raises(AcctMgrError, match="normal is every association's default"):
         run(svc, "delete", "qos", "normal")
     assert run(svc, "delete", "qos", "high") == [" Deleting QOS(s)...", "  high"]

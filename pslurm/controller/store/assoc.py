@@ -36,7 +36,8 @@ class AssocStore:
         """The whole model, as stored now."""
         with self.engine.connect() as conn:
             qos = {r.name: Qos(r.name, r.description, r.priority, r.max_jobs_per_user, r.max_submit_jobs_per_user,
-                               r.max_tres_per_user, r.max_wall, _names(r.preempt))
+                               r.max_tres_per_user, r.max_wall, _names(r.preempt), r.grp_tres, r.grp_jobs,
+                               r.grp_submit_jobs, r.max_tres_per_job, r.max_tres_per_node, _names(r.flags))
                    for r in conn.execute(select(acct_qos).order_by(acct_qos.c.id))}
             accounts = {r.name: Account(r.name, r.description, r.organization)
                         for r in conn.execute(select(acct_accounts).order_by(acct_accounts.c.name))}
@@ -44,7 +45,7 @@ class AssocStore:
                      for r in conn.execute(select(acct_users).order_by(acct_users.c.name))}
             assocs = tuple(Assoc(r.account, r.user_name, r.partition, r.parent, r.fairshare, r.max_jobs,
                                  r.max_submit_jobs, r.max_wall, r.grp_tres, r.max_tres_per_job, _names(r.qos),
-                                 r.default_qos, r.id)
+                                 r.default_qos, r.id, r.grp_jobs, r.grp_submit_jobs, r.max_tres_per_node)
                            for r in conn.execute(select(acct_assocs).order_by(acct_assocs.c.id)))
         return Associations(accounts, users, assocs, qos)
 
@@ -72,7 +73,9 @@ def _apply(conn: Connection, change: AssocChange) -> None:
         _put(conn, acct_qos, acct_qos.c.name == q.name, dict(
             name=q.name, description=q.description, priority=q.priority, max_jobs_per_user=q.max_jobs_per_user,
             max_submit_jobs_per_user=q.max_submit_jobs_per_user, max_tres_per_user=q.max_tres_per_user,
-            max_wall=q.max_wall, preempt=",".join(q.preempt)))
+            max_wall=q.max_wall, preempt=",".join(q.preempt), grp_tres=q.grp_tres, grp_jobs=q.grp_jobs,
+            grp_submit_jobs=q.grp_submit_jobs, max_tres_per_job=q.max_tres_per_job,
+            max_tres_per_node=q.max_tres_per_node, flags=",".join(q.flags)))
     for a in change.put_accounts:
         _put(conn, acct_accounts, acct_accounts.c.name == a.name,
              dict(name=a.name, description=a.description, organization=a.organization))
@@ -85,7 +88,8 @@ def _apply(conn: Connection, change: AssocChange) -> None:
              dict(account=s.account, user_name=s.user, partition=s.partition, parent=s.parent,
                   fairshare=s.fairshare, max_jobs=s.max_jobs, max_submit_jobs=s.max_submit_jobs, max_wall=s.max_wall,
                   grp_tres=s.grp_tres, max_tres_per_job=s.max_tres_per_job, qos=",".join(s.qos),
-                  default_qos=s.default_qos))
+                  default_qos=s.default_qos, grp_jobs=s.grp_jobs, grp_submit_jobs=s.grp_submit_jobs,
+                  max_tres_per_node=s.max_tres_per_node))
 
 
 def _put(conn: Connection, table: Any, key: Any, values: dict[str, Any]) -> None:

@@ -486,6 +486,15 @@ class Store:
         with self.engine.connect() as conn:
             return int(conn.execute(query).scalar() or 0)
 
+    def active_by_assoc(self) -> list[tuple[int, str, str, int]]:
+        """Jobs pending, running or completing, counted per (association id, QOS, user): what the
+        association and QOS submit limits count (controller/acct_policy.py)."""
+        c = jobs.c
+        query = (select(c.assoc_id, c.qos, c.user_name, func.count()).where(c.state.in_(["PENDING", *_ACTIVE]))
+                 .group_by(c.assoc_id, c.qos, c.user_name))
+        with self.engine.connect() as conn:
+            return [(r[0] or 0, r[1] or "", r[2], int(r[3])) for r in conn.execute(query)]
+
     def gpu_memory_peak(self, user: str, name: str, runs: int = 10) -> int | None:
         """The largest GPU memory peak (MB) of the last ``runs`` ended jobs named ``name`` of ``user``
         that had one measured: the profile ``--gpu-mem=auto`` packs by. None without history."""
@@ -683,7 +692,7 @@ class Store:
                         c.nice, c.submit_time, c.time_limit, c.dependency, c.kill_on_invalid_dep, c.array_job_id,
                         c.array_task_id, c.array_max_running, c.hold, c.admin_priority, c.priority,
                         c.start_estimate, c.req_nodes, c.exc_nodes, c.eligible_time, c.begin_time, c.deadline,
-                        c.num_nodes, c.node_cpus, c.req_features, c.exclusive)
+                        c.num_nodes, c.node_cpus, c.req_features, c.exclusive, c.assoc_id, c.qos)
                  .where(c.state == "PENDING").order_by(c.job_id))
         if job_ids is not None:
             query = query.where(c.job_id.in_(job_ids))
@@ -702,7 +711,7 @@ class Store:
                                      r.array_max_running, r.hold, r.admin_priority, r.priority, r.start_estimate,
                                      r.req_nodes, r.exc_nodes, r.eligible_time, r.begin_time, r.deadline,
                                      r.num_nodes or 1, indices_from_column(r.node_cpus), r.req_features,
-                                     bool(r.exclusive)))
+                                     bool(r.exclusive), r.assoc_id or 0, r.qos or ""))
         return out
 
     def allocations(self, job_ids: Collection[int] | None = None) -> list[Allocation]:
@@ -710,13 +719,14 @@ class Store:
         (job, node) from ``job_nodes``: the base of every free-resource figure."""
         c, n = jobs.c, job_nodes.c
         query = (select(c.job_id, n.node, n.cpus, n.mem_mb, n.gpu_indices, c.user_name, c.account, c.start_time,
-                        c.time_limit, c.array_job_id, c.gres)
+                        c.time_limit, c.array_job_id, c.gres, c.assoc_id, c.qos)
                  .join_from(jobs, job_nodes, n.job_id == c.job_id).where(c.state.in_(_ACTIVE))
                  .order_by(c.job_id, n.idx))
         queries = [query] if job_ids is None else [query.where(c.job_id.in_(part)) for part in _chunks(job_ids)]
         with self.engine.connect() as conn:
             return [Allocation(r.job_id, r.node, r.cpus, r.mem_mb, indices_from_column(r.gpu_indices), r.user_name,
-                               r.account, r.start_time, r.time_limit, r.array_job_id, gres_from_column(r.gres))
+                               r.account, r.start_time, r.time_limit, r.array_job_id, gres_from_column(r.gres),
+                               r.assoc_id or 0, r.qos or "")
                     for q in queries for r in conn.execute(q)]
 
     def runs_on(self, node: str) -> list[ActiveRun]:

@@ -36,6 +36,8 @@ class Allocation:
     time_limit: int | None = None
     array_job_id: int | None = None
     gres: tuple[GresRequest, ...] = ()  # what it asked per node: a shared GPU's share is here (shard:2, gpumem:8192)
+    assoc_id: int = 0  # the association it charges (0: none), for association limits
+    qos: str = ""
 
 
 @dataclass(frozen=True)
@@ -165,6 +167,8 @@ class QueuedJob:
     node_cpus: tuple[int, ...] = ()  # each node's CPUs of a multi-node job (core/layout.py); (): ``cpus`` on one
     constraint: str = ""  # --constraint: the node features it needs ("" none)
     exclusive: bool = False  # --exclusive: whole nodes
+    assoc_id: int = 0  # the association it charges (0: none), for association limits
+    qos: str = ""
 
 
 @dataclass(frozen=True)

@@ -195,6 +195,13 @@ acct_qos = Table(
     Column("max_tres_per_user", String(256), nullable=False, default=""),
     Column("max_wall", Integer),  # seconds
     Column("preempt", String(1024), nullable=False, default=""),  # QOS names, comma-separated
+    # 0017: the other limits Slurm enforces, and Flags (DenyOnLimit)
+    Column("grp_tres", String(256), nullable=False, default=""),
+    Column("grp_jobs", Integer),
+    Column("grp_submit_jobs", Integer),
+    Column("max_tres_per_job", String(256), nullable=False, default=""),
+    Column("max_tres_per_node", String(256), nullable=False, default=""),
+    Column("flags", String(256), nullable=False, default=""),  # comma-separated
 )
 
 acct_accounts = Table(
@@ -229,6 +236,9 @@ acct_assocs = Table(
     Column("max_tres_per_job", String(256), nullable=False, default=""),
     Column("qos", String(1024), nullable=False, default="normal"),  # QOS names, comma-separated
     Column("default_qos", String(64), nullable=False, default=""),
+    Column("grp_jobs", Integer),  # 0017
+    Column("grp_submit_jobs", Integer),
+    Column("max_tres_per_node", String(256), nullable=False, default=""),
     UniqueConstraint("account", "user_name", "partition", name="uq_acct_assocs_key"),
 )
 

@@ -15,6 +15,7 @@
 #   FORCE=1            rewrite config and restart daemons even if running
 #   FRESH=1            start slurmctld with -c (drop saved job state; job ids restart at 1)
 #   RESET=1            stop every daemon, empty the accounting database and the saved state, start again
+#   CONF_EXTRA=$'K=V\nK=V'  extra slurm.conf lines (AccountingStorageEnforce=... for tests/conformance/limits.py)
 set -u
 D=${SLURM_ANCHOR_STATE:-/var/tmp/slurm-anchor}; mkdir -p "$D"
 MULTI=${MULTI:-1}; ACCT=${ACCT:-dbd}; TUNE=${TUNE:-default}; FORCE=${FORCE:-0}; CPUS=${CPUS:-8}; FRESH=${FRESH:-0}
@@ -172,6 +173,7 @@ MinJobAge=3600
 $ACCTCONF
 $SCHED
 $EXTRA
+${CONF_EXTRA:-}
 EOC
 if [ "$MULTI" = 1 ]; then
   p=$BASEPORT
