@@ -1,11 +1,10 @@
 """The most characters each text field of a job request may hold, checked in one place
 (:func:`text_problem`) at submit (controller/admission.py) and at ``pscontrol update`` (core/jobupdate.py).
 
-Slurm's limits where slurmctld has them (job_mgr.c's ``_test_job_desc_fields``: 1024 for a comment
-or a mail user, ``MAXPATHLEN`` for a path, 4 KiB for an array's indices), tighter where a store
-column is narrower (a job's name, its account). Fields Slurm does not bound get a few KiB, so that
-what one job stores (and every listing returns for it) stays small: a listing grows with the jobs
-it lists, never with what one user chose to put in a field. ``MaxSubmitLineSize`` in pslurm.conf
+The bounds are the job-field table's (``max_len`` in core/jobfields.py): Slurm's where slurmctld has
+them (job_mgr.c's ``_test_job_desc_fields``: 1024 for a comment or a mail user, ``MAXPATHLEN`` for a
+path, 4 KiB for an array's indices), tighter where a store column is narrower (a job's name, its
+account), a few KiB for fields Slurm does not bound. ``MaxSubmitLineSize`` in pslurm.conf
 changes the submit line's bound (a long ``--wrap`` is in it); the script's own bound is
 ``script_problem``'s (4 MiB, as Slurm's max_script_size).
 """
@@ -15,34 +14,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from pslurm.core.clientconf import ConfigError
+from pslurm.core.jobfields import FIELDS
 
-MAXPATHLEN = 4096  # Linux's PATH_MAX: Slurm's bound on the paths of a job (work_dir, std_out, ...)
 SUBMIT_LINE_KEY = "MaxSubmitLineSize"  # pslurm.conf: characters of the submit line (sacct's SubmitLine)
 
-# job field (JobSpec's name) -> (what a refusal calls it, the most characters it may hold)
-JOB_TEXT_LIMITS: dict[str, tuple[str, int]] = {
-    "name": ("the job name", 256),  # the store's column (Slurm: 1024)
-    "user": ("the user name", 64),
-    "workdir": ("the working directory", MAXPATHLEN),
-    "partition": ("the partition name", 64),
-    "stdout": ("the output file name", MAXPATHLEN),
-    "stderr": ("the error file name", MAXPATHLEN),
-    "account": ("the account", 64),
-    "dependency": ("the dependency", 1024),
-    "array": ("the array specification", 4096),
-    "nodelist": ("the node list (--nodelist)", 1024),
-    "exclude": ("the excluded node list (--exclude)", 1024),
-    "constraint": ("the constraint (--constraint)", 1024),
-    "open_mode": ("the open mode", 16),
-    "gpu_mem": ("the GPU memory (--gpu-mem)", 64),
-    "comment": ("the comment", 1024),
-    "qos": ("the qos", 64),
-    "command": ("the command", MAXPATHLEN),  # the batch script's path
-    "submit_host": ("the submit host", 1024),  # Slurm's alloc_node
-    "submit_line": ("the submit line", 16 * 1024),
-    "mail_type": ("the mail type", 256),
-    "mail_user": ("the mail user", 1024),
-}
+# job field (JobSpec's name) -> (what a refusal calls it, the most characters it may hold): the job-field
+# table's ``noun`` and ``max_len`` (core/jobfields.py), where the bounds are declared
+JOB_TEXT_LIMITS: dict[str, tuple[str, int]] = {f.name: (f.noun, f.max_len) for f in FIELDS if f.max_len}
 
 
 def job_text_limits(settings: Mapping[str, str]) -> dict[str, tuple[str, int]]:

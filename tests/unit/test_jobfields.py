@@ -65,12 +65,12 @@ def test_the_stores_columns_are_the_tables_column_rows() -> None:
 
 
 def test_the_tables_bounds_are_admissions_and_the_stores() -> None:
-    from pslurm.controller.admission import _TEXTS
     from pslurm.controller.store.schema import jobs
     from pslurm.controller.store.specs import SPEC_COLUMNS
+    from pslurm.core.textlimits import JOB_TEXT_LIMITS
 
-    for name, (_, longest) in _TEXTS.items():
-        assert BY_NAME[name].max_len == (longest or 0), name
+    for name, (_, longest) in JOB_TEXT_LIMITS.items():
+        assert BY_NAME[name].max_len == longest, name
     for name, column in SPEC_COLUMNS.items():
         length = getattr(jobs.c[column].type, "length", None)
         if length and BY_NAME[name].type is str:
