@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -156,4 +157,9 @@ def _state_dir(given: Path | None) -> tuple[Path, bool]:
 
 
 def main() -> None:
+    if sys.argv[1:] in (["-V"], ["--version"]):  # the release, before typer is built
+        from pslurm import __version__
+
+        print(f"pslurm {__version__}")
+        return
     run(make_app(), PROG)

@@ -25,6 +25,7 @@ import grpc
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
+from pslurm import __version__
 from pslurm.auth.credential import CONTROLLER, AuthError, create_key, load_key, node_audience
 from pslurm.auth.secretfiles import check_cluster_secrets, read_database_url
 from pslurm.auth.transport import SERVER_OPTIONS, Authenticator, CredentialService, Metadata, signed_metadata
@@ -40,6 +41,7 @@ from pslurm.controller.scheduler import Scheduler
 from pslurm.controller.servicer import ControllerServicer
 from pslurm.controller.steps import StepService
 from pslurm.controller.store import Lease, Store
+from pslurm.controller.store.revisions import StoreTooNew
 from pslurm.controller.watch import JobWatch
 from pslurm.core.config import ClusterConfig, ConfigError, find_config_path, load_cluster_config
 from pslurm.core.ratelog import bound_logging
@@ -295,6 +297,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="psctld", description="pslurm controller")
     parser.add_argument("-f", "--conf", default=None, help="pslurm.conf (default: $PSLURM_CONF, ...)")
     parser.add_argument("-v", "--verbose", action="store_true")
+    parser.add_argument("-V", "--version", action="version", version=f"pslurm {__version__}")
     parser.add_argument("--host", default=None, help="which SlurmctldHost= this controller is (default: this "
                         "machine's name; pslurm's own, for several controllers on one machine)")
     args = parser.parse_args(argv)
@@ -308,7 +311,7 @@ def main(argv: list[str] | None = None) -> None:
     os.umask(0o077)  # whatever psctld creates (the store, its journals, a new key) is its user's alone
     try:
         serve(args.conf or find_config_path(), stop=stop, host=args.host)
-    except (ConfigError, AuthError) as exc:
+    except (ConfigError, AuthError, StoreTooNew) as exc:
         sys.exit(f"psctld: error: {exc}")
     except RuntimeError as exc:  # grpc: the port is taken
         sys.exit(f"psctld: error: {exc}")

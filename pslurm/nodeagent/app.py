@@ -11,6 +11,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
+from pslurm import __version__
 from pslurm.auth.credential import AuthError, load_key
 from pslurm.auth.secretfiles import check_private
 from pslurm.core.config import (
@@ -57,6 +58,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--virtual", action="store_true",
                         help="-N is a hostlist: serve all its nodes in this process, each on its own port")
     parser.add_argument("-v", "--verbose", action="store_true")
+    parser.add_argument("-V", "--version", action="version", version=f"pslurm {__version__}")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format=f"%(asctime)s psd[{args.node_name}] %(levelname)s %(message)s")

@@ -111,17 +111,14 @@ class Store:
     # -- schema ---------------------------------------------------------------------------
 
     def migrate(self) -> None:
-        """Bring the schema to the newest Alembic revision (idempotent)."""
-        from alembic import command
-        from alembic.config import Config
+        """Bring the schema to the newest Alembic revision (idempotent); raises StoreTooNew for a
+        store a newer release migrated (:mod:`pslurm.controller.store.revisions`)."""
+        from pslurm.controller.store import revisions  # Alembic: only when psctld starts
 
-        cfg = Config()
-        cfg.set_main_option("script_location", str(pathlib.Path(__file__).parent / "migrations"))
         with self.engine.begin() as conn:
             if conn.dialect.name == "postgresql":  # controllers starting together migrate one at a time
                 conn.execute(select(func.pg_advisory_xact_lock(MIGRATION_LOCK)))
-            cfg.attributes["connection"] = conn
-            command.upgrade(cfg, "head")
+            revisions.upgrade(conn)
 
     def fence(self, check: Callable[[Connection], None] | None) -> None:
         """Run ``check`` first in every write transaction (the controller lease's token check,
