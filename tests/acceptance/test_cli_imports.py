@@ -129,6 +129,33 @@ def test_a_goal_request_imports_nothing_light_either(cluster: Cluster, tmp_path:
     assert _light_violations(argv, cluster, tmp_path, LIGHT) == []
 
 
+
+# What each goal request imports of the standard library's costlier modules: re (json's decoder and encoder
+# import it: the API's JSON is read by _json itself, pslurm.client.wirejson), json, signal (it makes enums: the
+# commands set SIGPIPE through _signal), collections. What is still imported is owned elsewhere and named in
+# docs/benchmarks.md: enum through pslurm.core.states (job views import it), re through pslurm.core.jobdesc
+# (psbatch, psrun, psalloc).
+HEAVIER = ("re", "json", "signal", "collections")
+STILL = {"psbatch": ("re", "collections"), "psrun": ("re", "collections", "signal"),
+         "psalloc": ("re", "collections", "signal"), "psqueue": ("collections",), "psacct": ("collections",),
+         "pscontrol": ("collections",), "psinfo": ("collections",), "pscancel": ()}
+
+
+@pytest.mark.parametrize("argv", GOAL_REQUESTS, ids=[" ".join(r[:2]) for r in GOAL_REQUESTS])
+def test_a_goal_request_imports_no_regular_expressions_and_no_json_module(cluster: Cluster, tmp_path: Path,
+                                                                          argv: tuple[str, ...]) -> None:
+    # the launcher run as a plain install runs it: -S, pslurm found on a path (an editable install's finder,
+    # which the test environment's start would run, imports re itself)
+    names = tuple(name for name in HEAVIER if name not in STILL[argv[0]])
+    env = {**cluster.env, "PYTHONPATH": str(REPO), "PYTHONPROFILEIMPORTTIME": "1"}
+    proc = subprocess.run([sys.executable, "-S", str(BIN / argv[0]), *argv[1:]], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode in (0, 1), proc.stderr[-2000:]
+    modules = imported_modules(proc.stderr)
+    assert "pslurm.cli.common" in modules
+    assert sorted({m for m in modules for bad in names if m == bad or m.startswith(bad + ".")}) == []
+
+
 # The ps* commands are one launcher (scripts/pslurm-command) that starts the interpreter with -S: an environment's
 # .pth files' code (and sitecustomize) runs only where pslurm is reachable through nothing else (an editable finder).
 LAUNCHER = Path(__file__).resolve().parents[2] / "scripts" / "pslurm-command"
