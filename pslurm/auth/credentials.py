@@ -10,16 +10,20 @@ from __future__ import annotations
 import os
 import time
 from _thread import allocate_lock
-from collections.abc import Callable
 
 from pslurm.auth.credential import AuthError, Identity, load_key, sign
 
 TYPE_CHECKING = False  # typing costs every command milliseconds; mypy takes this name as typing's own
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from pslurm.core.config import ClusterConfig
 
+    Clock = Callable[[], float]
+else:
+    Clock = "Callable[[], float]"  # for annotations only: collections.abc costs every command's start
+
 METADATA_KEY = "x-pslurm-cred"  # the gRPC metadata key, and the HTTP header (X-Pslurm-Cred)
-Clock = Callable[[], float]
 Metadata = tuple[tuple[str, str], ...]  # what a gRPC call takes as metadata=
 
 

@@ -33,9 +33,9 @@ def prog_name(own: str) -> str:
     slurm = SLURM_NAMES.get(own)
     called = os.path.basename(sys.argv[0]) if sys.argv else ""
     if called in (own, slurm):
-        import signal
+        import _signal  # signal itself makes enums: milliseconds of every command's start
 
-        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+        _signal.signal(_signal.SIGPIPE, _signal.SIG_DFL)
     if slurm and called == slurm:
         return slurm
     return own

@@ -2,10 +2,11 @@
 
 ``pslurm compat install --bin-dir DIR`` writes one small executable per Slurm command into DIR, each
 running the matching ps* command of this installation: a Python script whose interpreter line is this
-environment's interpreter (an absolute path, so it works whatever PATH holds) and which calls the ps*
-console script's entry point, read from this installation's metadata. It is not a shell script that
-execs the ps* script, because the command reports itself by the name it was run by (``squeue: error:
-...``, :func:`pslurm.cli.common.prog_name`), and a script run through its ``#!`` line loses that
+environment's interpreter (an absolute path, so it works whatever PATH holds), started with ``-S`` as the
+ps* commands are (scripts/pslurm-command: an environment's .pth files cost them nothing), which puts the
+folder this pslurm is imported from on ``sys.path`` and calls the command's ``main``. It is not a shell
+script that execs the ps* script, because the command reports itself by the name it was run by (``squeue:
+error: ...``, :func:`pslurm.cli.common.prog_name`), and a script run through its ``#!`` line loses that
 name; one process also starts sooner than two. Each file carries a marker line: install overwrites only
 files that have it (``--force`` for others), uninstall removes only those.
 
@@ -37,37 +38,37 @@ class CompatError(Exception):
 
 
 def entry_points() -> dict[str, str]:
-    """Slurm name -> ``module:function`` of the matching ps* console script of this installation
+    """Slurm name -> ``module:function`` of the matching ps* command of this installation
     (``squeue`` -> ``pslurm.cli.psqueue:main``); a ps* command this installation lacks (``psalloc``
     before there is one) has no entry."""
-    from importlib.metadata import PackageNotFoundError, distribution
+    from importlib.util import find_spec
 
-    try:
-        scripts = {ep.name: ep.value for ep in distribution("pslurm").entry_points if ep.group == "console_scripts"}
-    except PackageNotFoundError:
-        raise CompatError("pslurm is not installed (no console scripts): pip install it first") from None
-    return {slurm: scripts[ps] for ps, slurm in SLURM_NAMES.items() if ps in scripts}
+    return {slurm: f"pslurm.cli.{ps}:main" for ps, slurm in SLURM_NAMES.items() if find_spec(f"pslurm.cli.{ps}")}
 
 
 def _interpreter_lines(python: str) -> str:
     """The lines that run the file with ``python``: a ``#!`` line, or the /bin/sh trampoline for a
     path a ``#!`` line cannot hold (too long, blanks); then Python reads the file itself."""
-    if len(python) + 2 <= _SHEBANG_MAX and not any(c.isspace() for c in python):
-        return f"#!{python}\n"
+    if len(python) + 5 <= _SHEBANG_MAX and not any(c.isspace() for c in python):
+        return f"#!{python} -S\n"
     if any(c in python for c in "\"'$`\\\n"):
         raise CompatError(f"cannot write an executable for the interpreter {python!r}: quotes or '$' in its path")
     # sh runs line 2 (''exec' ...: an empty word, then exec); Python reads lines 2-3 as one string
-    return f"#!/bin/sh\n'''exec' \"{python}\" \"$0\" \"$@\"\n' '''\n"
+    return f"#!/bin/sh\n'''exec' \"{python}\" -S \"$0\" \"$@\"\n' '''\n"
 
 
 def executable_text(slurm: str, target: str, python: str | None = None) -> str:
     """The file ``slurm`` (``squeue``) that runs ``target`` (``pslurm.cli.psqueue:main``) with
-    ``python`` (default: this interpreter)."""
+    ``python`` (default: this interpreter) and this pslurm's folder on ``sys.path``."""
+    import pslurm
+
     module, _, function = target.partition(":")
     ps = module.rsplit(".", 1)[-1]
+    folder = os.path.dirname(os.path.dirname(os.path.abspath(pslurm.__file__)))
     return (f"{_interpreter_lines(python or sys.executable)}{MARKER}\n"
             f"# {slurm}: pslurm's {ps}. Written by `pslurm compat install`; `pslurm compat uninstall` removes it.\n"
             "import sys\n"
+            f"sys.path.append({folder!r})\n"
             f"from {module} import {function}\n"
             f"sys.exit({function}())\n")
 

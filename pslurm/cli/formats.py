@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-
 from pslurm.cli.printable import escaped
 
 TYPE_CHECKING = False  # typing and dataclasses cost a command ~10 ms; mypy takes this name as typing's own
@@ -11,7 +9,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
     from typing import Any
 
-_SPEC = re.compile(r"%(\.)?()(\d+)?(\{\w+\}|[a-zA-Z%])")  # Slurm's: no '-' flag (%-5t is printed as text)
+_LETTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ%")
 
 
 class Column:
@@ -27,19 +25,60 @@ class Column:
         return f"Column({self.letter!r}, {self.width!r}, {self.right!r}, {self.prefix!r})"
 
 
+def _spec(fmt: str, at: int) -> tuple[int, bool, str, str] | None:
+    """The field spec starting at ``fmt[at]`` (a ``%``), as Slurm reads one: ``%[.][WIDTH]LETTER`` or
+    ``%[.][WIDTH]{name}`` (no '-' flag: ``%-5t`` is printed as text): its end, whether it is right-justified,
+    its width's digits and its letter or name; None when none starts there. (By hand, not with :mod:`re`:
+    that import is milliseconds of every listing command's start.)"""
+    end, n = at + 1, len(fmt)
+    right = end < n and fmt[end] == "."
+    end += right
+    digits_at = end
+    while end < n and fmt[end].isdecimal():
+        end += 1
+    digits = fmt[digits_at:end]
+    if end < n and fmt[end] in _LETTERS:
+        return end + 1, right, digits, fmt[end]
+    if end < n and fmt[end] == "{":
+        close = fmt.find("}", end + 1)
+        name = fmt[end + 1:close] if close > 0 else ""
+        if name and all(c.isalnum() or c == "_" for c in name):
+            return close + 1, right, digits, name
+    return None
+
+
 def parse_format(fmt: str) -> tuple[list[Column], str]:
     """Columns and the trailing literal text. ``%.N`` right-justifies, ``%N`` left-justifies; a
     value longer than N is cut, as squeue does."""
     columns, pos, literal = [], 0, ""
-    for m in _SPEC.finditer(fmt):
-        if m.group(4) == "%":  # %%: squeue and sinfo print nothing for it
-            literal += fmt[pos:m.start()]
-            pos = m.end()
+    at = fmt.find("%")
+    while at >= 0:
+        spec = _spec(fmt, at)
+        if spec is None:
+            at = fmt.find("%", at + 1)
             continue
-        columns.append(Column(m.group(4).strip("{}"), int(m.group(3)) if m.group(3) else None, bool(m.group(1)),
-                              literal + fmt[pos:m.start()]))
-        literal, pos = "", m.end()
+        end, right, digits, letter = spec
+        if letter == "%":  # %%: squeue and sinfo print nothing for it
+            literal += fmt[pos:at]
+        else:
+            columns.append(Column(letter, int(digits) if digits else None, right, literal + fmt[pos:at]))
+            literal = ""
+        pos = end
+        at = fmt.find("%", end)
     return columns, literal + fmt[pos:]
+
+
+def has_minus_flag(fmt: str) -> bool:
+    """Whether a field of ``fmt`` has a '-' flag (``%-5t``, ``%.-5t``): squeue has none, and says so."""
+    at = fmt.find("%")
+    while at >= 0:
+        end = at + 1 + (fmt[at + 1:at + 2] == ".")
+        while end < len(fmt) and fmt[end].isdecimal():
+            end += 1
+        if fmt[end:end + 1] == "-":
+            return True
+        at = fmt.find("%", at + 1)
+    return False
 
 
 def render(fmt: str, rows: Sequence[Any], fields: Mapping[str, tuple[str, Callable[[Any], str]]],

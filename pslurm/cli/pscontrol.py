@@ -150,14 +150,15 @@ def _quiet_error(opts: Options, message: str) -> None:
 
 def _show(client: Client, what: str, names: list[str], opts: Options) -> None:  # noqa: C901 - one per entity
     """show ENTITY [NAME...]."""
+    if what in ("jobs", "jobid"):
+        _show_jobs(client, names, opts)  # first: json, which the others import, costs `show job` its start
+        return
     import json
     import sys
 
     from pslurm.cli import jsonout, slurmjson
 
-    if what in ("jobs", "jobid"):
-        _show_jobs(client, names, opts)
-    elif what == "nodes":
+    if what == "nodes":
         with reporting(PROG):
             nodes = [n for n in client.nodes() if not names or n.name in names]
         if names and not nodes:

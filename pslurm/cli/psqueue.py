@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import sys
 
 from pslurm.cli import argv as a
@@ -194,6 +193,7 @@ def listing(v: dict[str, object]) -> int:  # noqa: C901 - one pass over squeue's
     import time
 
     from pslurm.cli.common import check_clusters, job_selectors, user_names
+    from pslurm.cli.formats import has_minus_flag
 
     now = time.time()
     client = connect(PROG)
@@ -240,7 +240,7 @@ def listing(v: dict[str, object]) -> int:  # noqa: C901 - one pass over squeue's
         fields = {**fields, **extra}
     elif not fmt:
         fmt = START_FORMAT if v.get("start") else LONG_FORMAT if v.get("long") else DEFAULT_FORMAT
-    elif re.search(r"%\.?\d*-", fmt):  # squeue has no '-' flag: it says so, and prints "%-5t" as text
+    elif has_minus_flag(fmt):  # squeue has no '-' flag: it says so, and prints "%-5t" as text
         print(f"{PROG}: error: Invalid job format specification: -", file=sys.stderr)
     if v.get("long") and not v.get("noheader"):
         print(time.strftime("%a %b %d %H:%M:%S %Y"))

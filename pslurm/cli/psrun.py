@@ -79,7 +79,7 @@ def run_job(opts: Mapping[str, object], argv: tuple[str, ...], forward_stdin: bo
     try:
         return _follow(api, job_id, lines, forward_stdin, label)
     except KeyboardInterrupt:
-        import signal
+        import _signal as signal  # the signal module makes enums: milliseconds of psrun's start
 
         with reporting(PROG):
             api.cancel([job_id])
@@ -385,7 +385,7 @@ class _Interrupts:
     StepId=J.S``); the output stream then ends with the step."""
 
     def __init__(self, api: Api, job_id: int, step_id: int, ntasks: int) -> None:
-        import signal
+        import _signal as signal  # the signal module makes enums: milliseconds of psrun's start
 
         self.api, self.job_id, self.step_id, self.ntasks = api, job_id, step_id, ntasks
         self.last = 0.0
@@ -416,7 +416,7 @@ class _Interrupts:
             print(f"{PROG}: error: {exc}", file=sys.stderr)
 
     def close(self) -> None:
-        import signal
+        import _signal as signal  # the signal module makes enums: milliseconds of psrun's start
 
         signal.signal(signal.SIGINT, self._previous)
 
@@ -481,7 +481,7 @@ def exit_status(ended: Ended, streamed: Streamed = (None, ""), quiet: bool = Fal
     signal), else the largest exit code; a step that ended otherwise (cancelled, timed out) says so.
     A stream that broke is said in one line and is never a success. ``quiet``: psrun cancelled the
     step itself (Ctrl-C): no line for the signal or the state, as srun."""
-    import signal
+    import _signal as signal  # the signal module makes enums: milliseconds of psrun's start
 
     end, broken = streamed
     code, sig = ended.exit_code, ended.exit_signal

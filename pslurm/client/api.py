@@ -7,14 +7,13 @@ turns that JSON into domain objects; the commands on the hot path (psqueue, psba
 psacct, pscontrol, psrun) use it directly and read the JSON with :mod:`pslurm.cli.jobview`, so a
 command's start imports neither the domain's dataclasses nor ``typing``.
 
-Standard library only, and little of it (``json``, ``_socket``): every command imports this on its
+Standard library only, and little of it (``_json``, ``_socket``): every command imports this on its
 path.
 """
 
 from __future__ import annotations
 
 import gc
-import json
 import os
 import time
 from _thread import allocate_lock
@@ -31,6 +30,7 @@ from pslurm.client.errors import (
     StepBusy,
 )
 from pslurm.client.http import Connection, ProtocolError, Response, query_string, quote
+from pslurm.client.wirejson import dumps, loads
 
 TYPE_CHECKING = False  # typing costs a command milliseconds; mypy takes this name as typing's own
 if TYPE_CHECKING:
@@ -276,7 +276,7 @@ class Api:
 
     def request(self, method: str, path: str, payload: Json | None = None) -> Json:
         """One request (``path`` under the API's root, e.g. ``/pslurm/v1/jobs``); its reply's JSON."""
-        body = None if payload is None else json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
+        body = None if payload is None else dumps(payload).encode()
         response = self._open(method, path, body, stream=False)
         try:
             raw = response.read()
@@ -287,7 +287,7 @@ class Api:
         gc_was = gc.isenabled()
         gc.disable()  # a listing's JSON is 100,000s of containers, no cycles: collections only slow it (2x)
         try:
-            data = json.loads(raw) if raw else {}
+            data = loads(raw) if raw else {}
         except ValueError:
             raise ClientError(f"the controller's reply is not JSON (HTTP status {response.status})",
                               remote=True) from None
@@ -310,17 +310,17 @@ class Api:
     def stream(self, path: str, payload: Json | None = None) -> Iterator[Json]:
         """A streamed reply's JSON lines as they come; an error line raises. Leaving the loop closes
         the connection (the controller stops). With a ``payload`` the request is a POST of it."""
-        body = None if payload is None else json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
+        body = None if payload is None else dumps(payload).encode()
         response = self._open("GET" if body is None else "POST", path, body, stream=True)
         try:
             if response.status >= 300:
                 try:
-                    data = json.loads(response.read() or b"{}")
+                    data = loads(response.read() or b"{}")
                 except ValueError:
                     data = {}
                 raise _error(data, response.status)
             for line in response.lines():
-                data = json.loads(line)
+                data = loads(line)
                 if data.get("errors"):
                     raise _error(data, int(data["errors"][0].get("error_number") or 500))
                 yield data
@@ -440,12 +440,12 @@ class Api:
         return self._at(host, "POST", f"{PSLURM}/takeover", {})
 
     def _at(self, host: str, method: str, path: str, payload: Json | None = None) -> Json:
-        body = None if payload is None else json.dumps(payload).encode()
+        body = None if payload is None else dumps(payload).encode()
         response = self._open_at(host, method, path, body, stream=False)
         if response is None:
             raise ControllerUnreachable(f"{host}:{self.config.controller_port}")
         try:
-            data = json.loads(response.read() or b"{}")
+            data = loads(response.read() or b"{}")
         except (OSError, ValueError):
             raise ControllerUnreachable(f"{host}:{self.config.controller_port}") from None
         finally:

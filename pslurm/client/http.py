@@ -16,7 +16,10 @@ start, together); an address is connected to straight, a name resolved as bytes.
 from __future__ import annotations
 
 import _socket
-from collections.abc import Iterable, Iterator
+
+TYPE_CHECKING = False  # mypy takes this name as typing's own
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator
 
 MAX_LINE = 65536  # a status, header or chunk-size line longer than this is not from our server
 RECV_SIZE = 65536  # bytes asked of the socket at once

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-import re
+TYPE_CHECKING = False  # mypy takes this name as typing's own
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
 
 # Slurm's NO_VAL: what %a expands to for a job that is not part of an array.
 NO_ARRAY_TASK = 4294967294
 
 _MAX_WIDTH = 10  # Slurm caps the padding width at 10
-_PATTERN = re.compile(r"%%|%([0-9]*)([A-Za-z])")
+_DIGITS = frozenset("0123456789")
+_LETTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 
 
 def expand_output_pattern(
@@ -42,10 +45,7 @@ def expand_output_pattern(
     }
     texts = {"x": job_name, "u": user, "N": node}
 
-    def repl(m: re.Match[str]) -> str:
-        if m.group(0) == "%%":
-            return "%"
-        width, letter = m.group(1), m.group(2)
+    def expand(width: str, letter: str, written: str) -> str:
         if letter in numbers:
             return str(numbers[letter]).zfill(min(int(width), _MAX_WIDTH) if width else 0)
         if letter in texts:
@@ -55,9 +55,32 @@ def expand_output_pattern(
             return padded if step_id is None else f"{padded}.{step_id}"
         if letter == "s":
             return "batch" if step_id is None else str(step_id).zfill(min(int(width), _MAX_WIDTH) if width else 0)
-        return m.group(0)
+        return written
 
-    return _PATTERN.sub(repl, pattern)
+    return "".join(_expanded(pattern, expand))
+
+
+def _expanded(pattern: str, expand: Callable[[str, str, str], str]) -> Iterator[str]:
+    """``pattern``'s pieces: ``%%`` as ``%``, each ``%[WIDTH]LETTER`` as ``expand(width, letter, as written)``,
+    the rest as it is. (By hand, not with :mod:`re`: that import is milliseconds of a command's start.)"""
+    pos, n = 0, len(pattern)
+    at = pattern.find("%")
+    while at >= 0:
+        end = at + 1
+        if pattern[end:end + 1] == "%":
+            yield pattern[pos:at] + "%"
+            pos = end + 1
+        else:
+            while end < n and pattern[end] in _DIGITS:
+                end += 1
+            if end < n and pattern[end] in _LETTERS:
+                yield pattern[pos:at] + expand(pattern[at + 1:end], pattern[end], pattern[at:end + 1])
+                pos = end + 1
+            else:
+                at = pattern.find("%", at + 1)
+                continue
+        at = pattern.find("%", pos)
+    yield pattern[pos:]
 
 
 def default_output_pattern(is_array: bool) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -126,3 +127,70 @@ def _light_violations(argv: tuple[str, ...], cluster: Cluster, tmp_path: Path, n
 def test_a_goal_request_imports_nothing_light_either(cluster: Cluster, tmp_path: Path,
                                                           argv: tuple[str, ...]) -> None:
     assert _light_violations(argv, cluster, tmp_path, LIGHT) == []
+
+
+
+# What each goal request imports of the standard library's costlier modules: re (json's decoder and encoder
+# import it: the API's JSON is read by _json itself, pslurm.client.wirejson), json, signal (it makes enums: the
+# commands set SIGPIPE through _signal), collections. What is still imported is owned elsewhere and named in
+# docs/benchmarks.md: enum through pslurm.core.states (job views import it), re through pslurm.core.jobdesc
+# (psbatch, psrun, psalloc).
+HEAVIER = ("re", "json", "signal", "collections")
+STILL = {"psbatch": ("re", "collections"), "psrun": ("re", "collections", "signal"),
+         "psalloc": ("re", "collections", "signal"), "psqueue": ("collections",), "psacct": ("collections",),
+         "pscontrol": ("collections",), "psinfo": ("collections",), "pscancel": ()}
+
+
+@pytest.mark.parametrize("argv", GOAL_REQUESTS, ids=[" ".join(r[:2]) for r in GOAL_REQUESTS])
+def test_a_goal_request_imports_no_regular_expressions_and_no_json_module(cluster: Cluster, tmp_path: Path,
+                                                                          argv: tuple[str, ...]) -> None:
+    # the launcher run as a plain install runs it: -S, pslurm found on a path (an editable install's finder,
+    # which the test environment's start would run, imports re itself)
+    names = tuple(name for name in HEAVIER if name not in STILL[argv[0]])
+    env = {**cluster.env, "PYTHONPATH": str(REPO), "PYTHONPROFILEIMPORTTIME": "1"}
+    proc = subprocess.run([sys.executable, "-S", str(BIN / argv[0]), *argv[1:]], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode in (0, 1), proc.stderr[-2000:]
+    modules = imported_modules(proc.stderr)
+    assert "pslurm.cli.common" in modules
+    assert sorted({m for m in modules for bad in names if m == bad or m.startswith(bad + ".")}) == []
+
+
+# The ps* commands are one launcher (scripts/pslurm-command) that starts the interpreter with -S: an environment's
+# .pth files' code (and sitecustomize) runs only where pslurm is reachable through nothing else (an editable finder).
+LAUNCHER = Path(__file__).resolve().parents[2] / "scripts" / "pslurm-command"
+REPO = LAUNCHER.parents[1]
+HOOK = "import sys; sys.stderr.write('a .pth hook ran\\n')"
+
+
+def _environment(tmp_path: Path, pth: str, long_form: bool = False) -> Path:
+    """A venv whose site-packages has a .pth with a hook line and ``pth`` (how pslurm is reached), the
+    launcher as its psinfo, and the `pslurm` script the launcher reads the interpreter from."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    site_packages = next(venv.glob("lib/python3*/site-packages"))
+    (site_packages / "hook.pth").write_text(HOOK + "\n")
+    (site_packages / "pslurm-here.pth").write_text(pth + "\n")
+    python = str(venv / "bin" / "python")
+    head = f"#!/bin/sh\n'''exec' \"{python}\" \"$0\" \"$@\"\n' '''\n" if long_form else f"#!{python}\n"
+    (venv / "bin" / "pslurm").write_text(head + "print('the pslurm command')\n")
+    (venv / "bin" / "psinfo").write_text(LAUNCHER.read_text())
+    (venv / "bin" / "psinfo").chmod(0o755)
+    return venv
+
+
+@pytest.mark.parametrize("long_form", [False, True], ids=["#!python", "pip's /bin/sh form"])
+def test_the_launcher_runs_no_pth_hook_where_pslurm_is_on_a_site_path(tmp_path: Path, long_form: bool) -> None:
+    venv = _environment(tmp_path, str(REPO), long_form)  # a path line (an installed pslurm is the same)
+    proc = subprocess.run([str(venv / "bin" / "psinfo"), "--usage"], capture_output=True, text=True, timeout=60,
+                          env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("Usage: psinfo") and "hook ran" not in proc.stderr
+
+
+def test_the_launcher_runs_the_hooks_where_pslurm_is_reached_through_one(tmp_path: Path) -> None:
+    venv = _environment(tmp_path, f"import sys; sys.path.append({str(REPO)!r})")  # as an editable finder
+    proc = subprocess.run([str(venv / "bin" / "psinfo"), "--usage"], capture_output=True, text=True, timeout=60,
+                          env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("Usage: psinfo") and "a .pth hook ran" in proc.stderr
