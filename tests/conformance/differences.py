@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from fnmatch import fnmatchcase
 
-VERSION = "the version: pslurm's own (`pslurm 0.1.0`), not Slurm's"
 VERBOSE = "-v: what each implementation says of its own workings (Slurm: its plugins and every option's value)"
 HOST = ("what the host measures (free memory, load): pslurm's agents do not report them, so pslurm prints N/A "
         "rather than a figure that is not the node's")
@@ -25,8 +24,6 @@ NODE = ("a node's record: what the host measures and runs (CPULoad, FreeMem, OS,
 ARRAY = ("an array's pending tasks: Slurm keeps them as one record (job 14) until each starts and gets an id of its "
          "own; pslurm gives each task its id at submission")
 DIFFERENT: dict[str, str] = {
-    "* -V": VERSION, "* --version": VERSION, "scontrol version": VERSION, "sinfo -O Version": VERSION,
-    "sinfo -o %v": VERSION, "sinfo -N -o %v": VERSION,
     "squeue -v *": VERBOSE, "sinfo -v": VERBOSE, "sacct -v *": VERBOSE, "sprio -v": VERBOSE, "scontrol -v *": VERBOSE,
     "sinfo -O FreeMem": HOST, "sinfo -o %e": HOST, "sinfo -N -o %e": HOST, "sinfo -O CPUsLoad": HOST,
     "sinfo -o %O": HOST, "sinfo -N -o %O": HOST, "sinfo -O All": HOST,
