@@ -46,6 +46,31 @@ UNSAMPLED = ("avecpu", "avediskread", "avediskwrite", "avepages", "averss", "ave
 ALWAYS_BLANK = ("admincomment", "blockid", "container", "mcslabel", "reservation", "reservationid", "wckey")
 
 
+def cpu_time_text(seconds: float | None) -> str:
+    """A CPU time as sacct prints TotalCPU (its _elapsed_time): ``D-HH:MM:SS``, ``HH:MM:SS``, ``MM:SS.mmm``
+    below an hour with a fraction of a second, else ``00:MM:SS``; 0 or not measured: ``00:00:00``."""
+    usecs = round((seconds or 0.0) * 1e6)
+    secs, subsec = divmod(usecs, 1_000_000)
+    days, rest = divmod(secs, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}-{hours:02d}:{minutes:02d}:{secs:02d}"
+    if hours:
+        return f"{hours:02d}:{minutes:02d}:{secs:02d}"
+    if subsec // 1000:
+        return f"{minutes:02d}:{secs:02d}.{subsec // 1000:03d}"
+    return f"00:{minutes:02d}:{secs:02d}"
+
+
+def _total_cpu(row: Any) -> str:
+    """TotalCPU: the job's cgroup's CPU time (cpu.stat's usage_usec, v1 cpuacct.usage) on its line and its
+    batch step's (which holds every process of the job); psrun's steps are not measured apart."""
+    if is_step(row) and not str(row.job_id).endswith(".batch"):
+        return "00:00:00"
+    return cpu_time_text(getattr(_job(row), "total_cpu_seconds", None))
+
+
 def is_step(row: Any) -> bool:
     return bool(getattr(row, "is_step", False))
 
@@ -107,7 +132,7 @@ def more_fields(now: float, cluster: str) -> dict[str, Getter]:
         "resvcpuraw": on_job(lambda row: str(int(reserved(row) * v.total_cpus(row)))),
         "submitline": on_job(lambda row: v.escaped(row.spec.submit_line)),
         "suspended": lambda row: format_slurm_duration(0 if is_step(row) else v.suspended_time(row, now)),
-        "systemcpu": lambda row: "00:00:00", "usercpu": lambda row: "00:00:00", "totalcpu": lambda row: "00:00:00",
+        "systemcpu": lambda row: "00:00:00", "usercpu": lambda row: "00:00:00", "totalcpu": _total_cpu,
         "timelimitraw": on_job(time_limit_raw),
         "tresusageinave": on_step(lambda row: "energy=0"), "tresusageintot": on_step(lambda row: "energy=0"),
         "tresusageoutave": on_step(lambda row: "energy=0"), "tresusageouttot": on_step(lambda row: "energy=0"),

@@ -247,6 +247,11 @@ class JobDesc:
         return str(self.data.get("mail_user") or "")
 
     @property
+    def tres_per_job(self) -> str:
+        """--gpus as Slurm records it (``gres:gpu:2``); "" when not given."""
+        return str(self.data.get("tres_per_job") or "")
+
+    @property
     def command(self) -> str:
         """The batch script's path as given to sbatch, absolute ("" for --wrap and stdin); pslurm's own key."""
         return str(self.own.get("command") or "")
@@ -477,6 +482,11 @@ class JobInfo:
     @property
     def max_rss_kb(self) -> int | None:
         return _int(self.own.get("max_rss_kb"))
+
+    @property
+    def total_cpu_seconds(self) -> float | None:
+        """Its cgroup's CPU time, user and system (sacct's TotalCPU); None: not measured."""
+        return _float(self.own.get("total_cpu_seconds"))
 
     @property
     def system_comment(self) -> str:

@@ -104,10 +104,11 @@ def desc_to_json(spec: Mapping[str, Any]) -> Json:
 
 
 def _slurm_keys(data: Json, spec: Mapping[str, Any]) -> None:
-    """--mem-per-cpu, --mail-type and --mail-user in slurmrestd's names, those given only."""
+    """--mem-per-cpu, --mail-type, --mail-user and --gpus (tres_per_job) in slurmrestd's names, those
+    given only."""
     if spec.get("mem_per_cpu_mb"):
         data["memory_per_cpu"] = no_val(spec["mem_per_cpu_mb"])
-    for key in ("mail_type", "mail_user"):
+    for key in ("mail_type", "mail_user", "tres_per_job"):
         if spec.get(key):
             data[key] = spec[key]
 
@@ -199,7 +200,8 @@ def job_to_json(job: JobRecord, node_target: str = "", specs: dict[int, Json] | 
             "job": spec, "hold": job.hold, "gpu_indices": list(job.gpu_indices), "time_limit": job.time_limit,
             "start_estimate": job.start_estimate, "gpu_seconds": job.gpu_seconds,
             "peak_gpu_memory_mb": job.peak_gpu_memory_mb, "mean_gpu_util": job.mean_gpu_util,
-            "max_rss_kb": job.max_rss_kb, "suspended_seconds": job.suspended_seconds,
+            "max_rss_kb": job.max_rss_kb, "total_cpu_seconds": job.total_cpu_seconds,
+            "suspended_seconds": job.suspended_seconds,
             "collapsed_tasks": job.collapsed_tasks, "node_target": node_target, "nodes": list(job.nodes),
             "node_gpus": [list(g) for g in job.node_gpus], "reason_prev": job.reason_prev.value,
         },
@@ -336,7 +338,7 @@ def job_to_brief_json(job: JobRecord, specs: dict[int, int]) -> Json:
         own["gpu_indices"] = list(job.gpu_indices)
     for key, value in (("start_estimate", job.start_estimate), ("gpu_seconds", job.gpu_seconds),
                        ("peak_gpu_memory_mb", job.peak_gpu_memory_mb), ("mean_gpu_util", job.mean_gpu_util),
-                       ("max_rss_kb", job.max_rss_kb)):
+                       ("max_rss_kb", job.max_rss_kb), ("total_cpu_seconds", job.total_cpu_seconds)):
         if value is not None:
             own[key] = value
     if job.suspended_seconds:
