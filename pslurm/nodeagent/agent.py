@@ -17,7 +17,7 @@ from pslurm.auth.transport import Metadata
 from pslurm.core.config import CgroupConfig, ClusterConfig, NodeConfig
 from pslurm.core.jobspec import JobRecord, JobSpec
 from pslurm.core.steplaunch import StepLaunch
-from pslurm.core.steps import StepResult, step_name
+from pslurm.core.steps import BATCH_STEP, StepResult, step_name
 from pslurm.nodeagent.cgroupnode import NodeCgroups
 from pslurm.nodeagent.cgroups import CgroupError, JobCgroup
 from pslurm.nodeagent.controllers import controller_stub
@@ -596,7 +596,13 @@ class Agent:
             self._launched.notify_all()  # a stream may wait for it
 
     def signal_step(self, job_id: int, step_id: int, signum: int) -> None:
-        """SignalStep: 0 cancels the step (SIGTERM, KillWait, SIGKILL), else ``signum`` to its tasks."""
+        """SignalStep: 0 cancels the step (SIGTERM, KillWait, SIGKILL), else ``signum`` to its tasks;
+        the batch step (scancel -b): ``signum`` to the batch shell's process group, not to the steps."""
+        if step_id == BATCH_STEP:
+            running = self.jobs.get(job_id)
+            if running is not None and signum > 0:
+                self.launcher.signal_batch(running, signum)
+            return
         self.steps.signal(job_id, step_id, signum)
 
     # -- psrun's streams: one path for every step ---------------------------------------------

@@ -532,6 +532,13 @@ class Launcher:
             self._signal_all(running, signum)
 
     @staticmethod
+    def signal_batch(running: RunningJob, signum: int) -> None:
+        """scancel -b: ``signum`` to the batch shell and what runs in its process group (psrun's
+        clients too), not to its steps' tasks (sessions of their own), as slurmstepd's batch step."""
+        if running.proc is not None and running.end is None:
+            kill_pgid(running.proc.pid, signum)
+
+    @staticmethod
     def _signal_all(running: RunningJob, signum: int) -> None:
         assert running.proc is not None
         kill_pgid(running.proc.pid, signum)
