@@ -63,12 +63,16 @@ def cpu_time_text(seconds: float | None) -> str:
     return f"00:{minutes:02d}:{secs:02d}"
 
 
-def _total_cpu(row: Any) -> str:
-    """TotalCPU: the job's cgroup's CPU time (cpu.stat's usage_usec, v1 cpuacct.usage) on its line and its
-    batch step's (which holds every process of the job); psrun's steps are not measured apart."""
-    if is_step(row) and not str(row.job_id).endswith(".batch"):
-        return "00:00:00"
-    return cpu_time_text(getattr(_job(row), "total_cpu_seconds", None))
+def _cpu(part: str) -> Getter:
+    """TotalCPU (``part`` total), UserCPU (user), SystemCPU (system): the job's cgroup's CPU time
+    (cpu.stat's usage_usec, user_usec, system_usec; v1 cpuacct) on its line and its batch step's (which
+    holds every process of the job); psrun's steps are not measured apart."""
+    def get(row: Any) -> str:
+        if is_step(row) and not str(row.job_id).endswith(".batch"):
+            return "00:00:00"
+        return cpu_time_text(getattr(_job(row), f"{part}_cpu_seconds", None))
+
+    return get
 
 
 def is_step(row: Any) -> bool:
@@ -132,7 +136,7 @@ def more_fields(now: float, cluster: str) -> dict[str, Getter]:
         "resvcpuraw": on_job(lambda row: str(int(reserved(row) * v.total_cpus(row)))),
         "submitline": on_job(lambda row: v.escaped(row.spec.submit_line)),
         "suspended": lambda row: format_slurm_duration(0 if is_step(row) else v.suspended_time(row, now)),
-        "systemcpu": lambda row: "00:00:00", "usercpu": lambda row: "00:00:00", "totalcpu": _total_cpu,
+        "systemcpu": _cpu("system"), "usercpu": _cpu("user"), "totalcpu": _cpu("total"),
         "timelimitraw": on_job(time_limit_raw),
         "tresusageinave": on_step(lambda row: "energy=0"), "tresusageintot": on_step(lambda row: "energy=0"),
         "tresusageoutave": on_step(lambda row: "energy=0"), "tresusageouttot": on_step(lambda row: "energy=0"),

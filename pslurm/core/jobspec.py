@@ -118,6 +118,8 @@ class JobRecord:
     state_desc: str = ""  # the reason in words where slurmctld gives one (its state_desc); shown for Reason
     reason_prev: JobReason = JobReason.NONE  # the last reason it waited for but None/Priority/Resources (sacct's)
     total_cpu_seconds: float | None = None  # its cgroup's CPU time, user and system (TotalCPU); None: not measured
+    user_cpu_seconds: float | None = None  # of which in user mode (UserCPU)
+    system_cpu_seconds: float | None = None  # and in system mode (SystemCPU)
 
     @property
     def all_nodes(self) -> tuple[str, ...]:

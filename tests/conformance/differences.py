@@ -76,14 +76,15 @@ DIFFERENT: dict[str, str] = {
 UNSTABLE: dict[str, str] = {
     "sacct -o Start": ("a job cancelled while held: Slurm 22.05 records its start as the cancel time or as none, "
                        "as its scheduling passes fall; pslurm: None"),
-    "sacct -o SystemCPU": ("CPU time measured by Slurm's jobacct_gather, a millisecond or none (pslurm measures "
-                           "no system part apart yet: 00:00:00)"),
+    "sacct -o SystemCPU": ("CPU time of jobs that burn next to none: Slurm's jobacct_gather samples a millisecond "
+                           "or none, pslurm's cgroup measure (cpu.stat's system_usec) a few or none"),
     **{pattern: ("a timed-out job's batch script: SIGTERM reaches bash while it waits for a child or not, so Slurm "
                  "reports it killed by signal 15 (0:15, CANCELLED) in some runs and exited 143 (143:0, FAILED 15:0) in "
                  "others; pslurm: 0:15") for pattern in (
         "squeue -O exit_code", "sacct", "sacct -a", "sacct --allusers", "sacct -j {timeout}", "sacct --federation",
         "scontrol show job {timeout}")},
-    "sacct -o UserCPU": "CPU time measured by Slurm's jobacct_gather, a few milliseconds or none (pslurm: 00:00:00)",
+    "sacct -o UserCPU": ("CPU time of jobs that burn next to none: Slurm's jobacct_gather samples a few "
+                         "milliseconds or none, pslurm's cgroup measure (cpu.stat's user_usec) a few or none"),
     "sacct -o TotalCPU": ("CPU time of jobs that burn next to none: Slurm's jobacct_gather samples a millisecond "
                           "or none, pslurm's cgroup measure a few milliseconds or none"),
     "scontrol release {dep} && squeue -h -j {dep} -o '%r'": (
@@ -95,13 +96,7 @@ UNSTABLE: dict[str, str] = {
 }
 DIFFERENT.update(UNSTABLE)
 
-NOT_YET: dict[str, str] = {
-    "sacct -o UserCPU,SystemCPU of a job that burned CPU": (
-        "UserCPU and SystemCPU: pslurm measures a job's CPU time in all (its cgroup's cpu.stat usage_usec, v1 "
-        "cpuacct.usage: TotalCPU on the job's and its batch step's lines) but not its user and system parts apart, "
-        "nor each psrun step's: that needs cpu.stat's user_usec/system_usec and each step's rusage in the agent's "
-        "end reports (a JobUsage and a StepEnded field) and two store columns"),
-}
+NOT_YET: dict[str, str] = {}
 
 # What the conformance work found and no case of the corpus shows (it needs a scenario of its own), each kept
 # with why: docs/conformance.md lists them.
@@ -126,7 +121,10 @@ LEFT: dict[str, str] = {
         "takes its end as its start plus its limit (Slurm adds the time suspended), and a node agent that "
         "restarts forgets it was suspended (it reports the run, which is then continued)"),
     "pslurm JSON": "`--json=pslurm` (pslurm's own shape) lacks the fields added for Slurm's (state_desc, "
-                   "reason_prev, total_cpu_seconds, tres_per_job): Slurm's `--json` has them",
+                   "reason_prev, the CPU times, tres_per_job): Slurm's `--json` has them",
+    "steps' CPU time": ("sacct's TotalCPU, UserCPU and SystemCPU of a psrun step (J.0...) are 00:00:00 and the "
+                        "batch step's line carries the whole job's: the agent measures a job's cgroup, not each "
+                        "step's tasks (their rusage in the StepEnded report and a step column are still to do)"),
     "v0.0.40 times": ("REST v0.0.40's times (submit_time, start_time, end_time...) carry pslurm's fractions of a "
                       "second where slurmrestd's are whole epoch seconds (an int64): a strict client's model may "
                       "refuse a float; cutting them there (and keeping them in `/pslurm/v1`) is still to do"),

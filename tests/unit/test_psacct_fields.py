@@ -92,11 +92,13 @@ def test_total_cpu_is_the_jobs_cgroup_measure_in_sacct_form() -> None:
     assert [cpu_time_text(s) for s in (None, 0.0, 0.6625, 59.0, 61.25, 3600.5, 90061.0)] == [
         "00:00:00", "00:00:00", "00:00.662", "00:00:59", "01:01.250", "01:00:00", "1-01:01:01"]
     measured = JobRecord(job_id=11, spec=SPEC, state=JobState.COMPLETED, reason=JobReason.NONE, submit_time=1000.0,
-                         start_time=1000.0, end_time=1010.0, node="c000", partition="gpu", total_cpu_seconds=2.5)
+                         start_time=1000.0, end_time=1010.0, node="c000", partition="gpu", total_cpu_seconds=2.5,
+                         user_cpu_seconds=2.25, system_cpu_seconds=0.25)
     fields = account_fields(NOW)
     job = view(measured)
     assert job.total_cpu_seconds == 2.5
-    assert fields["totalcpu"](job) == "00:02.500"
+    assert (fields["totalcpu"](job), fields["usercpu"](job), fields["systemcpu"](job)) == (
+        "00:02.500", "00:02.250", "00:00.250")
 
 
 def test_gpus_asked_for_the_job_are_tres_per_job_not_per_node() -> None:
