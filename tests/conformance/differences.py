@@ -87,6 +87,9 @@ UNSTABLE: dict[str, str] = {
                          "milliseconds or none, pslurm's cgroup measure (cpu.stat's user_usec) a few or none"),
     "sacct -o TotalCPU": ("CPU time of jobs that burn next to none: Slurm's jobacct_gather samples a millisecond "
                           "or none, pslurm's cgroup measure a few milliseconds or none"),
+    "sacct -o Reason": ("a job submitted held and cancelled at once: slurmctld records the reason it waited for "
+                        "(state_reason_prev, sacct's Reason) at its next scheduling pass, so Slurm says JobHeldUser "
+                        "when a pass came between and None when not; pslurm records it at submission: JobHeldUser"),
     "scontrol release {dep} && squeue -h -j {dep} -o '%r'": (
         "release of a job that waits on a dependency: slurmctld clears its reason (None) until its next "
         "scheduling pass, which may come before squeue asks; pslurm says what it still waits for (Dependency)"),
@@ -110,9 +113,10 @@ LEFT: dict[str, str] = {
         "sreport cluster utilization's Down and PLND Down are 0: pslurm keeps no history of node states (a node "
         "events table with each DOWN/DRAIN interval, as slurmdbd's cluster events, is still to do)"),
     "reason_prev at submission": (
-        "a job that waits for a dependency or a begin time records that reason (and sacct's Reason, "
-        "state_reason_prev) at its first scheduling pass, a second or less after submission; slurmctld sets it in "
-        "job_allocate, so a job cancelled before that pass shows Reason None in pslurm, Dependency in Slurm"),
+        "pslurm records the reason a held job waits for (state_reason_prev, sacct's Reason) when it is submitted; "
+        "slurmctld at its next scheduling pass (build_job_queue), so a held job cancelled before that pass says "
+        "None in Slurm and JobHeldUser in pslurm: kept, since the job did wait held, and Slurm's answer depends "
+        "on when its pass falls (`sacct -o Reason` is listed among its unstable answers)"),
     "ReqNodeNotAvail descriptions": (
         "slurmctld's other state descriptions (`ReqNodeNotAvail, UnavailableNodes:c[001-002]`) are not written: "
         "pslurm's reason is ReqNodeNotAvail alone"),
