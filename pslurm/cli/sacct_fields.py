@@ -47,20 +47,15 @@ ALWAYS_BLANK = ("admincomment", "blockid", "container", "mcslabel", "reservation
 
 
 def cpu_time_text(seconds: float | None) -> str:
-    """A CPU time as sacct prints TotalCPU (its _elapsed_time): ``D-HH:MM:SS``, ``HH:MM:SS``, ``MM:SS.mmm``
-    below an hour with a fraction of a second, else ``00:MM:SS``; 0 or not measured: ``00:00:00``."""
-    usecs = round((seconds or 0.0) * 1e6)
-    secs, subsec = divmod(usecs, 1_000_000)
-    days, rest = divmod(secs, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    if days:
-        return f"{days}-{hours:02d}:{minutes:02d}:{secs:02d}"
-    if hours:
-        return f"{hours:02d}:{minutes:02d}:{secs:02d}"
-    if subsec // 1000:
-        return f"{minutes:02d}:{secs:02d}.{subsec // 1000:03d}"
-    return f"00:{minutes:02d}:{secs:02d}"
+    """A CPU time as sacct prints TotalCPU (its _elapsed_time): ``MM:SS.mmm`` below an hour with a
+    fraction of a second, else as Elapsed (``00:MM:SS``, ``HH:MM:SS``, ``D-HH:MM:SS``); 0 or not
+    measured: ``00:00:00``."""
+    from pslurm.core.timefmt import format_slurm_duration
+
+    secs, usecs = divmod(round((seconds or 0.0) * 1e6), 1_000_000)
+    if secs < 3600 and usecs >= 1000:
+        return f"{secs // 60:02d}:{secs % 60:02d}.{usecs // 1000:03d}"
+    return format_slurm_duration(secs)
 
 
 def _cpu(part: str) -> Getter:
