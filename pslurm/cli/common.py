@@ -24,6 +24,31 @@ SLURM_NAMES = {"psbatch": "sbatch", "psrun": "srun", "psalloc": "salloc", "psque
                "psreport": "sreport", "psstat": "sstat"}
 
 
+# The Slurm release whose behaviour pslurm follows: what the commands say for their version when run by
+# Slurm's names (clients read `sinfo --version`'s second word as Slurm's version and gate features on it)
+SLURM_VERSION = "22.05.8"
+
+
+def called_by_slurm_name() -> bool:
+    """Whether this process was started by one of Slurm's command names (``squeue``, not ``psqueue``)."""
+    return bool(sys.argv) and os.path.basename(sys.argv[0]) in SLURM_NAMES.values()
+
+
+def version() -> str:
+    """The version a command reports: Slurm's (``22.05.8``) under Slurm's names, else pslurm's own."""
+    if called_by_slurm_name():
+        return SLURM_VERSION
+    from pslurm import __version__
+
+    return __version__
+
+
+def version_line() -> str:
+    """``-V``/``--version``'s answer: ``slurm 22.05.8`` under Slurm's names (Slurm's form), else
+    ``pslurm 0.1.0``."""
+    return f"{'slurm' if called_by_slurm_name() else 'pslurm'} {version()}"
+
+
 def prog_name(own: str) -> str:
     """The name a command reports itself by (``squeue: error: ...``): its Slurm name when it was run
     by that name (``argv[0]``, as Slurm's commands take theirs: the executables of `pslurm compat
@@ -182,9 +207,7 @@ def answer_usage_version(given: dict[str, object], usage: str) -> None:
         print(usage)
         raise SystemExit(0)
     if given.get("version"):
-        from pslurm import __version__
-
-        print(f"pslurm {__version__}")
+        print(version_line())
         raise SystemExit(0)
 
 

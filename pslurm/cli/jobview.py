@@ -39,11 +39,27 @@ def gres_text(spec: Spec) -> str:
 
 def tres_per_node_text(job: Job) -> str:
     """squeue's %b and ``-O tres-per-node`` (TRES_PER_NODE) as Slurm 22.05 prints them: ``gres:gpu:1``,
-    ``gres:gpu:a100:2,gres:gpu:1``; ``N/A`` for a job without GRES. (slurmrestd's JSON and Slurm 23.02
-    on write ``gres/gpu:1``; squeue of 22.05 shows the ``gres:`` form.)"""
-    if not job.spec.gres:
+    ``gres:gpu:a100:2,gres:gpu:1``; ``N/A`` for a job without GRES per node. (slurmrestd's JSON and Slurm
+    23.02 on write ``gres/gpu:1``; squeue of 22.05 shows the ``gres:`` form.) GPUs asked with --gpus are
+    the job's in all (TRES_PER_JOB, :func:`tres_per_job_text`), not per node."""
+    spec = job.spec
+    gres = tuple(g for g in spec.gres if not (g.name == "gpu" and tres_per_job(spec)))
+    if not gres:
         return "N/A"
-    return ",".join("gres:" + item for item in gres_text(job.spec).split(","))
+    from pslurm.core.gres import format_gres
+
+    return ",".join("gres:" + item for item in format_gres(gres).split(","))
+
+
+def tres_per_job(spec: Spec) -> str:
+    """The request's --gpus as Slurm records it (``gres:gpu:2``); "" when not given (a light listing's
+    spec never says)."""
+    return str(getattr(spec, "tres_per_job", "") or "")
+
+
+def tres_per_job_text(job: Job) -> str:
+    """squeue's ``-O tres-per-job`` (TRES_PER_JOB): --gpus's ``gres:gpu:2``, ``N/A`` without it."""
+    return tres_per_job(job.spec) or "N/A"
 
 
 def time_used(job: Job, now: float | None = None) -> float:

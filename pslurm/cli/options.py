@@ -353,8 +353,8 @@ def parse_or_fail(prog: str, command: str, argv: Sequence[str] | None, usage: st
         print(usage_line(prog, command))
         raise SystemExit(0)
     if parsed.values.get("version"):
-        from pslurm import __version__
+        from pslurm.cli.common import version_line
 
-        print(f"pslurm {__version__}")
+        print(version_line())
         raise SystemExit(0)
     return parsed

@@ -91,9 +91,9 @@ def parse_command(prog: str, argv: Sequence[str] | None, options: Sequence[Opt],
                                         description=description)
     values = a.values(found)
     if values.get("version"):
-        from pslurm import __version__
+        from pslurm.cli.common import version_line
 
-        print(f"pslurm {__version__}")
+        print(version_line())
         raise SystemExit(0)
     if not words:
         a.no_positionals(prog, positional)

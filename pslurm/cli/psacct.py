@@ -611,20 +611,19 @@ def _users(v: dict[str, object]) -> list[str]:
 
 def _window(v: dict[str, object], now: float, named: bool) -> tuple[float | None, float | None]:
     """sacct's time window: -S (midnight by default; now when -s is given; none for named jobs), -E."""
-    from pslurm.core.timefmt import TimeFormatError, format_timestamp, parse_timestamp
+    from pslurm.core.timefmt import TimeFormatError, format_timestamp, parse_time
 
     start, end = v.get("start"), v.get("end")
-    try:
+    try:  # Slurm's parse_time looking back (sacct's past flag): every form it takes
         if isinstance(start, str) and start:
-            since: float | None = parse_timestamp(start, now)
+            since: float | None = parse_time(start, now, past=True)
         elif named:
             since = None
         else:
-            since = now if isinstance(v.get("states"), str) else parse_timestamp("midnight", now)
-        until = parse_timestamp(end, now) if isinstance(end, str) and end else None
-    except (TimeFormatError, ValueError):
-        bad = start if isinstance(start, str) and start else end
-        print(f"Invalid time specification (pos=0): {bad}", file=sys.stderr)
+            since = now if isinstance(v.get("states"), str) else parse_time("midnight", now, past=True)
+        until = parse_time(end, now, past=True) if isinstance(end, str) and end else None
+    except TimeFormatError as bad:
+        print(bad, file=sys.stderr)
         raise SystemExit(1) from None
     if since is not None and until is not None and since > until:
         fail(PROG, f"Start time ({format_timestamp(since)}) requested is after end time ({format_timestamp(until)}).")

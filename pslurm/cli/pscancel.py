@@ -66,7 +66,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     answer_usage_version(v, USAGE_TEXT.replace("scancel", PROG, 1))
     signum = _signal(v.get("signal"))
     if v.get("batch"):
-        signum = signum or 9  # scancel -b: SIGKILL unless -s says another (pslurm signals the whole job)
+        signum = signum or 9  # scancel -b: SIGKILL unless -s says another
     states = _states(v.get("states"))
     filters = any(v.get(k) is not None for k in ("users", "me", "names", "partition", "nodelist", "accounts", "qos",
                                                  "states", "reservation", "wckey"))
@@ -184,8 +184,9 @@ def _cancel(client: Client, targets: list[tuple[str, Any]], steps: list[Any], si
     errors: list[str] = []
     with reporting(PROG):
         if specs:
+            scope = "full" if v.get("full") else "batch" if v.get("batch") else ""  # a signal's reach: scancel's
             errors = client.cancel([int(t) for t in specs if t.isdigit()], signum,
-                                   [t for t in specs if not t.isdigit()])
+                                   [t for t in specs if not t.isdigit()], scope)
         for step in steps:
             errors += _cancel_step(client, step, signum)
     if signum and (v.get("full") or v.get("batch")):  # slurmctld: the batch shell of an ended job is no job

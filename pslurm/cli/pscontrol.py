@@ -81,9 +81,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         _quiet_error(opts, f"invalid keyword: {words[0]}")
         return
     if verb == "version":
-        from pslurm import __version__
+        from pslurm.cli.common import version_line
 
-        print(f"pslurm {__version__}")
+        print(version_line())
         return
     if verb == "show":
         if len(words) < 2:

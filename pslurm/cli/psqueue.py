@@ -255,12 +255,12 @@ def listing(v: dict[str, object]) -> int:  # noqa: C901 - one pass over squeue's
 
 # The fields a light listing holds exactly (the store's job columns, Store.get_jobs(light=True)); any other
 # needs each job's whole request
-LIGHT_LETTERS = set("aAbBdDeEFHiIjJkKlLmMNOpPqQrRsStTuUvVwWXyYz")
+LIGHT_LETTERS = set("aABdDeEFHiIjJkKlLmMNOpPqQrRsStTuUvVwWXyYz")  # not %b: TRES per node needs --gpus's record
 LIGHT_NAMES = {"account", "accruetime", "admin_comment", "arrayjobid", "arraytaskid", "batchhost", "cluster", "comment",
                "dependency", "eligibletime", "endtime", "exit_code", "jobarrayid", "jobid", "minmemory", "name",
                "nice", "nodelist", "partition", "priority", "prioritylong", "qos", "reason", "reasonlist",
                "starttime", "state", "statecompact", "submittime", "timeleft", "timelimit", "timeused",
-               "tres-per-node", "userid", "username"}
+               "userid", "username"}
 
 
 def _shows_request(v: dict[str, object]) -> bool:

@@ -81,17 +81,17 @@ class Window:
     (default: yesterday, midnight to midnight), an hour at least."""
 
     def __init__(self, words: Sequence[str], now: float) -> None:
-        from pslurm.core.timefmt import parse_timestamp
+        from pslurm.core.timefmt import parse_time
 
-        midnight = to_hour(parse_timestamp("midnight", now), False)
+        midnight = to_hour(parse_time("midnight", now, past=True), False)
         start, end = midnight - 86400, midnight
         self.rest: list[tuple[str, str]] = []
         for word in words:
             key, _, value = word.partition("=")
             if key.lower() in ("start", "starttime"):
-                start = to_hour(parse_timestamp(value, now))
+                start = to_hour(parse_time(value, now, past=True))
             elif key.lower() in ("end", "endtime"):
-                end = to_hour(min(parse_timestamp(value, now), now))
+                end = to_hour(min(parse_time(value, now, past=True), now))
             else:
                 self.rest.append((key.lower(), value))
         self.start, self.end = start, max(end, start + 3600)

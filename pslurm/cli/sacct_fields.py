@@ -46,6 +46,30 @@ UNSAMPLED = ("avecpu", "avediskread", "avediskwrite", "avepages", "averss", "ave
 ALWAYS_BLANK = ("admincomment", "blockid", "container", "mcslabel", "reservation", "reservationid", "wckey")
 
 
+def cpu_time_text(seconds: float | None) -> str:
+    """A CPU time as sacct prints TotalCPU (its _elapsed_time): ``MM:SS.mmm`` below an hour with a
+    fraction of a second, else as Elapsed (``00:MM:SS``, ``HH:MM:SS``, ``D-HH:MM:SS``); 0 or not
+    measured: ``00:00:00``."""
+    from pslurm.core.timefmt import format_slurm_duration
+
+    secs, usecs = divmod(round((seconds or 0.0) * 1e6), 1_000_000)
+    if secs < 3600 and usecs >= 1000:
+        return f"{secs // 60:02d}:{secs % 60:02d}.{usecs // 1000:03d}"
+    return format_slurm_duration(secs)
+
+
+def _cpu(part: str) -> Getter:
+    """TotalCPU (``part`` total), UserCPU (user), SystemCPU (system): the job's cgroup's CPU time
+    (cpu.stat's usage_usec, user_usec, system_usec; v1 cpuacct) on its line and its batch step's (which
+    holds every process of the job); psrun's steps are not measured apart."""
+    def get(row: Any) -> str:
+        if is_step(row) and not str(row.job_id).endswith(".batch"):
+            return "00:00:00"
+        return cpu_time_text(getattr(_job(row), f"{part}_cpu_seconds", None))
+
+    return get
+
+
 def is_step(row: Any) -> bool:
     return bool(getattr(row, "is_step", False))
 
@@ -107,7 +131,7 @@ def more_fields(now: float, cluster: str) -> dict[str, Getter]:
         "resvcpuraw": on_job(lambda row: str(int(reserved(row) * v.total_cpus(row)))),
         "submitline": on_job(lambda row: v.escaped(row.spec.submit_line)),
         "suspended": lambda row: format_slurm_duration(0 if is_step(row) else v.suspended_time(row, now)),
-        "systemcpu": lambda row: "00:00:00", "usercpu": lambda row: "00:00:00", "totalcpu": lambda row: "00:00:00",
+        "systemcpu": _cpu("system"), "usercpu": _cpu("user"), "totalcpu": _cpu("total"),
         "timelimitraw": on_job(time_limit_raw),
         "tresusageinave": on_step(lambda row: "energy=0"), "tresusageintot": on_step(lambda row: "energy=0"),
         "tresusageoutave": on_step(lambda row: "energy=0"), "tresusageouttot": on_step(lambda row: "energy=0"),

@@ -116,6 +116,8 @@ def show_job(job: JobInfo, one_liner: bool = False, details: bool = False, now: 
         stdout, stderr, stdin = v.std_paths(job)
         lines += [f"StdErr={stderr}", f"StdIn={stdin}", f"StdOut={stdout}"]
     lines.append("Power=")
+    if v.tres_per_job(spec):
+        lines.append(f"TresPerJob={v.tres_per_job(spec)}")
     tres = v.tres_per_node_text(job)
     if tres != "N/A":
         lines.append(f"TresPerNode={tres}")
@@ -225,9 +227,9 @@ def show_node(node: NodeInfo, one_liner: bool = False) -> str:
 
 
 def _version() -> str:
-    from pslurm import __version__
+    from pslurm.cli.common import version
 
-    return __version__
+    return version()
 
 
 def _mem_g(mb: int) -> str:

@@ -163,9 +163,9 @@ def group_fields() -> dict[str, tuple[str, Getter]]:
 
 
 def _version() -> str:
-    from pslurm import __version__
+    from pslurm.cli.common import version
 
-    return __version__
+    return version()
 
 
 def reason_user(n: Node) -> str:

@@ -102,6 +102,14 @@ def _tres_list(items: Iterable[tuple[str, str | None, int]]) -> list[Json]:
              "count": count} for kind, name, count in items]
 
 
+def _tres_per(job: Job) -> Json:
+    """The job's TRES per job, node, socket and task as 22.05's job_info has them (--gpus is per job)."""
+    from pslurm.cli.jobview import tres_per_job
+
+    return {"tres_per_job": tres_per_job(job.spec), "tres_per_node": _tres_per_node(job), "tres_per_socket": "",
+            "tres_per_task": ""}
+
+
 def _tres_per_node(job: Job) -> str:
     """``gres:gpu:1``: the GRES asked per node as 22.05's job_info has them; "" for none."""
     from pslurm.cli.jobview import tres_per_node_text
@@ -194,8 +202,8 @@ def job_json(job: Job, cluster: str) -> Json:
         "standard_input": "" if spec.interactive else "/dev/null", "standard_output": spec.stdout or "",
         "submit_time": _epoch(job.submit_time), "suspend_time": 0, "system_comment": job.system_comment,
         "time_limit": _minutes(limit), "time_minimum": 0, "threads_per_core": None, "tres_bind": "",
-        "tres_freq": "", "tres_per_job": "", "tres_per_node": _tres_per_node(job), "tres_per_socket": "",
-        "tres_per_task": "", "tres_req_str": tres_text(tres), "tres_alloc_str": tres_text(tres) if started else "",
+        "tres_freq": "", **_tres_per(job), "tres_req_str": tres_text(tres),
+        "tres_alloc_str": tres_text(tres) if started else "",
         "user_id": spec.uid, "user_name": spec.user, "wckey": "", "current_working_directory": spec.workdir,
     })
     return data

@@ -256,7 +256,7 @@ class JobFields:
             "threads": fields["J"], "timeleft": fields["L"], "timelimit": fields["l"], "timeused": fields["M"],
             "tres": ("TRES_ALLOC", self.tres), "tres-alloc": ("TRES_ALLOC", self.tres),
             "tres-bind": ("TRES_BIND", lambda j: "N/A"), "tres-freq": ("TRES_FREQ", lambda j: "N/A"),
-            "tres-per-job": ("TRES_PER_JOB", lambda j: "N/A"),
+            "tres-per-job": ("TRES_PER_JOB", v.tres_per_job_text),
             "tres-per-node": ("TRES_PER_NODE", v.tres_per_node_text),
             "tres-per-socket": ("TRES_PER_SOCKET", lambda j: "N/A"),
             "tres-per-task": ("TRES_PER_TASK", lambda j: "N/A"),

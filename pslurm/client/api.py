@@ -389,10 +389,14 @@ class Api:
                 if not got or len(self._hosts) == 1:
                     raise
 
-    def cancel(self, job_ids: Iterable[int] = (), signal: int = 0, job_specs: Iterable[str] = ()) -> list[str]:
-        """Cancel or signal jobs; one error line per job that could not be."""
-        reply = self.request("POST", f"{PSLURM}/jobs/cancel", {"job_ids": list(job_ids), "signal": signal,
-                                                              "job_specs": list(job_specs)})
+    def cancel(self, job_ids: Iterable[int] = (), signal: int = 0, job_specs: Iterable[str] = (),
+               scope: str = "") -> list[str]:
+        """Cancel or signal jobs; one error line per job that could not be. ``scope``: where a signal
+        goes, as scancel's flags say: "" a batch job's steps, ``batch`` its shell, ``full`` both."""
+        body: Json = {"job_ids": list(job_ids), "signal": signal, "job_specs": list(job_specs)}
+        if scope:
+            body["scope"] = scope
+        reply = self.request("POST", f"{PSLURM}/jobs/cancel", body)
         return [str(line) for line in reply["job_errors"]]
 
     def update_job(self, job: str, action: str = "", priority: int | None = None,

@@ -122,12 +122,14 @@ class Client:
         for data in self.api.wait(int(job_id)):
             yield JobInfo(data)
 
-    def cancel(self, job_ids: Iterable[int] = (), signal: int = 0, job_specs: Iterable[str] = ()) -> list[str]:
-        """Cancel jobs (SIGTERM, then SIGKILL after KillWait), or send them ``signal``. ``job_specs``
-        names array tasks: ``14`` (every task), ``14_3``, ``14_[5-9]``. Returns one error line per
-        job that could not be (``Kill job error on job id 14: Invalid job id specified``); the others
-        are done."""
-        return self.api.cancel(_ints(job_ids), int(signal), [str(s) for s in job_specs])
+    def cancel(self, job_ids: Iterable[int] = (), signal: int = 0, job_specs: Iterable[str] = (),
+               scope: str = "") -> list[str]:
+        """Cancel jobs (SIGTERM, then SIGKILL after KillWait), or send them ``signal``: to a batch
+        job's steps (``scope`` ""), its batch shell (``batch``) or both (``full``), as scancel's
+        default, -b and --full. ``job_specs`` names array tasks: ``14`` (every task), ``14_3``,
+        ``14_[5-9]``. Returns one error line per job that could not be (``Kill job error on job id
+        14: Invalid job id specified``); the others are done."""
+        return self.api.cancel(_ints(job_ids), int(signal), [str(s) for s in job_specs], scope)
 
     def cancel_step(self, job_id: int, step_id: int, signal: int = 0) -> None:
         """Cancel step J.S (``signal`` 0) or send its tasks a signal. NotFound, PermissionDenied,

@@ -15,17 +15,19 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
+from signal import SIGKILL
 from typing import Any
 
 from pslurm.auth.credential import Identity
 from pslurm.controller.admission import Admission, Submission
-from pslurm.controller.agents import AgentUnreachable
+from pslurm.controller.agents import AgentRefused, AgentUnreachable
 from pslurm.controller.errors import NotFound, PermissionDenied
 from pslurm.controller.ports import Agents, Reschedule
 from pslurm.controller.store import Store
 from pslurm.core.arrays import format_ranges, parse_job_selector
 from pslurm.core.assoc import Associations
 from pslurm.core.config import ClusterConfig
+from pslurm.core.hostlists import expand
 from pslurm.core.jobspec import JobRecord, JobSpec, SpecError
 from pslurm.core.jobupdate import (
     ACCESS_DENIED,
@@ -38,6 +40,7 @@ from pslurm.core.jobupdate import (
 )
 from pslurm.core.lifecycle import Change, NotPermitted
 from pslurm.core.states import InvalidTransition, JobState
+from pslurm.core.steps import BATCH_STEP, step_name
 
 log = logging.getLogger("psctld")
 
@@ -218,11 +221,12 @@ class JobService:
         return self.store.get_jobs(job_ids, users, states, include_finished, since, light, collapse_arrays)
 
     def cancel(self, job_ids: Sequence[int], requester_uid: int, signal: int = 0,
-               job_specs: Sequence[str] = ()) -> list[str]:
+               job_specs: Sequence[str] = (), scope: str = "") -> list[str]:
         """Cancel (or signal) jobs; an array's id cancels every task, ``14_3`` / ``14_[5-9]`` some.
         Returns one error line per job that could not be. At most MAX_SELECTORS ids and selectors
         (SpecError beyond); each selector names at most its array's tasks (Store.resolve), and the
-        jobs named are read without their requests and cancelled in one transaction."""
+        jobs named are read without their requests and cancelled in one transaction. A signal goes
+        where scancel's flags say (``scope``, see :meth:`signal_scoped`)."""
         texts = [*map(str, job_ids), *job_specs]
         if len(texts) > MAX_SELECTORS:
             raise SpecError(f"Too many job ids: {len(texts)} (at most {MAX_SELECTORS} in one request)")
@@ -254,7 +258,7 @@ class JobService:
             elif signal == 0:
                 to_end.append(job)
             elif job.state.holds_resources:  # a signal to a pending job has nothing to reach
-                self._signal(job, signal)
+                self.signal_scoped(job, signal, scope)
         outcome = self.store.cancel_jobs([job.job_id for job in to_end], self.clock(), "cancel requested")
         for job, change in zip(to_end, outcome, strict=True):
             if isinstance(change, Change) and change.to is JobState.COMPLETING:
@@ -332,6 +336,35 @@ class JobService:
         if change.to is JobState.COMPLETING:
             self._signal(job, 0)
         self.reschedule()
+
+    def signal_scoped(self, job: JobRecord, signal: int, scope: str = "") -> None:
+        """scancel -s's signal where Slurm sends it (slurmctld's job_signal): a batch job's steps
+        only (``scope`` ""), its batch shell only (``"batch"``, scancel -b) or both (``"full"``,
+        scancel --full). SIGKILL, and any signal to a job that has no batch shell (psrun's,
+        psalloc's: its command is its step), reach the whole job."""
+        batch = scope != "full" and signal != SIGKILL and self._is_batch(job.job_id)
+        if not batch:
+            self._signal(job, signal)
+        elif scope == "batch":
+            self._signal_step(job.job_id, BATCH_STEP, job.all_nodes[:1], signal)
+        else:
+            for step in self.store.steps([job.job_id]).get(job.job_id, []):
+                if step.state is JobState.RUNNING and step.step_id >= 0:
+                    self._signal_step(job.job_id, step.step_id, expand(step.nodes), signal)
+
+    def _is_batch(self, job_id: int) -> bool:
+        full = self.store.get_job(job_id)  # a listing's record (light) does not say whether it has a script
+        return full is not None and full.spec.script is not None
+
+    def _signal_step(self, job_id: int, step_id: int, nodes: Sequence[str], signal: int) -> None:
+        for name in nodes:
+            node = self.store.get_node(name)
+            if node is None:
+                continue
+            try:
+                self.agents.signal_step(node.target, job_id, step_id, signal)
+            except (AgentUnreachable, AgentRefused) as exc:  # the node monitor ends it if the agent lost it
+                log.warning("cannot signal step %d.%s on %s: %s", job_id, step_name(step_id), name, exc)
 
     def _signal(self, job: JobRecord, signal: int, nodes: Sequence[str] | None = None) -> None:
         """Signal the job's processes on every node of its allocation (or on ``nodes``); 0 cancels."""

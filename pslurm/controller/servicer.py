@@ -120,8 +120,11 @@ def _run_end(e: pb.JobEndedRequest, node: str) -> RunEnd:
                          mean_gpu_util=u.mean_gpu_util if u.HasField("mean_gpu_util") else None)
         if u.HasField("max_rss_kb"):  # the job's memory cgroup's peak (ConstrainRAMSpace=yes)
             usage["max_rss_kb"] = u.max_rss_kb
-        if u.HasField("total_cpu_usec"):  # its cgroup's CPU time (seff's CPU Utilized)
+        if u.HasField("total_cpu_usec"):  # its cgroup's CPU time (seff's CPU Utilized, sacct's TotalCPU)
             usage["total_cpu_seconds"] = u.total_cpu_usec / 1e6
+        for part in ("user", "system"):  # its user and system parts (sacct's UserCPU, SystemCPU)
+            if u.HasField(f"{part}_cpu_usec"):
+                usage[f"{part}_cpu_seconds"] = getattr(u, f"{part}_cpu_usec") / 1e6
         usage = usage or None
     return RunEnd(e.job_id, e.node or node, e.restarts, convert.job_state_from_pb(e.state), e.exit_code,
                   e.exit_signal, e.end_time, usage, e.launch_failure, e.comment)

@@ -214,6 +214,16 @@ def _gres(opts: Mapping[str, Any], num_nodes: int = 1) -> tuple[GresRequest, ...
     return gres
 
 
+def _tres_per_job(gpus: str | None) -> str:
+    """--gpus as slurmctld records it, the job's TRES_PER_JOB (``gres:gpu:2``, ``gres:gpu:a100:2``): a
+    count for the whole job, where --gres and --gpus-per-node are TRES_PER_NODE. (Checked by _gres.)"""
+    if not gpus:
+        return ""
+    from pslurm.core.gres import format_gres, parse_gpus
+
+    return ",".join(f"gres:{item}" for item in format_gres(parse_gpus(gpus)).split(","))
+
+
 def _time_limit(text: str | None) -> int | None:
     if not text:
         return None
@@ -312,7 +322,7 @@ def spec_values(opts: Mapping[str, Any], *, user: str, uid: int, gid: int, cwd: 
         cpus_per_task=_count("--cpus-per-task", o("cpus_per_task"), 1),
         mem_mb=mem, mem_per_cpu_mb=mem_per_cpu, mem_per_gpu_mb=mem_per_gpu,
         cpus_per_gpu=_count("--cpus-per-gpu", o("cpus_per_gpu"), 0) if o("cpus_per_gpu") else 0,
-        mail_type=mail_type_text(o("mail_type")), command=command,
+        mail_type=mail_type_text(o("mail_type")), command=command, tres_per_job=_tres_per_job(o("gpus")),
         submit_host=os.uname().nodename.split(".")[0], submit_sid=os.getsid(0),
         gres=gres, interactive=interactive, nice=nice, dependency=o("dependency") or "", requeue=o("requeue"),
         hold=bool(o("hold")), array=o("array") or "", kill_on_invalid_dep=kill == "yes",

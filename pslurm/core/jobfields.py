@@ -202,6 +202,9 @@ FIELDS: tuple[Field, ...] = (
           help="mail to this user (kept and shown; pslurm sends no mail)", given=True, json="mail_user",
           show="MailUser", update="MailUser", update_len=5, max_len=_S,
           noun="the mail user"),
+    # -- the job's GPUs in all (--gpus: Slurm's TRES_PER_JOB; its GPUs per node are in gres) -----------
+    Field("tres_per_job", str, options="-G, --gpus", json="tres_per_job", show="TresPerJob", squeue="tres-per-job",
+          max_len=256, noun="the GPUs of the job (--gpus)"),
 )
 
 BY_NAME = {f.name: f for f in FIELDS}

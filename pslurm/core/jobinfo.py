@@ -381,6 +381,21 @@ class JobInfo:
         return _int(self.own.get("max_rss_kb"))
 
     @property
+    def total_cpu_seconds(self) -> float | None:
+        """Its cgroup's CPU time, user and system (sacct's TotalCPU); None: not measured."""
+        return _float(self.own.get("total_cpu_seconds"))
+
+    @property
+    def user_cpu_seconds(self) -> float | None:
+        """Of which in user mode (UserCPU)."""
+        return _float(self.own.get("user_cpu_seconds"))
+
+    @property
+    def system_cpu_seconds(self) -> float | None:
+        """And in system mode (SystemCPU)."""
+        return _float(self.own.get("system_cpu_seconds"))
+
+    @property
     def system_comment(self) -> str:
         return str(self.data.get("system_comment") or "")
 

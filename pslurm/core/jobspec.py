@@ -66,6 +66,7 @@ class JobSpec:
     cpus_per_gpu: int = 0  # --cpus-per-gpu; each node's CPUs are this times its GPUs
     mail_type: str = ""  # --mail-type, as Slurm prints it (END, BEGIN,END, ...): shown, pslurm sends no mail
     mail_user: str = ""  # --mail-user
+    tres_per_job: str = ""  # --gpus as Slurm records it (TRES_PER_JOB, ``gres:gpu:2``); its GPUs are in gres per node
 
     @property
     def cpus(self) -> int:
@@ -117,6 +118,9 @@ class JobRecord:
     suspended_seconds: float = 0.0  # the run's time suspended before its last resume: its limit's end moves so
     state_desc: str = ""  # the reason in words where slurmctld gives one (its state_desc); shown for Reason
     reason_prev: JobReason = JobReason.NONE  # the last reason it waited for but None/Priority/Resources (sacct's)
+    total_cpu_seconds: float | None = None  # its cgroup's CPU time, user and system (TotalCPU); None: not measured
+    user_cpu_seconds: float | None = None  # of which in user mode (UserCPU)
+    system_cpu_seconds: float | None = None  # and in system mode (SystemCPU)
 
     @property
     def all_nodes(self) -> tuple[str, ...]:

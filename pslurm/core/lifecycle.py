@@ -154,6 +154,7 @@ _FRESH_RUN = MappingProxyType(dict(
     node=None, nodes="", gpu_indices=(), start_time=None, end_time=None, exit_code=0, exit_signal=0,
     cancel_requested=False, requeue_requested=False, start_estimate=None, eligible_time=None,
     gpu_seconds=None, peak_gpu_memory_mb=None, mean_gpu_util=None, max_rss_kb=None, total_cpu_seconds=None,
+    user_cpu_seconds=None, system_cpu_seconds=None,
     reason=JobReason.NONE,
     relinquish_code=None, suspend_time=None, suspended_seconds=0.0,
 ))

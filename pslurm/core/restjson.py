@@ -199,7 +199,9 @@ def job_to_json(job: JobRecord, node_target: str = "", specs: dict[int, Json] | 
             "job": spec, "hold": job.hold, "gpu_indices": list(job.gpu_indices), "time_limit": job.time_limit,
             "start_estimate": job.start_estimate, "gpu_seconds": job.gpu_seconds,
             "peak_gpu_memory_mb": job.peak_gpu_memory_mb, "mean_gpu_util": job.mean_gpu_util,
-            "max_rss_kb": job.max_rss_kb, "suspended_seconds": job.suspended_seconds,
+            "max_rss_kb": job.max_rss_kb, "total_cpu_seconds": job.total_cpu_seconds,
+            "user_cpu_seconds": job.user_cpu_seconds, "system_cpu_seconds": job.system_cpu_seconds,
+            "suspended_seconds": job.suspended_seconds,
             "collapsed_tasks": job.collapsed_tasks, "node_target": node_target, "nodes": list(job.nodes),
             "node_gpus": [list(g) for g in job.node_gpus], "reason_prev": job.reason_prev.value,
         },
@@ -285,7 +287,8 @@ def job_to_brief_json(job: JobRecord, specs: dict[int, int]) -> Json:
         own["gpu_indices"] = list(job.gpu_indices)
     for key, value in (("start_estimate", job.start_estimate), ("gpu_seconds", job.gpu_seconds),
                        ("peak_gpu_memory_mb", job.peak_gpu_memory_mb), ("mean_gpu_util", job.mean_gpu_util),
-                       ("max_rss_kb", job.max_rss_kb)):
+                       ("max_rss_kb", job.max_rss_kb), ("total_cpu_seconds", job.total_cpu_seconds),
+                       ("user_cpu_seconds", job.user_cpu_seconds), ("system_cpu_seconds", job.system_cpu_seconds)):
         if value is not None:
             own[key] = value
     if job.suspended_seconds:

@@ -95,64 +95,7 @@ def format_timestamp(ts: float | None) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(ts))
 
 
-_RELATIVE = r"now(?:([+-])([0-9]+)([a-z]*))?"  # compiled on use: re costs the commands that only print times
-_UNITS = {
-    "": 1, "s": 1, "sec": 1, "secs": 1, "second": 1, "seconds": 1,
-    "m": 60, "min": 60, "mins": 60, "minute": 60, "minutes": 60,
-    "h": 3600, "hour": 3600, "hours": 3600,
-    "d": 86400, "day": 86400, "days": 86400,
-    "w": 604800, "week": 604800, "weeks": 604800,
-}  # fmt: skip
-_ABSOLUTE = ("%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%d")
-_CLOCK = ("%H:%M:%S", "%H:%M")
-
-
-def parse_timestamp(text: str, now: float | None = None) -> float:
-    """Parse a sacct ``-S``/``-E`` time into epoch seconds (local time).
-
-    Accepts ``YYYY-MM-DD[THH:MM[:SS]]``, ``HH:MM[:SS]`` (today), ``now``, ``now-1hours``,
-    ``now+30minutes`` (no unit: seconds), ``today``/``midnight``, ``tomorrow``.
-    Raises TimeFormatError otherwise.
-    """
-    now = time.time() if now is None else now
-    s = text.strip().lower()
-    rel = None
-    if s.startswith("now"):
-        import re
-
-        rel = re.fullmatch(_RELATIVE, s)
-    if rel:
-        sign, count, unit = rel.groups()
-        if sign is None:
-            return now
-        if unit not in _UNITS:
-            raise TimeFormatError(f"Invalid time specification: {text} (unknown unit '{unit}')")
-        delta = int(count) * _UNITS[unit]
-        if delta > 1e12:  # beyond any date; also keeps float() from overflowing
-            raise TimeFormatError(f"Invalid time specification: {text} (out of range)")
-        return now + delta if sign == "+" else now - delta
-    from datetime import datetime, timedelta  # here: listings format times without it (a command pays each import)
-
-    midnight = datetime.fromtimestamp(now).replace(hour=0, minute=0, second=0, microsecond=0)
-    if s in ("today", "midnight"):
-        return midnight.timestamp()
-    if s == "tomorrow":
-        return (midnight + timedelta(days=1)).timestamp()
-    for fmt in _ABSOLUTE:
-        try:
-            return datetime.strptime(s.upper(), fmt).timestamp()
-        except (ValueError, OverflowError, OSError):  # OSError: year 1 on some platforms
-            pass
-    for fmt in _CLOCK:
-        try:
-            clock = datetime.strptime(s, fmt)
-        except ValueError:
-            continue
-        return midnight.replace(hour=clock.hour, minute=clock.minute, second=clock.second).timestamp()
-    raise TimeFormatError(f"Invalid time specification: {text}")
-
-
-# -- Slurm's parse_time (src/common/parse_time.c): sbatch's --begin and --deadline ------------------
+# -- Slurm's parse_time (src/common/parse_time.c): every option that takes a time -------------------
 
 _DELTA_UNITS = (("seconds", 1), ("second", 1), ("minutes", 60), ("minute", 60), ("hours", 3600), ("hour", 3600),
                 ("days", 86400), ("day", 86400), ("weeks", 604800), ("week", 604800))
@@ -170,10 +113,12 @@ class _Bad(Exception):
         self.pos = pos
 
 
-def parse_time(text: str, now: float) -> float:
+def parse_time(text: str, now: float, past: bool = False) -> float:
     """An absolute time as sbatch's ``--begin`` and ``--deadline`` take it (Slurm's parse_time,
     looking ahead: a time of day that has passed today is tomorrow's, a date that has passed this
     year is next year's), in epoch seconds; local time, as Slurm's. ``now`` is the clock.
+    ``past``: looking back, as sacct's and sreport's start and end times (Slurm's ``past`` flag): a
+    time of day is today's, a date without a year whose month is after this one is last year's.
 
     Forms, combinable as in Slurm: ``today``, ``tomorrow``; ``midnight``, ``noon``, ``fika`` (15:00),
     ``teatime`` (16:00); ``HH:MM[:SS] [AM|PM]``; ``MMDD[YY]``, ``MM/DD[/YY]``, ``MM.DD[.YY]``;
@@ -182,7 +127,7 @@ def parse_time(text: str, now: float) -> float:
     Raises TimeFormatError (``Invalid time specification (pos=N): TEXT``, Slurm's words) otherwise,
     and for a text that names no time at all."""
     try:
-        found = _parse_time(text, now)
+        found = _parse_time(text, now, past)
     except _Bad as bad:
         raise TimeFormatError(f"Invalid time specification (pos={bad.pos}): {text}") from None
     if found is None or not 0 < found <= _LAST_TIME:  # nothing given: Slurm's parse_time returns 0, refused
@@ -191,8 +136,8 @@ def parse_time(text: str, now: float) -> float:
 
 
 # long: Slurm's parse_time() ported as one scan, so that its refusals name the positions Slurm's do
-def _parse_time(s: str, now: float) -> float | None:
-    """Slurm's parse_time(s, past=0), position for position (its quirks kept: ``4pm`` is a bad date)."""
+def _parse_time(s: str, now: float, past: bool) -> float | None:
+    """Slurm's parse_time(s, past), position for position (its quirks kept: ``4pm`` is a bad date)."""
     if s[:3].lower() == "uts":
         digits = s[3:]
         if not digits.isdigit() or int(digits) < 1000000:
@@ -261,12 +206,14 @@ def _parse_time(s: str, now: float) -> float | None:
         return None
     if hour == -1:  # a date without a time: its midnight
         hour, minute = 0, 0
-    elif month == -1:  # a time without a date: the next such time, today or tomorrow
-        if (hour, minute) > (today.tm_hour, today.tm_min):
+    elif month == -1:  # a time without a date: today's (looking back), else the next such time
+        if past or (hour, minute) > (today.tm_hour, today.tm_min):
             month, mday, year = today.tm_mon, today.tm_mday, today.tm_year
         else:
             later = time.localtime(now + 86400)
             month, mday, year = later.tm_mon, later.tm_mday, later.tm_year
+    if year == -1 and past:  # a date without a year, looking back: this year's, last year's if its month is ahead
+        year = today.tm_year - 1 if month > today.tm_mon else today.tm_year
     if year == -1:  # a date without a year: the next one, this year or the next
         ahead = (month, mday, hour, minute) > (today.tm_mon, today.tm_mday, today.tm_hour, today.tm_min)
         year = today.tm_year if ahead else today.tm_year + 1

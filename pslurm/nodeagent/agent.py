@@ -18,7 +18,7 @@ from dataclasses import replace
 from pslurm.core.config import CgroupConfig, ClusterConfig, NodeConfig
 from pslurm.core.jobspec import JobRecord
 from pslurm.core.steplaunch import StepLaunch
-from pslurm.core.steps import step_name
+from pslurm.core.steps import BATCH_STEP, step_name
 from pslurm.nodeagent.cgroups import CgroupError
 from pslurm.nodeagent.ends import EndReporter
 from pslurm.nodeagent.environment import job_environment
@@ -285,7 +285,13 @@ class Agent:
         self.table.notify()  # a stream may wait for it
 
     def signal_step(self, job_id: int, step_id: int, signum: int) -> None:
-        """SignalStep: 0 cancels the step (SIGTERM, KillWait, SIGKILL), else ``signum`` to its tasks."""
+        """SignalStep: 0 cancels the step (SIGTERM, KillWait, SIGKILL), else ``signum`` to its tasks;
+        the batch step (scancel -b): ``signum`` to the batch shell's process group, not to the steps."""
+        if step_id == BATCH_STEP:
+            running = self.jobs.get(job_id)
+            if running is not None and signum > 0:
+                self.launcher.signal_batch(running, signum)
+            return
         self.steps.signal(job_id, step_id, signum)
 
     def stop(self, grace: float = 10.0) -> None:

@@ -238,16 +238,29 @@ class JobCgroup:
         return self._number("memory.current", "memory.usage_in_bytes")
 
     def cpu_seconds(self) -> float | None:
-        """The CPU time its processes used, user and system, in seconds (sacct's TotalCPU, seff's CPU
-        Utilized): v2 ``cpu.stat`` usage_usec (kept in every v2 cgroup), v1 ``cpuacct.usage`` (ns);
-        None where neither is there. Read it before remove()."""
+        """The CPU time its processes used, user and system, in seconds (seff's CPU Utilized): the
+        first of :meth:`cpu_times`. Read it before remove()."""
+        times = self.cpu_times()
+        return None if times is None else times[0]
+
+    def cpu_times(self) -> tuple[float, float, float] | None:
+        """The CPU time its processes used in seconds, in all, in user and in system mode (sacct's
+        TotalCPU, UserCPU, SystemCPU): v2 ``cpu.stat``'s usage_usec, user_usec, system_usec (kept in
+        every v2 cgroup), v1 ``cpuacct.usage``, ``cpuacct.usage_user``, ``cpuacct.usage_sys`` (ns); None
+        where neither is there. Read it before remove()."""
         for path in self.dirs:
+            stat = {}
             for line in (read_file(os.path.join(path, "cpu.stat")) or "").splitlines():
                 key, _, value = line.partition(" ")
-                if key == "usage_usec" and value.strip().isdigit():
-                    return int(value) / 1e6
+                if value.strip().isdigit():
+                    stat[key] = int(value) / 1e6
+            if "usage_usec" in stat:
+                return stat["usage_usec"], stat.get("user_usec", 0.0), stat.get("system_usec", 0.0)
         nanoseconds = self._number("cpuacct.usage")
-        return None if nanoseconds is None else nanoseconds / 1e9
+        if nanoseconds is None:
+            return None
+        user, system = self._number("cpuacct.usage_user") or 0, self._number("cpuacct.usage_sys") or 0
+        return nanoseconds / 1e9, user / 1e9, system / 1e9
 
     def remove(self, timeout: float = 2.0) -> bool:
         """rmdir the cgroup's directories (and any the job made below them); True when all are

@@ -129,15 +129,15 @@ def _end_pb(end: RunEnded) -> pb.JobEndedRequest:
     return pb.JobEndedRequest(
         job_id=end.job_id, node=end.node, state=convert.job_state_to_pb(end.state), restarts=end.restarts,
         exit_code=end.exit_code, exit_signal=end.exit_signal, end_time=end.end_time,
-        usage=_usage_pb(end.gpu_usage, end.max_rss_bytes, end.cpu_seconds),
+        usage=_usage_pb(end.gpu_usage, end.max_rss_bytes, end.cpu_times),
         launch_failure=end.launch_failure, comment=end.comment)
 
 
 def _usage_pb(usage: JobGpuUsage | None, max_rss_bytes: int | None = None,
-              cpu_seconds: float | None = None) -> pb.JobUsage | None:
+              cpu_times: tuple[float, float, float] | None = None) -> pb.JobUsage | None:
     """A run's usage for its end: the GPU measures (jobs with GPUs), its MaxRSS (jobs with a memory
     cgroup) and its CPU time (jobs with a cgroup); None when there is none of them."""
-    if usage is None and max_rss_bytes is None and cpu_seconds is None:
+    if usage is None and max_rss_bytes is None and cpu_times is None:
         return None
     msg = pb.JobUsage()
     if usage is not None:
@@ -148,8 +148,8 @@ def _usage_pb(usage: JobGpuUsage | None, max_rss_bytes: int | None = None,
             msg.mean_gpu_util = usage.mean_gpu_util
     if max_rss_bytes is not None:
         msg.max_rss_kb = max_rss_bytes // 1024
-    if cpu_seconds is not None:
-        msg.total_cpu_usec = int(cpu_seconds * 1e6)
+    if cpu_times is not None:  # in all, user, system
+        msg.total_cpu_usec, msg.user_cpu_usec, msg.system_cpu_usec = (int(t * 1e6) for t in cpu_times)
     return msg
 
 

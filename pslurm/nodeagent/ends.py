@@ -103,7 +103,7 @@ class EndReporter:
         job_id, restarts = key_of(running)
         return RunEnded(job_id, restarts, self.node, end.state, end.exit_code, end.exit_signal, end.end_time,
                         gpu_usage=running.usage, max_rss_bytes=running.max_rss_bytes,
-                        cpu_seconds=running.cpu_seconds, launch_failure=running.launch_failure,
+                        cpu_times=running.cpu_times, launch_failure=running.launch_failure,
                         comment=running.overrun)
 
 

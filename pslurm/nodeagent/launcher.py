@@ -60,7 +60,7 @@ class RunningJob:
     changed: threading.Condition = field(default_factory=threading.Condition)
     usage: Any = None  # the agent's JobGpuUsage, set when the job ends (None: no GPUs)
     max_rss_bytes: int | None = None  # its memory cgroup's peak, read when it ends (None: not measured)
-    cpu_seconds: float | None = None  # its cgroup's CPU time, read when it ends (None: not measured)
+    cpu_times: tuple[float, float, float] | None = None  # its cgroup's CPU time (all, user, system) at its end
     launch_failure: str = ""  # why the run never started ("" when it did)
     start_ticks: int | None = None  # the leader's start time (/proc/<pid>/stat field 22)
     settled: threading.Event = field(default_factory=threading.Event)  # set by on_end's receiver once it took the end
@@ -325,7 +325,7 @@ class Launcher:
         relinquished allocation's own code, CANCELLED, else its leader's exit status."""
         if running.cgroup is not None:  # read before finish() removes the cgroup
             running.max_rss_bytes = running.cgroup.max_rss_bytes()
-            running.cpu_seconds = running.cgroup.cpu_seconds()
+            running.cpu_times = running.cgroup.cpu_times()
         oom_kills = self._oom_kills(running)
         rc = 0 if running.job.spec.allocation else (step.tasks[0].returncode or 0)  # a placeholder's is no one's
         if not (oom_kills or running.overrun or running.timed_out or running.cancelled):
@@ -550,6 +550,13 @@ class Launcher:
                         os.kill(pid, signum)
         else:
             self._signal_all(running, signum)
+
+    @staticmethod
+    def signal_batch(running: RunningJob, signum: int) -> None:
+        """scancel -b: ``signum`` to the batch shell and what runs in its process group (psrun's
+        clients too), not to its steps' tasks (sessions of their own), as slurmstepd's batch step."""
+        if running.proc is not None and running.end is None:
+            kill_pgid(running.proc.pid, signum)
 
     @staticmethod
     def _signal_all(running: RunningJob, signum: int) -> None:

@@ -83,7 +83,7 @@ class RunEnded:
     end_time: float
     gpu_usage: JobGpuUsage | None = None  # jobs with GPUs
     max_rss_bytes: int | None = None  # jobs with a memory cgroup
-    cpu_seconds: float | None = None  # jobs with a cgroup
+    cpu_times: tuple[float, float, float] | None = None  # jobs with a cgroup: its CPU time (all, user, system)
     launch_failure: str = ""  # why it never started ("" when it did)
     comment: str = ""  # why the agent ended it (its SystemComment)
 

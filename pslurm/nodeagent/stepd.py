@@ -130,6 +130,7 @@ class StepSupervisor:
         self.stderr_file: UserFile | None = None  # a batch script's stderr as the user opened it
         self.stderr_path: str | None = None
         self.cancelled = False  # terminate() asked
+        self.sent: set[int] = set()  # the signals scancel -s sent it (signal_tasks): a task they kill ends it CANCELLED
         self.job_ending = False  # its job's run ends first: it ends CANCELLED unless it ended already
         self.oom_before = cgroup.oom_kills() if cgroup is not None else 0
         self.started_at = time.time()
@@ -261,6 +262,13 @@ class StepSupervisor:
             if task.proc is not None and task.returncode is None:
                 kill_pgid(task.proc.pid, signum)
 
+    def signal_tasks(self, signum: int) -> None:
+        """scancel -s's ``signum`` to its tasks: a task it kills ends the step CANCELLED (as slurmstepd's
+        step signalled by slurmctld), not FAILED."""
+        with self.changed:
+            self.sent.add(signum)
+        self.signal(signum)
+
     def terminate(self) -> None:
         """End the step: SIGCONT and SIGTERM to its tasks, SIGKILL after KillWait (idempotent; in a
         thread of its own)."""
@@ -316,7 +324,8 @@ class StepSupervisor:
         return tuple(t.end(self.node) for t in self.tasks)
 
     def default_end(self) -> StepResult:
-        """An ordinary step's end: CANCELLED when it was cancelled or its job's run ended first;
+        """An ordinary step's end: CANCELLED when it was cancelled, its job's run ended first, or a
+        signal scancel sent it killed a task;
         OUT_OF_MEMORY when a task was SIGKILLed while the job's memory cgroup counted OOM kills;
         FAILED with the largest exit code, or the signal that killed a task; else COMPLETED."""
         ends = self.task_ends()
@@ -324,7 +333,7 @@ class StepSupervisor:
         signals = [e.signal for e in ends if e.signal]
         exit_signal = signals[0] if signals else 0
         oom = self.cgroup.oom_kills() > self.oom_before if self.cgroup is not None else False
-        if self.cancelled or self.job_ending:
+        if self.cancelled or self.job_ending or exit_signal in self.sent:
             state = JobState.CANCELLED
         elif oom and signal.SIGKILL in signals:
             state = JobState.OUT_OF_MEMORY

@@ -161,7 +161,7 @@ class Steps(StepHooks):
         if step is None or step.end is not None:
             return False
         if signum:
-            step.signal(signum)
+            step.signal_tasks(signum)
         else:
             step.terminate()
         return True

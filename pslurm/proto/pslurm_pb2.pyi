@@ -357,20 +357,24 @@ class HeartbeatReply(_message.Message):
     def __init__(self, reregister: _Optional[bool] = ..., kill: _Optional[_Iterable[_Union[JobRun, _Mapping]]] = ...) -> None: ...
 
 class JobUsage(_message.Message):
-    __slots__ = ("gpu_count", "gpu_seconds", "peak_gpu_memory_mb", "mean_gpu_util", "max_rss_kb", "total_cpu_usec")
+    __slots__ = ("gpu_count", "gpu_seconds", "peak_gpu_memory_mb", "mean_gpu_util", "max_rss_kb", "total_cpu_usec", "user_cpu_usec", "system_cpu_usec")
     GPU_COUNT_FIELD_NUMBER: _ClassVar[int]
     GPU_SECONDS_FIELD_NUMBER: _ClassVar[int]
     PEAK_GPU_MEMORY_MB_FIELD_NUMBER: _ClassVar[int]
     MEAN_GPU_UTIL_FIELD_NUMBER: _ClassVar[int]
     MAX_RSS_KB_FIELD_NUMBER: _ClassVar[int]
     TOTAL_CPU_USEC_FIELD_NUMBER: _ClassVar[int]
+    USER_CPU_USEC_FIELD_NUMBER: _ClassVar[int]
+    SYSTEM_CPU_USEC_FIELD_NUMBER: _ClassVar[int]
     gpu_count: int
     gpu_seconds: float
     peak_gpu_memory_mb: int
     mean_gpu_util: float
     max_rss_kb: int
     total_cpu_usec: int
-    def __init__(self, gpu_count: _Optional[int] = ..., gpu_seconds: _Optional[float] = ..., peak_gpu_memory_mb: _Optional[int] = ..., mean_gpu_util: _Optional[float] = ..., max_rss_kb: _Optional[int] = ..., total_cpu_usec: _Optional[int] = ...) -> None: ...
+    user_cpu_usec: int
+    system_cpu_usec: int
+    def __init__(self, gpu_count: _Optional[int] = ..., gpu_seconds: _Optional[float] = ..., peak_gpu_memory_mb: _Optional[int] = ..., mean_gpu_util: _Optional[float] = ..., max_rss_kb: _Optional[int] = ..., total_cpu_usec: _Optional[int] = ..., user_cpu_usec: _Optional[int] = ..., system_cpu_usec: _Optional[int] = ...) -> None: ...
 
 class JobEndedRequest(_message.Message):
     __slots__ = ("job_id", "node", "state", "exit_code", "exit_signal", "end_time", "usage", "restarts", "launch_failure", "comment")

@@ -89,6 +89,28 @@ def test_pscancel_ends_one_step_and_cancelling_the_job_ends_its_steps(cluster: C
     assert states[f"{job}.0"].startswith("CANCELLED") and states[f"{job}.1"].startswith("CANCELLED"), states
 
 
+def test_pscancel_signal_reaches_the_steps_only_unless_batch_or_full(cluster: Cluster, tmp_path: Path) -> None:
+    """scancel -s SIG J of a batch job: its steps only (the step ends CANCELLED 0:15, the script goes
+    on and the job COMPLETES, so its afterok dependents run); -b: the batch shell only; --full: both."""
+    script = f"{PSRUN} sleep 60; echo after=$?"
+    job = submit(cluster, tmp_path, script)
+    dependent = submit(cluster, tmp_path, "true", f"--dependency=afterok:{job}")
+    wait_for(lambda: step_running(cluster, job, 0))
+    cluster.run("pscancel", "--signal=TERM", str(job), check=True)
+    assert ended(cluster, job) == "COMPLETED"
+    assert acct(cluster, job) == [[str(job), "COMPLETED", "0:0"], [f"{job}.batch", "COMPLETED", "0:0"],
+                                  [f"{job}.0", "CANCELLED", "0:15"]]
+    assert re.search(r"after=[1-9]", (tmp_path / f"out-{job}.txt").read_text())  # the script went on
+    assert ended(cluster, dependent) == "COMPLETED"
+    for flags in (["-b", "--signal=TERM"], ["--full", "--signal=TERM"]):
+        job = submit(cluster, tmp_path, script)
+        wait_for(lambda job=job: step_running(cluster, job, 0))  # type: ignore[misc]
+        cluster.run("pscancel", *flags, str(job), check=True)
+        assert ended(cluster, job) != "COMPLETED", flags  # the batch shell got TERM: the job did not go on
+        assert acct(cluster, job, "-X")[0][2] == "0:15", flags
+        assert "after=" not in (tmp_path / f"out-{job}.txt").read_text(), flags
+
+
 def test_psalloc_runs_its_command_with_steps_in_the_allocation_and_gives_it_back(cluster: Cluster,
                                                                                   tmp_path: Path) -> None:
     env = {**cluster.env, "PATH": f"{BIN}:{os.environ.get('PATH', '')}"}

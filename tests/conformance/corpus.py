@@ -364,6 +364,46 @@ for line in (
     case(line, stdin=stdin, phase=phase, command=command,
          id=f"tool: {line}" if len(line) < 200 else f"tool: {line[:120]}...")
 
+# -- what other clients trip on (issue 31): each as Slurm 22.05 answers it ---------------------------------
+
+# the version, by every Slurm name `pslurm compat install` writes (clients gate features on its second word)
+for name in ("sbatch", "srun", "salloc", "sacctmgr", "sshare", "sdiag", "sreport", "sstat"):
+    for flag in ("-V", "--version"):
+        case(f"{name} {flag}")
+# every form of Slurm's parse_time (src/common/parse_time.c), looking back as sacct's -S and -E do
+for form in ("0101", "01/01", "01.01", "010126", "01/01/26", "11/28-10:00", "2026-01-01T10:00", "midnight", "today",
+             "noon", "fika", "teatime", "10:00", "now-1days", "now-2hours", "now-30minutes", "now-1week",
+             "uts1700000000", "elevenses", "now-1h", "10am", "1301", "tomorrow"):
+    case(f"sacct -a -X -n -S {form} -E now -o JobName,State", id=f"sacct -S {form}")
+for line in ("sacct -a -X -n --starttime=010126 --endtime=now -o JobName", "sacct -a -X -n -S 0101 -E 12/31 -o JobName",
+             "sacct -a -X -n -S now-1days -E today -o JobName", "sacct -a -X -n -E midnight -o JobName"):
+    case(line)
+# TRES per job and per node as slurmctld records them: --gpus is the job's (TRES_PER_JOB), --gres and
+# --gpus-per-node each node's (TRES_PER_NODE); a GPU summary tool parses tres-per-node as per node
+for option in ("--gpus=1", "--gpus=2 -N 2", "--gres=gpu:1", "--gpus-per-node=1"):
+    case(f"sbatch -H {option} -o /dev/null --wrap true > id && j=$(cut -d' ' -f4 id) && "
+         "squeue -h -j $j -O tres-per-node:20,tres-per-job:20,tres-per-task:20 && squeue -h -j $j -o %b && "
+         "scontrol show job $j | grep -o 'TresPer[A-Za-z]*=[^ ]*'", id=f"sbatch -H {option}: its TRES per job and node",
+         phase=1, command="sbatch")
+# CPU time: sacct's TotalCPU of a job that burned CPU, per job and step (the figures measured, so their
+# digits are masked: what is compared is that each line has a time, in Slurm's form)
+BURNED = ("j=$(sbatch --parsable -o /dev/null --wrap 'timeout 2 sh -c \"while :; do :; done\"; true') && "
+          "while squeue -h -j $j | grep -q .; do sleep 0.5; done; sleep 1; "
+          "sacct -n -P -j $j -o JobID,{fields} | sed \"s/^$j/J/\" | sed -E 's/[0-9]/9/g'")
+for fields in ("TotalCPU", "UserCPU,SystemCPU"):
+    case(BURNED.format(fields=fields), id=f"sacct -o {fields} of a job that burned CPU", phase=1, command="sacct")
+# scancel's signals: without -b/--full only the steps (the step ends CANCELLED 0:15, the script goes on and
+# the job COMPLETES); -b the batch shell only; --full both
+SIGNALLED = ("j=$(sbatch --parsable -o /dev/null --wrap 'srun sleep 300; echo after $?') && "
+             "until squeue -h -s -j $j -o %i | grep -q \"^$j\\.0$\"; do sleep 0.3; done && scancel {flags} $j; "
+             "echo rc=$?; while squeue -h -j $j | grep -q .; do sleep 0.5; done; sleep 1; "
+             "sacct -n -P -j $j -o JobID,State,ExitCode {only}| sed \"s/^$j/J/\"")
+case(SIGNALLED.format(flags="--signal=TERM", only=""), id="scancel --signal=TERM ID of a batch job running a step",
+     phase=1, command="scancel")
+for flags in ("-b --signal=TERM", "--batch -s USR1", "--full --signal=TERM", "-f -s TERM"):
+    case(SIGNALLED.format(flags=flags, only="-X "), id=f"scancel {flags} ID of a batch job running a step",
+         phase=1, command="scancel")
+
 # -- changing and ending jobs (after every reader) ---------------------------------------------------------
 
 for line in (

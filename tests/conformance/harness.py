@@ -92,6 +92,8 @@ def normalise(text: str, side: Side, id_map: dict[str, str]) -> str:
     process and session ids, the ids of jobs a case submitted, blanks at the ends of lines; and its job
     ids written as Slurm's (``id_map``: this side's id -> Slurm's, where they differ)."""
     text = text.replace(str(side.workdir), "{dir}")
+    if side.name == "slurm":  # Debian's build names itself by its package (slurm-wlm 22.05.8); Slurm's own: slurm
+        text = re.sub(r"(?m)^((?:\w+: )?)slurm-wlm (?=\d)", r"\1slurm ", text)
     host = socket.gethostname().split(".")[0]
     if host:
         text = re.sub(rf"(?<![\w-]){re.escape(host)}(?![\w-])", "{host}", text)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from tests.conformance import scenario
 from tests.conformance.corpus import CASES, Case
-from tests.conformance.differences import DIFFERENT, NOT_YET, reason_for
+from tests.conformance.differences import DIFFERENT, LEFT, NOT_YET, reason_for
 from tests.conformance.harness import Answer, Outcome, Side, compare, id_from_submission, normalise, rows_in_any_order
 
 REPO = Path(__file__).resolve().parents[2]
@@ -132,6 +132,10 @@ def write_report(outcomes: dict[str, Outcome], path: Path = REPORT) -> None:
     for case in failing:
         why = reason_for(case.id, NOT_YET) or "(not listed)"
         lines.append(f"- `{case.id}` ({outcomes[case.id].differs}): {why}")
+    lines += ["", "## Known differences no case shows", "",
+              "What the conformance work found that needs a scenario of its own (listed in the suite's",
+              "`differences.LEFT`), each with why:", ""]
+    lines += [f"- {what}: {why}" for what, why in LEFT.items()]
     path.write_text("\n".join(lines) + "\n")
 
 

@@ -16,6 +16,8 @@ def test_the_corpus_is_large_and_covers_each_command() -> None:
     assert {"squeue", "sinfo", "scancel", "sacct", "scontrol", "sprio", "sbatch", "srun"} <= commands
 
 
+# the first case's set-up runs every case (the session's fixture): minutes, more on a loaded machine
+@pytest.mark.timeout(1800)
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_case(conformance: Run, case: Case) -> None:
     outcome = conformance.outcomes[case.id]

@@ -280,4 +280,4 @@ def test_without_a_memory_cgroup_max_rss_is_not_measured(make_agent: MakeAgent, 
     agent.launch(job(tmp_path, 23, "true\n"))
     end = ended(controller, 23, timeout=30)
     assert state(end) == JobState.COMPLETED and end.max_rss_bytes is None
-    assert end.cpu_seconds is not None  # its cgroup's CPU time is read all the same (seff)
+    assert end.cpu_times is not None  # its cgroup's CPU time is read all the same (seff)

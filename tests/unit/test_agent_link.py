@@ -84,7 +84,7 @@ def new() -> Iterator[tuple[NewController, GrpcLink]]:
 
 
 END = RunEnded(5, 1, "c000", JobState.FAILED, 3, 0, 99.5, gpu_usage=JobGpuUsage(1, 4.0, 300, 50.0),
-               max_rss_bytes=2048 * 1024, cpu_seconds=1.5, launch_failure="", comment="why")
+               max_rss_bytes=2048 * 1024, cpu_times=(1.5, 1.0, 0.5), launch_failure="", comment="why")
 
 
 def test_registration_and_heartbeats_carry_the_node_and_bring_the_orders(new: tuple[NewController, GrpcLink]) -> None:
@@ -113,7 +113,8 @@ def test_ends_go_in_one_call_with_their_usage(new: tuple[NewController, GrpcLink
     assert (first.job_id, first.restarts, convert.job_state_from_pb(first.state), first.exit_code) == (
         5, 1, JobState.FAILED, 3)
     assert (first.usage.gpu_seconds, first.usage.peak_gpu_memory_mb, first.usage.max_rss_kb,
-            first.usage.total_cpu_usec, first.comment) == (4.0, 300, 2048, 1_500_000, "why")
+            first.usage.total_cpu_usec, first.usage.user_cpu_usec, first.usage.system_cpu_usec,
+            first.comment) == (4.0, 300, 2048, 1_500_000, 1_000_000, 500_000, "why")
     assert not second.HasField("usage")  # nothing measured: no usage at all
     link.steps_ended([StepEnded(5, 0, "c000", JobState.CANCELLED, 0, 9, 101.0)])
     steps = controller.requests[-1]

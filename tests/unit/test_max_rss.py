@@ -78,3 +78,25 @@ def test_the_record_carries_it_on_the_wire() -> None:
     assert convert.job_from_pb(convert.job_to_pb(measured)).max_rss_kb == 51200
     unmeasured = convert.job_to_pb(JobRecord(job_id=6, spec=spec, state=JobState.COMPLETED))
     assert not unmeasured.HasField("max_rss_kb") and convert.job_from_pb(unmeasured).max_rss_kb is None
+
+
+def test_cpu_time_in_all_user_and_system_from_v2_and_v1_and_its_way_to_the_record(tmp_path: pathlib.Path) -> None:
+    """sacct's TotalCPU, UserCPU and SystemCPU: the job's cgroup's cpu.stat (v2) or cpuacct files (v1),
+    carried in the run's end and kept on the job's record."""
+    v2 = tmp_path / "v2"
+    v2.mkdir()
+    (v2 / "cpu.stat").write_text("usage_usec 2466000\nuser_usec 2400000\nsystem_usec 66000\nnr_periods 0\n")
+    assert JobCgroup(str(v2)).cpu_times() == (2.466, 2.4, 0.066)
+    assert JobCgroup(str(v2)).cpu_seconds() == 2.466
+    v1 = tmp_path / "cpuacct"
+    v1.mkdir()
+    for name, ns in (("cpuacct.usage", 3_000_000_000), ("cpuacct.usage_user", 2_000_000_000),
+                     ("cpuacct.usage_sys", 1_000_000_000)):
+        (v1 / name).write_text(f"{ns}\n")
+    assert JobCgroup(str(v1)).cpu_times() == (3.0, 2.0, 1.0)
+    assert JobCgroup(str(tmp_path / "gone")).cpu_times() is None
+    usage = _usage_pb(None, None, (2.466, 2.4, 0.066))
+    assert usage is not None and (usage.total_cpu_usec, usage.user_cpu_usec, usage.system_cpu_usec) == (
+        2466000, 2400000, 66000)
+    end = _run_end(_end(usage), "c000")
+    assert end.usage == {"total_cpu_seconds": 2.466, "user_cpu_seconds": 2.4, "system_cpu_seconds": 0.066}

@@ -84,3 +84,34 @@ def test_slurm_durations_and_squeue_durations_differ() -> None:
     assert [format_slurm_duration(s) for s in (0, 1, 3700, 93784, None, -5)] == [
         "00:00:00", "00:00:01", "01:01:40", "1-02:03:04", "UNLIMITED", "00:00:00"]
     assert [format_duration(s) for s in (1, 3700, 93784)] == ["0:01", "1:01:40", "1-02:03:04"]  # unchanged
+
+
+def test_total_cpu_is_the_jobs_cgroup_measure_in_sacct_form() -> None:
+    from pslurm.cli.sacct_fields import cpu_time_text
+
+    assert [cpu_time_text(s) for s in (None, 0.0, 0.6625, 59.0, 61.25, 3600.5, 90061.0)] == [
+        "00:00:00", "00:00:00", "00:00.662", "00:00:59", "01:01.250", "01:00:00", "1-01:01:01"]
+    measured = JobRecord(job_id=11, spec=SPEC, state=JobState.COMPLETED, reason=JobReason.NONE, submit_time=1000.0,
+                         start_time=1000.0, end_time=1010.0, node="c000", partition="gpu", total_cpu_seconds=2.5,
+                         user_cpu_seconds=2.25, system_cpu_seconds=0.25)
+    fields = account_fields(NOW)
+    job = view(measured)
+    assert job.total_cpu_seconds == 2.5
+    assert (fields["totalcpu"](job), fields["usercpu"](job), fields["systemcpu"](job)) == (
+        "00:02.500", "00:02.250", "00:00.250")
+
+
+def test_gpus_asked_for_the_job_are_tres_per_job_not_per_node() -> None:
+    from pslurm.cli.jobview import tres_per_job_text, tres_per_node_text
+    from pslurm.core.jobdesc import spec_values
+
+    for options, per_node, per_job in (({"gpus": "2", "nodes": "2"}, "N/A", "gres:gpu:2"),
+                                       ({"gpus": "a100:1"}, "N/A", "gres:gpu:a100:1"),
+                                       ({"gres": "gpu:1"}, "gres:gpu:1", "N/A"),
+                                       ({"gpus_per_node": "1"}, "gres:gpu:1", "N/A")):
+        values = spec_values(options, user="ana", uid=1000, gid=100, cwd="/w", environ={}, script="#!/bin/sh\n")
+        record = JobRecord(job_id=12, spec=JobSpec(**values), state=JobState.PENDING, reason=JobReason.NONE,
+                           submit_time=1000.0)
+        job = view(record)  # through the API's JSON, as squeue reads it
+        assert (tres_per_node_text(job), tres_per_job_text(job)) == (per_node, per_job), options
+        assert sum(g.count for g in job.spec.gres) >= 1  # the GPUs are still placed per node

@@ -1,6 +1,5 @@
 """Slurm time limits, durations and timestamps."""
 
-import time
 from datetime import datetime
 
 import pytest
@@ -11,8 +10,8 @@ from pslurm.core.timefmt import (
     TimeFormatError,
     format_duration,
     format_timestamp,
+    parse_time,
     parse_time_limit,
-    parse_timestamp,
 )
 
 
@@ -88,39 +87,62 @@ def test_format_timestamp() -> None:
     assert format_timestamp(None) == "Unknown"
 
 
-def test_parse_timestamp_absolute() -> None:
-    assert parse_timestamp("2026-11-22") == datetime(2026, 11, 22).timestamp()
-    assert parse_timestamp("2026-11-22T10:00") == datetime(2026, 11, 22, 10).timestamp()
-    assert parse_timestamp("2026-11-22T10:00:05") == datetime(2026, 11, 22, 10, 0, 5).timestamp()
+def test_parse_time_past_absolute() -> None:
+    now = datetime(2026, 6, 15, 12, 0).timestamp()
+    assert parse_time("2026-11-22", now, past=True) == datetime(2026, 11, 22).timestamp()
+    assert parse_time("2026-11-22T10:00", now, past=True) == datetime(2026, 11, 22, 10).timestamp()
+    assert parse_time("2026-11-22T10:00:05", now, past=True) == datetime(2026, 11, 22, 10, 0, 5).timestamp()
 
 
-def test_parse_timestamp_relative() -> None:
+def test_parse_time_past_relative() -> None:
     now = 1_800_000_000.0
-    assert parse_timestamp("now", now=now) == now
-    assert parse_timestamp("now-1hours", now=now) == now - 3600
-    assert parse_timestamp("now-2days", now=now) == now - 2 * 86400
-    assert parse_timestamp("now+30", now=now) == now + 30
-    assert parse_timestamp("NOW-5minutes", now=now) == now - 300
+    assert parse_time("now", now, past=True) == now
+    assert parse_time("now-1hours", now, past=True) == now - 3600
+    assert parse_time("now-1days", now, past=True) == now - 86400
+    assert parse_time("now-2days", now, past=True) == now - 2 * 86400
+    assert parse_time("now+30", now, past=True) == now + 30
+    assert parse_time("NOW-5minutes", now, past=True) == now - 300
     midnight = datetime.fromtimestamp(now).replace(hour=0, minute=0, second=0, microsecond=0)
-    assert parse_timestamp("today", now=now) == midnight.timestamp()
-    assert parse_timestamp("10:30", now=now) == midnight.replace(hour=10, minute=30).timestamp()
+    assert parse_time("today", now, past=True) == midnight.timestamp()
+    assert parse_time("midnight", now, past=True) == midnight.timestamp()
 
 
-def test_parse_timestamp_default_now_is_current() -> None:
-    assert abs(parse_timestamp("now") - time.time()) < 5
+def test_parse_time_past_looks_back() -> None:
+    """sacct's forms: a time of day is today's even when later than now; a date without a year is
+    this year's unless its month is ahead (then last year's). Looking ahead (sbatch --begin) the
+    same texts are tomorrow's and next year's."""
+    now = datetime(2026, 6, 15, 12, 0).timestamp()
+    assert parse_time("14:30", now, past=True) == datetime(2026, 6, 15, 14, 30).timestamp()
+    assert parse_time("10:30", now, past=True) == datetime(2026, 6, 15, 10, 30).timestamp()
+    assert parse_time("10:30", now) == datetime(2026, 6, 16, 10, 30).timestamp()
+    assert parse_time("noon", now, past=True) == datetime(2026, 6, 15, 12, 0).timestamp()
+    for text in ("0301", "03/01", "03.01"):  # MMDD, MM/DD, MM.DD: March, behind us
+        assert parse_time(text, now, past=True) == datetime(2026, 3, 1).timestamp()
+        assert parse_time(text, now) == datetime(2027, 3, 1).timestamp()
+    assert parse_time("1201", now, past=True) == datetime(2025, 12, 1).timestamp()  # December: last year's
+    assert parse_time("120125", now, past=True) == datetime(2025, 12, 1).timestamp()  # MMDDYY
+    assert parse_time("12/01/25", now, past=True) == datetime(2025, 12, 1).timestamp()
+    assert parse_time("06/15-08:00", now, past=True) == datetime(2026, 6, 15, 8).timestamp()
+    assert parse_time("uts1700000000", now, past=True) == 1700000000.0
 
 
 @pytest.mark.parametrize(
-    "text", ["", "yesterday-ish", "2026-13-01", "now-1fortnights", "now-", "2026/11/22x"]
+    ("text", "pos"), [("yesterday-ish", 0), ("2026-13-01", 5), ("now-1fortnights", 4), ("now-", 3),
+                      ("2026/11/22x", 0), ("now-1h", 4), ("1301", 0), ("10am", 2)]
 )
-def test_parse_timestamp_rejects(text: str) -> None:
+def test_parse_time_past_rejects(text: str, pos: int) -> None:
+    with pytest.raises(TimeFormatError, match=rf"^Invalid time specification \(pos={pos}\): "):
+        parse_time(text, 1e9, past=True)
+
+
+def test_parse_time_nothing_is_refused() -> None:
     with pytest.raises(TimeFormatError, match="Invalid time specification"):
-        parse_timestamp(text)
+        parse_time("", 1e9, past=True)
 
 
 @given(st.text(max_size=30))
-def test_parse_timestamp_raises_only_its_error(text: str) -> None:
+def test_parse_time_past_raises_only_its_error(text: str) -> None:
     try:
-        assert isinstance(parse_timestamp(text, now=1e9), float)
+        assert isinstance(parse_time(text, 1e9, past=True), float)
     except TimeFormatError:
         pass

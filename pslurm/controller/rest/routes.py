@@ -420,7 +420,11 @@ class Api:
         except (TypeError, ValueError):
             raise ApiError(400, "Invalid request: job_ids are integers, signal an integer") from None
         specs = [str(s) for s in body.get("job_specs") or ()]
-        return _reply({"job_errors": await self._run(lambda: self.service.cancel(job_ids, uid, signal, specs))})
+        scope = str(body.get("scope") or "")
+        if scope not in ("", "batch", "full"):
+            raise ApiError(400, f"Invalid request: scope is batch, full or none, not {scope[:20]!r}")
+        return _reply({"job_errors": await self._run(
+            lambda: self.service.cancel(job_ids, uid, signal, specs, scope))})
 
     async def update_job(self, request: web.Request) -> web.StreamResponse:
         body = await self._body(request)

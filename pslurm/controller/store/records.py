@@ -265,6 +265,8 @@ def job_from_row(row: Row[Any], spec: JobSpec) -> JobRecord:
         exit_signal=row.exit_signal, cancel_requested=bool(row.cancel_requested), partition=row.partition,
         time_limit=row.time_limit, gpu_seconds=row.gpu_seconds, peak_gpu_memory_mb=row.peak_gpu_memory_mb,
         mean_gpu_util=row.mean_gpu_util, max_rss_kb=row.max_rss_kb, array_job_id=row.array_job_id,
+        total_cpu_seconds=row.total_cpu_seconds, user_cpu_seconds=row.user_cpu_seconds,
+        system_cpu_seconds=row.system_cpu_seconds,
         array_task_id=row.array_task_id,
         priority=row.admin_priority if row.admin_priority is not None else row.priority, hold=row.hold,
         restarts=row.restarts, start_estimate=row.start_estimate, eligible_time=row.eligible_time,

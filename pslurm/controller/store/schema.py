@@ -45,6 +45,8 @@ jobs = Table(
     Column("mean_gpu_util", Float),
     Column("max_rss_kb", BigInteger),  # the job's memory cgroup's peak, KiB (0010); NULL: not measured
     Column("total_cpu_seconds", Float),  # its cgroup's CPU time, user and system (0011); NULL: not measured
+    Column("user_cpu_seconds", Float),  # of which in user mode (0018); NULL: not measured
+    Column("system_cpu_seconds", Float),  # and in system mode (0018)
     Column("assoc_id", Integer),  # the association it was charged to (0014); NULL: none (Slurm's 0)
     # the request: ``job_specs`` row ``spec_id`` (an array's tasks share one), with the fields changed on this
     # job alone since (pscontrol update) in ``spec_overrides``, a JSON object ("" none) (migration 0012).
