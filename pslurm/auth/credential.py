@@ -54,11 +54,11 @@ def verify(key: bytes, credential: str, now: float, audience: str = API) -> Iden
     """The identity ``credential`` vouches for; AuthError when it is malformed, signed with
     another key, made for another audience, or expired (or dated further ahead than clock skew
     explains). Says nothing about whether it was used before: that is :class:`ReplayCache`'s."""
-    return _checked(key, credential, now, audience)[0]
+    return verify_parts(key, credential, now, audience)[0]
 
 
-def _checked(key: bytes, credential: str, now: float, audience: str) -> tuple[Identity, int, str]:
-    """verify(), and the credential's expiry and nonce."""
+def verify_parts(key: bytes, credential: str, now: float, audience: str) -> tuple[Identity, int, str]:
+    """verify(), and the credential's expiry and nonce: what the replay cache keeps, and until when."""
     body, _, mac = credential.rpartition(".")
     parts = body.split(".")
     if len(parts) != 6 or parts[0] != VERSION or not all(p.isdigit() and len(p) <= 12 for p in parts[2:5]):

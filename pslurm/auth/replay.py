@@ -6,7 +6,7 @@ from __future__ import annotations
 import heapq
 import threading
 
-from pslurm.auth.credential import API, AuthError, Identity, _checked
+from pslurm.auth.credential import API, AuthError, Identity, verify_parts
 
 REPLAY_CACHE_MAX = 500_000  # credentials remembered at most (~50 MB); hundreds of calls a second need far fewer
 REPLAY_PER_UID = 100_000  # of them one uid's at most: one user spending credentials fast cannot fill it for all
@@ -34,7 +34,7 @@ class ReplayCache:
 
     def verify_once(self, key: bytes, credential: str, now: float, audience: str = API) -> Identity:
         """verify(), and refuse a credential already accepted (AuthError)."""
-        who, expires, nonce = _checked(key, credential, now, audience)
+        who, expires, nonce = verify_parts(key, credential, now, audience)
         with self._lock:
             self._forget_expired(now)
             if nonce in self._seen:

@@ -16,9 +16,9 @@ import resource
 from dataclasses import dataclass
 
 from pslurm.auth.transport import CREDENTIAL_RATE
-from pslurm.controller.steps import MAX_TASKS_PER_NODE
 from pslurm.core.config import ClusterConfig, ConfigError
 
+MAX_TASKS_PER_NODE = 512  # Slurm's MaxTasksPerNode default: a step's tasks on one node, overcommitted or not
 FD_RESERVE = 256  # descriptors kept for the store, the agents' channels, logs (a quarter, under a low limit)
 
 

@@ -91,9 +91,8 @@ class Observer:
         if endpoint in ("jobs", "partitions", "jobs-users-accts"):
             tallies = job_tallies(parts.store, now - MIN_JOB_AGE)
             if endpoint == "partitions":
-                from pslurm.controller.rest.access import partitions
-
-                metricsets.partitions_metrics(w, partitions(self.config), parts.monitor.nodes(), tallies)
+                metricsets.partitions_metrics(w, list(self.config.partitions.values()), parts.monitor.nodes(),
+                                              tallies)
             else:
                 allocations = parts.store.allocations()
                 (metricsets.jobs_metrics if endpoint == "jobs" else metricsets.users_accounts_metrics)(

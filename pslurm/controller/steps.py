@@ -26,6 +26,7 @@ from typing import Any
 
 from pslurm.controller.agents import AgentRefused, AgentUnreachable
 from pslurm.controller.errors import NotFound, PermissionDenied
+from pslurm.controller.limits import MAX_TASKS_PER_NODE
 from pslurm.controller.ports import Agents
 from pslurm.controller.store import NewStep, StepEnd, StepRecord, Store
 from pslurm.core import lifecycle
@@ -48,7 +49,6 @@ BAD_GRES = "Invalid generic resource (gres) specification"  # ESLURM_INVALID_GRE
 MAX_ARGV = 4096  # arguments of a step's command
 MAX_TASKS = 100_000
 BAD_TASK_COUNT = "Task count specification invalid"  # ESLURM_BAD_TASK_COUNT
-MAX_TASKS_PER_NODE = 512  # Slurm's MaxTasksPerNode default: a step's tasks on one node, overcommitted or not
 
 
 @dataclass(frozen=True)

@@ -259,11 +259,11 @@ def check_cuda(view: NodeView, nvml_gpus: list[GpuDevice], conf: CgroupConfig) -
 
 def _judge(name: str, nvml: GpuDevice | None, seen: dict[str, Any], conf: CgroupConfig) -> Check:
     """The CUDA probe's report on the GPU ``name`` (``nvml``: that GPU as NVML sees it)."""
-    from pslurm.nodeagent.gpus import _norm_bus_id
+    from pslurm.nodeagent.gpus import normal_bus_id
 
     if "error" in seen:
         return fail("cuda", f"{name}: {seen['error']}: install the NVIDIA driver")
-    count, bus_ids = seen.get("count"), [_norm_bus_id(str(b)) for b in seen.get("bus_ids") or []]
+    count, bus_ids = seen.get("count"), [normal_bus_id(str(b)) for b in seen.get("bus_ids") or []]
     if count != 1:
         fix = "set ConstrainDevices=yes in cgroup.conf" if not conf.constrain_devices else "see the isolation check"
         return fail("cuda", f"{name}: a CUDA program in a job given it sees {count} GPUs: {fix}")

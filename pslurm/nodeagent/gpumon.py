@@ -1,7 +1,7 @@
 """GPU health and per-job usage through NVML, for an inventory that came from NVML (simulated GPUs
 have a meter of their own with the same face: :mod:`pslurm.nodeagent.simgpu`).
 
-pynvml itself is imported only by :mod:`pslurm.nodeagent.gpus` (``_load_nvml``); this module works
+pynvml itself is imported only by :mod:`pslurm.nodeagent.gpus` (``load_nvml``); this module works
 on the module object it returns, so the one-import-site rule holds.
 """
 
@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from pslurm.nodeagent.gpus import GpuDevice, GpuDiscoveryError, _load_nvml
+from pslurm.nodeagent.gpus import GpuDevice, GpuDiscoveryError, load_nvml
 
 # Xids that an application causes (bad kernel, OOB access, ...) and that leave the GPU usable;
 # the same set the NVIDIA k8s device plugin ignores.
@@ -67,7 +67,7 @@ class GpuMonitor:
                 self._open()
 
     def _open(self) -> None:
-        nv = _load_nvml()
+        nv = load_nvml()
         try:
             handles = {idx: self._handle(nv, d) for idx, d in self.devices.items()}
         except nv.NVMLError as exc:

@@ -1,6 +1,6 @@
 """GPU inventory: NVML (pynvml) or a static gres.conf, checked against pslurm.conf.
 
-The only module in pslurm that imports ``pynvml`` (in :func:`_load_nvml`, which
+The only module in pslurm that imports ``pynvml`` (in :func:`load_nvml`, which
 :mod:`pslurm.nodeagent.gpumon` uses for health and usage); it does so inside functions, so the
 agent starts (and serves static gres.conf GPUs) on hosts without the NVML library.
 """
@@ -64,7 +64,7 @@ def _text(value: str | bytes) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
-def _norm_bus_id(bus_id: str | bytes) -> str:
+def normal_bus_id(bus_id: str | bytes) -> str:
     """``00000000:07:00.0`` and ``0000:07:00.0`` name the same device: compare on a 4-digit domain."""
     text = _text(bus_id).strip().lower()
     domain, _, rest = text.partition(":")
@@ -85,7 +85,7 @@ def cores_from_mask(words: Iterable[int], word_bits: int = 64) -> tuple[int, ...
     return tuple(cores)
 
 
-def _load_nvml() -> Any:
+def load_nvml() -> Any:
     """Import pynvml and nvmlInit(), mapping every failure to a one-line GpuDiscoveryError."""
     try:
         with warnings.catch_warnings():
@@ -111,7 +111,7 @@ def _nvlink_peers(nv: Any, handle: Any) -> list[str]:
         try:
             if nv.nvmlDeviceGetNvLinkState(handle, link) != nv.NVML_FEATURE_ENABLED:
                 continue
-            peers.append(_norm_bus_id(nv.nvmlDeviceGetNvLinkRemotePciInfo(handle, link).busId))
+            peers.append(normal_bus_id(nv.nvmlDeviceGetNvLinkRemotePciInfo(handle, link).busId))
         except (nv.NVMLError_NotSupported, nv.NVMLError_InvalidArgument):
             break  # past the last link of this GPU, or no NVLink at all
         except nv.NVMLError:
@@ -124,7 +124,7 @@ def discover_nvml() -> list[GpuDevice]:
 
     Raises GpuDiscoveryError (one line) when the library is missing or a query fails.
     """
-    nv = _load_nvml()
+    nv = load_nvml()
     try:
         count = nv.nvmlDeviceGetCount()
         ncpu_words = max(1, (_cpu_count() + 63) // 64)
@@ -145,7 +145,7 @@ def discover_nvml() -> list[GpuDevice]:
                 minor=minor,
                 uuid=_text(nv.nvmlDeviceGetUUID(h)),
                 memory_mb=int(nv.nvmlDeviceGetMemoryInfo(h).total) // (1024 * 1024),
-                pci_bus_id=_norm_bus_id(nv.nvmlDeviceGetPciInfo(h).busId),
+                pci_bus_id=normal_bus_id(nv.nvmlDeviceGetPciInfo(h).busId),
                 cores=cores or None,
             )
             raw.append((dev, _nvlink_peers(nv, h)))

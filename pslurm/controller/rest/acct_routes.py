@@ -21,7 +21,16 @@ from pslurm.controller.assocs import AssocService
 from pslurm.controller.diag import Diag
 from pslurm.controller.metrics import Measurements
 from pslurm.controller.privatedata import Viewer
-from pslurm.controller.rest.routes import PSLURM, ApiError, Route, _caller, _ids, _job_id, _reply, viewer
+from pslurm.controller.rest.routes import (
+    PSLURM,
+    ApiError,
+    Route,
+    caller_of,
+    json_reply,
+    parse_job_ids,
+    path_job_id,
+    viewer,
+)
 from pslurm.controller.rest.stats_relay import StatsRelay
 from pslurm.controller.store.usage import job_measures, usage_summary
 from pslurm.core.assoc import Associations
@@ -92,12 +101,12 @@ class AcctApi:
     async def associations(self, request: web.Request) -> web.StreamResponse:
         config = self.api.config
         snap = await self.api._run(self.assocs.current)
-        return _reply({**assoc_json(snap, viewer(self.api, _caller(request).uid)), "cluster": {
+        return json_reply({**assoc_json(snap, viewer(self.api, caller_of(request).uid)), "cluster": {
             "name": config.cluster_name, "control_host": config.controller_addr,
             "control_port": config.controller_port, "rest_port": config.rest_port}})
 
     async def change_associations(self, request: web.Request) -> web.StreamResponse:
-        caller = _caller(request)
+        caller = caller_of(request)
         body = await self.api._body(request)
         names = body.get("names") or []
         if not isinstance(names, list):
@@ -108,10 +117,10 @@ class AcctApi:
             raise ApiError(400, f"Invalid request: verb {verb!r} (add, modify, delete)")
         lines = await self.api._run(lambda: self.assocs.execute(caller, verb, entity, [str(n) for n in names],
                                                                 where, values, commit))
-        return _reply({"lines": lines})
+        return json_reply({"lines": lines})
 
     async def token(self, request: web.Request) -> web.StreamResponse:
-        caller = _caller(request)
+        caller = caller_of(request)
         body = await self.api._body(request)
         if self.tokens is None:
             raise ApiError(400, "JWT authentication is not configured")
@@ -130,10 +139,10 @@ class AcctApi:
                                       not_after=request.get(TOKEN_EXPIRES))
         except AuthError as exc:
             raise ApiError(403, str(exc)) from None
-        return _reply({"token": token})
+        return json_reply({"token": token})
 
     async def diag_reply(self, request: web.Request) -> web.StreamResponse:
-        return _reply({"statistics": await self.api._run(self.diag.statistics)})
+        return json_reply({"statistics": await self.api._run(self.diag.statistics)})
 
     async def usage(self, request: web.Request) -> web.StreamResponse:
         q = request.query
@@ -145,26 +154,26 @@ class AcctApi:
             raise ApiError(400, "Invalid request: end is not after start")
         service, config = self.api.service, self.api.config
         found = await self.api._run(lambda: usage_summary(service.store, start, end, service.clock()))
-        who = viewer(self.api, _caller(request).uid)
+        who = viewer(self.api, caller_of(request).uid)
         if who.hides("usage"):  # PrivateData=usage: the user's own lines; the sizes are everyone's: none
             found = {"assocs": who.own("usage", found["assocs"], lambda row: str(row["user"])), "sizes": []}
         nodes = config.nodes.values()
-        return _reply({**found, "cluster": {"name": config.cluster_name, "nodes": len(nodes),
+        return json_reply({**found, "cluster": {"name": config.cluster_name, "nodes": len(nodes),
                                             "cpus": sum(n.cpus for n in nodes), "gpus": sum(n.gpus() for n in nodes),
                                             "mem_mb": sum(n.real_memory for n in nodes)}})
 
     async def efficiency(self, request: web.Request) -> web.StreamResponse:
-        ids = _ids(request.query.getall("job_id", []))  # ids of at most 10 digits: 400 for another
+        ids = parse_job_ids(request.query.getall("job_id", []))  # ids of at most 10 digits: 400 for another
         if not ids:
             raise ApiError(400, "Invalid job id specified")
         store = self.api.service.store
         found = await self.api._run(lambda: job_measures(store, ids))
-        who = viewer(self.api, _caller(request).uid)
+        who = viewer(self.api, caller_of(request).uid)
         found = [j for j in found if who.sees_job(int(j["uid"]))]  # PrivateData=jobs: the user's own
-        return _reply({"jobs": found, "cluster": self.api.config.cluster_name})
+        return json_reply({"jobs": found, "cluster": self.api.config.cluster_name})
 
     async def job_stat(self, request: web.Request) -> web.StreamResponse:
-        job_id, uid = _job_id(request), _caller(request).uid
+        job_id, uid = path_job_id(request), caller_of(request).uid
         store = self.api.service.store
 
         def work() -> tuple[Any, list[str]]:
@@ -180,10 +189,10 @@ class AcctApi:
         if job.state.value not in ("RUNNING", "COMPLETING") or not targets or self.stats is None:
             raise ApiError(409, f"job {job.display_id} is not running")
         nodes = await self.stats.job_stats(targets, job_id)
-        return _reply({"job_id": job_id, "display_id": job.display_id, "nodes": nodes})
+        return json_reply({"job_id": job_id, "display_id": job.display_id, "nodes": nodes})
 
     async def shares(self, request: web.Request) -> web.StreamResponse:
         rows = await self.api._run(self.api.scheduler.fair_share)
-        who = viewer(self.api, _caller(request).uid)
+        who = viewer(self.api, caller_of(request).uid)
         rows = who.own("usage", rows, lambda row: row.user or who.user)  # PrivateData=usage: accounts' lines stay
-        return _reply({"shares": [dataclasses.asdict(r) for r in rows]})
+        return json_reply({"shares": [dataclasses.asdict(r) for r in rows]})

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from pslurm.auth.credential import AuthError, Identity
-from pslurm.controller.rest.routes import PSLURM, _caller, _reply
+from pslurm.controller.rest.routes import PSLURM, caller_of, json_reply
 from pslurm.controller.rest.session import COOKIE, SESSION_TTL
 
 if TYPE_CHECKING:
@@ -93,8 +93,8 @@ class DashboardLink:
 
     async def link(self, request: web.Request) -> web.StreamResponse:
         """``{"url", "expires_in"}``: the link, at the address the caller reached this controller by."""
-        code = self.codes.issue(_caller(request))
-        return _reply({"url": f"{request.scheme}://{request.host}{LINK_PATH}?code={code}",
+        code = self.codes.issue(caller_of(request))
+        return json_reply({"url": f"{request.scheme}://{request.host}{LINK_PATH}?code={code}",
                        "expires_in": int(self.codes.ttl)})
 
     async def enter(self, request: web.Request) -> web.StreamResponse:

@@ -25,7 +25,7 @@ from pslurm.auth.credential import AuthError, Identity
 from pslurm.auth.transport import METADATA_KEY, Authenticator
 from pslurm.controller.observe import ENDPOINTS, Observer
 from pslurm.controller.rest.routes import IDENTITY, Api, viewer
-from pslurm.controller.rest.session import COOKIE, JwtCheck, Sessions, _no_jwt, token_identity
+from pslurm.controller.rest.session import COOKIE, JwtCheck, Sessions, no_jwt, token_identity
 
 METRICS, DASHBOARD = "/metrics", "/dashboard"
 OPEN_DASHBOARD = ("/dashboard/login", "/dashboard/static/")  # the login page and the stylesheet and script
@@ -39,7 +39,7 @@ def _under(path: str, root: str) -> bool:
 class WebObservability:
     """The middleware and routes of metrics and the dashboard, over the controller's parts."""
 
-    def __init__(self, observer: Observer, auth: Authenticator, api: Api, jwt: JwtCheck = _no_jwt) -> None:
+    def __init__(self, observer: Observer, auth: Authenticator, api: Api, jwt: JwtCheck = no_jwt) -> None:
         from pslurm.controller.rest.dashboard import Dashboard
 
         self.observer, self.auth, self.api, self.jwt = observer, auth, api, jwt

@@ -71,7 +71,8 @@ def error_body(message: str, status: int, source: str, **extra: Any) -> dict[str
                         **extra}], "warnings": []}
 
 
-def _reply(data: dict[str, Any], status: int = 200) -> web.Response:
+def json_reply(data: dict[str, Any], status: int = 200) -> web.Response:
+    """A JSON reply in slurmrestd's shape: ``data`` with its ``errors`` and ``warnings`` lists (empty if none)."""
     return web.Response(status=status, body=_dumps(data), content_type="application/json")
 
 
@@ -83,14 +84,14 @@ def _dumps(data: dict[str, Any]) -> bytes:
 async def role_ping(role: Role, executor: Executor | None, request: web.Request) -> web.StreamResponse:
     """This controller's name, role and mode, the active one's name, the database's state, its clock
     (scontrol ping; answered by an active controller and by one standing by, rest/standby.py)."""
-    return _reply(await asyncio.get_running_loop().run_in_executor(executor, role.ping))
+    return json_reply(await asyncio.get_running_loop().run_in_executor(executor, role.ping))
 
 
 async def role_takeover(role: Role, executor: Executor | None, request: web.Request) -> web.StreamResponse:
     """scontrol takeover, asked of this controller: operators only."""
     if request[IDENTITY].uid not in role.operators:
-        return _reply(error_body("Access/permission denied", 403, request.path), 403)
-    return _reply(await asyncio.get_running_loop().run_in_executor(executor, role.takeover))
+        return json_reply(error_body("Access/permission denied", 403, request.path), 403)
+    return json_reply(await asyncio.get_running_loop().run_in_executor(executor, role.takeover))
 
 
 ROUTES: tuple[Route, ...] = (
@@ -193,7 +194,8 @@ def json_object(raw: bytes) -> dict[str, Any]:
     raise ValueError(f"the body is nested more than {MAX_JSON_DEPTH} levels deep")
 
 
-def _ids(values: Sequence[str]) -> list[int]:
+def parse_job_ids(values: Sequence[str]) -> list[int]:
+    """The job ids of a query's repeated, comma-separated values; ApiError 400 on one that is no id."""
     out = []
     for text in values:
         for item in text.split(","):
@@ -233,7 +235,8 @@ def _signal(request: web.Request) -> int:
     return _number(request.query.get("signal") or "0", "Invalid signal specified")
 
 
-def _job_id(request: web.Request) -> int:
+def path_job_id(request: web.Request) -> int:
+    """The job id in the request's path (``{job_id}``); ApiError 400 if it is none."""
     return _number(request.match_info["job_id"], "Invalid job id specified")
 
 
@@ -241,7 +244,8 @@ RELAY_PATIENCE = 10.0  # seconds a psrun job's output is asked again of an agent
 IDENTITY = web.RequestKey("identity", Identity)  # set by the server's guard, from the request's credential
 
 
-def _caller(request: web.Request) -> Identity:
+def caller_of(request: web.Request) -> Identity:
+    """Who made the request: the identity the server's guard read off its credential."""
     return request[IDENTITY]
 
 
@@ -280,10 +284,10 @@ class Api:
                 return await handler(request)
             except ApiError as exc:
                 extra = {"node_target": exc.node_target} if exc.node_target else {}
-                return _reply(error_body(exc.message, exc.status, request.path, **extra), exc.status)
+                return json_reply(error_body(exc.message, exc.status, request.path, **extra), exc.status)
             except web.HTTPRequestEntityTooLarge as exc:
                 message = f"request too large (at most {MAX_REQUEST_BYTES} bytes)"
-                return _reply(error_body(message, exc.status, request.path), exc.status)
+                return json_reply(error_body(message, exc.status, request.path), exc.status)
 
         return handle
 
@@ -306,18 +310,18 @@ class Api:
     # -- jobs ------------------------------------------------------------------------------
 
     async def submit(self, request: web.Request) -> web.StreamResponse:
-        caller = _caller(request)
+        caller = caller_of(request)
         body = await self._body(request)
 
         def work() -> int:
             return self.service.submit(restjson.spec_from_json(body.get("job")), caller)
 
         job_id = await self._run(work)
-        return _reply({"job_id": job_id, "step_id": "batch", "job_submit_user_msg": "",
+        return json_reply({"job_id": job_id, "step_id": "batch", "job_submit_user_msg": "",
                        "result": {"job_id": job_id, "step_id": "batch"}})
 
     async def will_run(self, request: web.Request) -> web.StreamResponse:
-        caller = _caller(request)
+        caller = caller_of(request)
         body = await self._body(request)
 
         def work() -> dict[str, Any]:
@@ -327,7 +331,7 @@ class Api:
             return {"job_id": found.job_id, "start_time": found.start_time, "node_list": found.node_list,
                     "proc_cnt": found.proc_cnt, "part_name": found.part_name}
 
-        return _reply(await self._run(work))
+        return json_reply(await self._run(work))
 
     async def jobs_reply(self, request: web.Request, job_ids: Sequence[int] = (), users: Sequence[str] = (),
                          states: Sequence[JobState] = (), include_finished: bool = False,
@@ -336,7 +340,7 @@ class Api:
                          ) -> web.StreamResponse:
         """A listing (listing.py): a collapsed one (psqueue's, of the queue alone) in one reply, any
         other written page by page as it is read, so that psctld holds one page at a time."""
-        uid = _caller(request).uid
+        uid = caller_of(request).uid
         listing = Listing(self.service.store, uid, self.service.operators, brief, steps,
                           only_own=viewer(self, uid).hides("jobs"))
         if collapse_arrays:
@@ -377,7 +381,7 @@ class Api:
                 since = float(q["since"])
             except ValueError:
                 raise ApiError(400, f"Invalid time specified: {q['since']}") from None
-        return await self.jobs_reply(request, _ids(q.getall("job_id", [])), _strings(q.getall("user", [])),
+        return await self.jobs_reply(request, parse_job_ids(q.getall("job_id", [])), _strings(q.getall("user", [])),
                                      states, _flag(request, "include_finished"), since, _flag(request, "light"),
                                      _flag(request, "collapse_arrays"), _flag(request, "brief"),
                                      _flag(request, "steps"))
@@ -387,7 +391,7 @@ class Api:
 
     async def slurm_job(self, request: web.Request) -> web.StreamResponse:
         text = request.match_info["job_id"]
-        uid = _caller(request).uid
+        uid = caller_of(request).uid
         listing = Listing(self.service.store, uid, self.service.operators, only_own=viewer(self, uid).hides("jobs"))
 
         def work() -> bytes:
@@ -404,16 +408,16 @@ class Api:
     async def slurm_cancel(self, request: web.Request) -> web.StreamResponse:
         text = request.match_info["job_id"]
         signal = _signal(request)
-        uid = _caller(request).uid
+        uid = caller_of(request).uid
         lines = await self._run(lambda: self.service.cancel([], uid, signal, [text]))
         if not lines:
-            return _reply({})
+            return json_reply({})
         status = 404 if "Invalid job id" in lines[0] else 403 if "permission denied" in lines[0] else 409
-        return _reply({"errors": [error_body(line, status, request.path)["errors"][0] for line in lines]}, status)
+        return json_reply({"errors": [error_body(line, status, request.path)["errors"][0] for line in lines]}, status)
 
     async def cancel(self, request: web.Request) -> web.StreamResponse:
         body = await self._body(request)
-        uid = _caller(request).uid
+        uid = caller_of(request).uid
         try:
             job_ids = [int(i) for i in body.get("job_ids") or ()]
             signal = int(body.get("signal") or 0)
@@ -423,12 +427,12 @@ class Api:
         scope = str(body.get("scope") or "")
         if scope not in ("", "batch", "full"):
             raise ApiError(400, f"Invalid request: scope is batch, full or none, not {scope[:20]!r}")
-        return _reply({"job_errors": await self._run(
+        return json_reply({"job_errors": await self._run(
             lambda: self.service.cancel(job_ids, uid, signal, specs, scope))})
 
     async def update_job(self, request: web.Request) -> web.StreamResponse:
         body = await self._body(request)
-        uid = _caller(request).uid
+        uid = caller_of(request).uid
         try:
             priority = None if body.get("priority") is None else int(body["priority"])
             nice = None if body.get("nice") is None else int(body["nice"])
@@ -439,28 +443,28 @@ class Api:
             raise ApiError(400, "Invalid request: changes is an object (time_limit, partition, name, ...)")
         job, action = str(body.get("job") or ""), str(body.get("action") or "").lower()
         errors = await self._run(lambda: self.service.update_job(job, uid, action, priority, nice, changes))
-        return _reply({"job_errors": errors})
+        return json_reply({"job_errors": errors})
 
     async def suspend_job(self, request: web.Request) -> web.StreamResponse:
         body = await self._body(request)
-        uid = _caller(request).uid
+        uid = caller_of(request).uid
         job, resume = str(body.get("job") or ""), bool(body.get("resume"))
-        return _reply({"job_errors": await self._run(lambda: self.service.suspend(job, uid, resume))})
+        return json_reply({"job_errors": await self._run(lambda: self.service.suspend(job, uid, resume))})
 
     async def priorities(self, request: web.Request) -> web.StreamResponse:
-        ids, users = _ids(request.query.getall("job_id", [])), _strings(request.query.getall("user", []))
+        ids, users = parse_job_ids(request.query.getall("job_id", [])), _strings(request.query.getall("user", []))
         rows, weights = await self._run(lambda: access.priorities(self.scheduler, ids, users))
-        rows = viewer(self, _caller(request).uid).own("jobs", rows, lambda row: str(row["user"]))
-        return _reply({"jobs": rows, "weights": weights})
+        rows = viewer(self, caller_of(request).uid).own("jobs", rows, lambda row: str(row["user"]))
+        return json_reply({"jobs": rows, "weights": weights})
 
     async def accounts(self, request: web.Request) -> web.StreamResponse:
         """The accounts (the store's associations), users' default accounts, and the fair-share tree."""
         rows = await self._run(self.scheduler.fair_share)
         snap = self.service.associations()
-        who = viewer(self, _caller(request).uid)
+        who = viewer(self, caller_of(request).uid)
         rows = who.own("usage", rows, lambda row: row.user or who.user)  # an account's line stays
         shown = who.accounts(list(snap.accounts), {a.account for a in snap.assocs if a.user == who.user})
-        return _reply({"accounts": [{"name": name, "users": who.own("users", ["ALL" if a.user == "*" else a.user
+        return json_reply({"accounts": [{"name": name, "users": who.own("users", ["ALL" if a.user == "*" else a.user
                                                                               for a in snap.assocs
                                                                               if a.account == name and a.user],
                                                                     lambda user: user),
@@ -478,31 +482,31 @@ class Api:
 
     async def cluster(self, request: web.Request) -> web.StreamResponse:
         nodes = await self._run(lambda: access.nodes(self.monitor))
-        return _reply({"cluster_name": self.config.cluster_name, "partitions": self._partitions_json(),
+        return json_reply({"cluster_name": self.config.cluster_name, "partitions": self._partitions_json(),
                        "nodes": [restjson.node_to_json(n) for n in nodes]})
 
     async def slurm_nodes(self, request: web.Request) -> web.StreamResponse:
         nodes = await self._run(lambda: access.nodes(self.monitor))
-        return _reply({"nodes": [restjson.node_to_json(n) for n in nodes]})
+        return json_reply({"nodes": [restjson.node_to_json(n) for n in nodes]})
 
     async def slurm_partitions(self, request: web.Request) -> web.StreamResponse:
-        return _reply({"partitions": self._partitions_json()})
+        return json_reply({"partitions": self._partitions_json()})
 
     async def slurm_update_node(self, request: web.Request) -> web.StreamResponse:
-        if _caller(request).uid not in self.service.operators:
+        if caller_of(request).uid not in self.service.operators:
             raise ApiError(403, "Access/permission denied: only root or the SlurmUser may update nodes")
         body = await self._body(request)
         name = request.match_info["name"]
         state = body.get("state") or ""
         state = ",".join(map(str, state)) if isinstance(state, list) else str(state)
         reason = str(body.get("reason") or "")
-        uid = _caller(request).uid
+        uid = caller_of(request).uid
 
         def work() -> restjson.Json:
             return restjson.node_to_json(access.node_status(self.monitor, self.monitor.update_node(name, state,
                                                                                                       reason, uid)))
 
-        return _reply({"nodes": [await self._run(work)]})
+        return json_reply({"nodes": [await self._run(work)]})
 
     # -- streams -----------------------------------------------------------------------------
 
@@ -515,7 +519,7 @@ class Api:
     async def wait(self, request: web.Request) -> web.StreamResponse:
         """NDJSON: ``{"job": job_info}`` a line, the job now and at each change, until it ends. The
         waiter is a coroutine on an event the store's commits set: it holds no thread."""
-        job_id, uid = _job_id(request), _caller(request).uid
+        job_id, uid = path_job_id(request), caller_of(request).uid
         who = viewer(self, uid)
         if who.hides("jobs"):  # PrivateData=jobs: another user's job is not followed either
             job = await self._run(lambda: self.service.store.get_job(job_id, light=True))
@@ -549,36 +553,36 @@ class Api:
 
     async def relinquish(self, request: web.Request) -> web.StreamResponse:
         """psalloc's end: the caller's allocation job ends (COMPLETED once its node ended the run)."""
-        job_id, uid = _job_id(request), _caller(request).uid
+        job_id, uid = path_job_id(request), caller_of(request).uid
         body = await self._body(request)
         code = body.get("exit_code", 0)
         if isinstance(code, bool) or not isinstance(code, int) or not 0 <= code <= 255:
             raise ApiError(400, f"Invalid exit code: {code!r}")
         await self._run(lambda: self.service.relinquish(job_id, uid, code))
-        return _reply({})
+        return json_reply({})
 
     # -- steps -------------------------------------------------------------------------------
 
     async def create_step(self, request: web.Request) -> web.StreamResponse:
         """A step of the caller's running job; 409 with ``busy`` while another step holds the
         allocation (psrun asks again), 409 without it when the job is not running."""
-        job_id, uid = _job_id(request), _caller(request).uid
+        job_id, uid = path_job_id(request), caller_of(request).uid
         body = await self._body(request)
         try:
             step = await asyncio.get_running_loop().run_in_executor(
                 self.executor, lambda: self.steps.create(job_id, uid, step_request_from_json(body)))
         except StepBusy as exc:
-            return _reply({**error_body(str(exc), 409, request.path), "busy": True}, 409)
+            return json_reply({**error_body(str(exc), 409, request.path), "busy": True}, 409)
         except Exception as exc:
             kind = access.error_kind(exc)
             if kind is None:
                 raise
             raise ApiError(_HTTP_STATUS[kind], str(exc)) from None
-        return _reply({"job_id": step.job_id, "step_id": step.step_id, "name": step.name, "nodes": step.nodes,
+        return json_reply({"job_id": step.job_id, "step_id": step.step_id, "name": step.name, "nodes": step.nodes,
                        "ntasks": step.ntasks}, 201)
 
     async def list_steps(self, request: web.Request) -> web.StreamResponse:
-        job_id, who = _job_id(request), viewer(self, _caller(request).uid)
+        job_id, who = path_job_id(request), viewer(self, caller_of(request).uid)
 
         def work() -> list[Any]:
             job = self.service.store.get_job(job_id, light=True) if who.hides("jobs") else None
@@ -587,16 +591,16 @@ class Api:
             return self.steps.steps(job_id)
 
         steps = await self._run(work)
-        return _reply({"steps": [step_to_json(s) for s in steps]})
+        return json_reply({"steps": [step_to_json(s) for s in steps]})
 
     async def cancel_step(self, request: web.Request) -> web.StreamResponse:
-        job_id, step_id, signal, uid = _job_id(request), _step_id(request), _signal(request), _caller(request).uid
+        job_id, step_id, signal, uid = path_job_id(request), _step_id(request), _signal(request), caller_of(request).uid
         await self._run(lambda: self.steps.cancel(job_id, step_id, uid, signal))
-        return _reply({})
+        return json_reply({})
 
     async def wait_step(self, request: web.Request) -> web.StreamResponse:
         """NDJSON: ``{"step": step}`` a line, the step now and at each change, until it ended."""
-        job_id, step_id = _job_id(request), _step_id(request)
+        job_id, step_id = path_job_id(request), _step_id(request)
         return await self._updates(request, self.watch.wait_step_async(job_id, step_id, self.executor),
                                    lambda step: json.dumps({"step": step_to_json(step)}).encode())
 
@@ -665,7 +669,7 @@ class Api:
         stored as submit stores it, then NDJSON: ``{"job_id"}``, ``{"job": job_info}`` at each change
         until it is no longer pending, its command's output (step 0's lines), and ``{"job": job_info}``
         once it ended. No thread is held while it waits."""
-        caller = _caller(request)
+        caller = caller_of(request)
         body = await self._body(request)
         job_id = await self._run(lambda: self.service.submit(restjson.spec_from_json(body.get("job")), caller))
         response = await self._stream(request)
@@ -702,7 +706,7 @@ class Api:
             await self.relay.send_input(targets[0], job_id, step_id, request.content.iter_any(), uid)
         except AgentStreamError as exc:
             raise ApiError(exc.status, str(exc), targets[0] if exc.status == 502 else "") from None
-        return _reply({})
+        return json_reply({})
 
     send_input = step_input
 
@@ -711,7 +715,7 @@ class Api:
         caller may reach it (its job's owner, or an operator): job id, step id, the caller's uid, and
         the host:port of each of the step's nodes' agents (its job's first node for step 0 of a psrun
         job, which has no step record)."""
-        job_id, uid = _job_id(request), _caller(request).uid
+        job_id, uid = path_job_id(request), caller_of(request).uid
         step_id = _step_id(request) if "step_id" in request.match_info else INTERACTIVE_STEP
 
         def work() -> tuple[JobRecord | None, list[str]]:

@@ -32,11 +32,12 @@ MAX_TOKEN = 8192  # bytes of a token at login
 JwtCheck = Callable[[str, float], Identity]
 
 
-def _no_jwt(token: str, now: float) -> Identity:
+def no_jwt(token: str, now: float) -> Identity:
+    """The JWT check of a controller with no AuthAltTypes=auth/jwt: it refuses every token."""
     raise AuthError("this controller takes pslurm's signed credential at login (tokens: not configured)")
 
 
-def token_identity(auth: Authenticator, token: str, jwt: JwtCheck = _no_jwt,
+def token_identity(auth: Authenticator, token: str, jwt: JwtCheck = no_jwt,
                    clock: Callable[[], float] = time.time) -> Identity:
     """Who ``token`` vouches for: a pslurm credential (spent: single use) or a JWT. AuthError saying why not."""
     token = token.strip()

@@ -18,7 +18,7 @@ from aiohttp import web
 from pslurm.controller.errors import NotFound
 from pslurm.controller.rest import access, slurmshapes
 from pslurm.controller.rest.listing import PAGE_JOBS
-from pslurm.controller.rest.routes import ApiError, _caller, _reply
+from pslurm.controller.rest.routes import ApiError, caller_of, json_reply
 from pslurm.controller.rest.slurmv import Json, Version
 from pslurm.controller.rest.slurmv.v0041 import VERSION as V41
 from pslurm.controller.rest.slurmv.v0042 import VERSION as V42
@@ -86,7 +86,7 @@ class SlurmApi:
                         app.router.add_route(method, prefix + form, handler)
 
     def _reply(self, version: Version, data: Json, plugin: str = "slurmctld") -> web.Response:
-        return _reply({"meta": slurmshapes.meta(version.name, self.api.config.cluster_name, plugin), **data})
+        return json_reply({"meta": slurmshapes.meta(version.name, self.api.config.cluster_name, plugin), **data})
 
     # -- slurmctld's -------------------------------------------------------------------------
 
@@ -124,7 +124,7 @@ class SlurmApi:
                                      "last_backfill": now, "last_update": now})
 
     async def submit(self, version: Version, request: web.Request) -> web.StreamResponse:
-        caller = _caller(request)
+        caller = caller_of(request)
         body = await self.api._body(request)
         desc = body.get("job")
         if desc is None and isinstance(body.get("jobs"), list):
@@ -135,7 +135,7 @@ class SlurmApi:
         return self._reply(version, version.submitted(job_id))
 
     async def update(self, version: Version, request: web.Request) -> web.StreamResponse:
-        text, uid = request.match_info["job_id"], _caller(request).uid
+        text, uid = request.match_info["job_id"], caller_of(request).uid
         if not text.isdigit() or len(text) > 10:
             raise ApiError(400, f"Invalid job id specified: {text[:20]}")
         changes, action = update_changes(await self.api._body(request))
@@ -143,7 +143,7 @@ class SlurmApi:
         return self._reply(version, version.updated(int(text), errors))
 
     async def cancel(self, version: Version, request: web.Request) -> web.StreamResponse:
-        text, uid = request.match_info["job_id"], _caller(request).uid
+        text, uid = request.match_info["job_id"], caller_of(request).uid
         word = request.query.get("signal") or ""
         signal = signal_number(word) if word else 0
         if word and not signal:

@@ -73,7 +73,7 @@ from pslurm.core.lifecycle import Change, JobFlags
 from pslurm.core.node import NodeRecord
 from pslurm.core.states import NODE_TRANSITIONS, InvalidTransition, JobReason, JobState, NodeState
 
-_ACTIVE = (JobState.RUNNING.value, JobState.SUSPENDED.value, JobState.COMPLETING.value)  # they hold their nodes
+ACTIVE_STATES = (JobState.RUNNING.value, JobState.SUSPENDED.value, JobState.COMPLETING.value)  # they hold their nodes
 _FINAL = tuple(s.value for s in JobState if s.is_final)
 
 
@@ -469,14 +469,14 @@ class Store:
         reader = SpecReader()
         with self.engine.connect() as conn:
             for part in _chunks(job_ids):
-                rows = list(conn.execute(select(*(_LISTED if light else _ROW)).where(jobs.c.job_id.in_(part))
+                rows = list(conn.execute(select(*(LISTED_COLUMNS if light else _ROW)).where(jobs.c.job_id.in_(part))
                                          .order_by(jobs.c.job_id)))
                 found.extend(self._records(conn, rows, light, reader))
         return found
 
     def count_active(self, user: str | None = None, states: Sequence[JobState] = ()) -> int:
         """Jobs pending, running or completing (or in ``states``), of one user or all."""
-        wanted = [s.value for s in states] or ["PENDING", *_ACTIVE]
+        wanted = [s.value for s in states] or ["PENDING", *ACTIVE_STATES]
         query = select(func.count()).select_from(jobs).where(jobs.c.state.in_(wanted))
         if user is not None:
             query = query.where(jobs.c.user_name == user)
@@ -487,7 +487,7 @@ class Store:
         """Jobs pending, running or completing, counted per (association id, QOS, user): what the
         association and QOS submit limits count (controller/acct_policy.py)."""
         c = jobs.c
-        query = (select(c.assoc_id, c.qos, c.user_name, func.count()).where(c.state.in_(["PENDING", *_ACTIVE]))
+        query = (select(c.assoc_id, c.qos, c.user_name, func.count()).where(c.state.in_(["PENDING", *ACTIVE_STATES]))
                  .group_by(c.assoc_id, c.qos, c.user_name))
         with self.engine.connect() as conn:
             return [(r[0] or 0, r[1] or "", r[2], int(r[3])) for r in conn.execute(query)]
@@ -527,7 +527,7 @@ class Store:
             return []
         query = select(jobs.c.job_id, jobs.c.state, jobs.c.start_time, jobs.c.array_job_id, jobs.c.array_task_id,
                        jobs.c.user_name, jobs.c.name).where(jobs.c.name.in_(names),
-                                                            jobs.c.state.in_(["PENDING", *_ACTIVE]))
+                                                            jobs.c.state.in_(["PENDING", *ACTIVE_STATES]))
         with self.engine.connect() as conn:
             return [RefRow(r.job_id, JobState(r.state), r.start_time is not None, r.array_job_id, r.array_task_id,
                            r.user_name, r.name) for r in conn.execute(query)]
@@ -561,7 +561,7 @@ class Store:
                 reader = SpecReader()
                 reader.load(conn, (row.spec_id,))
                 job = job_from_row(row, reader.spec(row.spec_id, row.spec_overrides))
-            _fill_nodes(conn, [job])
+            fill_nodes(conn, [job])
         return job
 
     def get_jobs(self, job_ids: Sequence[int] = (), users: Sequence[str] = (),
@@ -580,7 +580,7 @@ class Store:
         """
         c = jobs.c
         where = self._job_filter(job_ids, users, states, include_finished, since)
-        columns = _LISTED if light else _ROW
+        columns = LISTED_COLUMNS if light else _ROW
         with self.engine.connect() as conn:
             if not collapse_arrays:
                 rows = list(conn.execute(select(*columns).where(*where).order_by(c.job_id)))
@@ -607,7 +607,8 @@ class Store:
         once however many pages its records span."""
         c = jobs.c
         where = self._job_filter(job_ids, users, states, include_finished, since)
-        query = select(*(_LISTED if light else _ROW)).where(*where, c.job_id > after).order_by(c.job_id).limit(limit)
+        query = (select(*(LISTED_COLUMNS if light else _ROW)).where(*where, c.job_id > after)
+                 .order_by(c.job_id).limit(limit))
         with self.engine.connect() as conn:
             rows = list(conn.execute(query))
             found = self._records(conn, rows, light)
@@ -618,16 +619,16 @@ class Store:
     @staticmethod
     def _records(conn: Connection, rows: Sequence[Any], light: bool, reader: SpecReader | None = None
                  ) -> list[JobRecord]:
-        """The records of ``rows`` (of :data:`_LISTED` when ``light``, else of :data:`_ROW`), each request
+        """The records of ``rows`` (of :data:`LISTED_COLUMNS` when ``light``, else of :data:`_ROW`), each request
         read once for the records that share it (an array's tasks: one JobSpec), their nodes filled in."""
         if light:
             specs: dict[Any, Any] = {}  # the tasks of an array share one spec: built once (and GRES parsed once)
-            found = [_listed_record(specs, row) for row in rows]
+            found = [listed_record(specs, row) for row in rows]
         else:
             reader = reader or SpecReader()
             reader.load(conn, (row.spec_id for row in rows))
             found = [job_from_row(row, reader.spec(row.spec_id, row.spec_overrides)) for row in rows]
-        _fill_nodes(conn, found)
+        fill_nodes(conn, found)
         return found
 
     @staticmethod
@@ -642,7 +643,7 @@ class Store:
         if states:
             where.append(c.state.in_([s.value for s in states]))
         elif not include_finished and not job_ids:
-            where.append(c.state.in_(["PENDING", *_ACTIVE]))
+            where.append(c.state.in_(["PENDING", *ACTIVE_STATES]))
         if since is not None:
             where.append(c.end_time.is_(None) | (c.end_time >= since))
         return where
@@ -717,7 +718,7 @@ class Store:
         c, n = jobs.c, job_nodes.c
         query = (select(c.job_id, n.node, n.cpus, n.mem_mb, n.gpu_indices, c.user_name, c.account, c.start_time,
                         c.time_limit, c.array_job_id, c.gres, c.assoc_id, c.qos)
-                 .join_from(jobs, job_nodes, n.job_id == c.job_id).where(c.state.in_(_ACTIVE))
+                 .join_from(jobs, job_nodes, n.job_id == c.job_id).where(c.state.in_(ACTIVE_STATES))
                  .order_by(c.job_id, n.idx))
         queries = [query] if job_ids is None else [query.where(c.job_id.in_(part)) for part in _chunks(job_ids)]
         with self.engine.connect() as conn:
@@ -843,9 +844,9 @@ class Store:
 
 # A job's row as the records read it: every column but the emptied ``spec`` (the request is in job_specs)
 _ROW = tuple(c for c in jobs.c if c.name != "spec")
-# A light listing's columns (Store.get_jobs(light=True)), in the order _listed_record unpacks them:
+# A light listing's columns (Store.get_jobs(light=True)), in the order listed_record unpacks them:
 # the job's own columns and the request's that a listing shows; not the stored request itself.
-_LISTED = tuple(jobs.c[name] for name in (
+LISTED_COLUMNS = tuple(jobs.c[name] for name in (
     "job_id", "state", "reason", "submit_time", "start_time", "end_time", "node", "gpu_indices", "exit_code",
     "exit_signal", "cancel_requested", "partition", "time_limit", "gpu_seconds", "peak_gpu_memory_mb",
     "mean_gpu_util", "array_job_id", "array_task_id", "priority", "admin_priority", "hold", "restarts",
@@ -853,13 +854,13 @@ _LISTED = tuple(jobs.c[name] for name in (
     "max_rss_kb", "assoc_id", "suspend_time", "suspended_seconds", "state_desc", "reason_prev",
     "name", "user_name", "uid", "cpus", "mem_mb", "gres", "account", "nice", "dependency",
     "array_max_running", "comment", "qos", "num_nodes"))
-_LISTED_OWN = 34  # where the request's own columns start in a _LISTED row (name, user_name, ...): its spec's key
+_LISTED_OWN = 34  # where the request's own columns start in a LISTED_COLUMNS row (name, user_name, ...): its spec's key
 _STATES = {s.value: s for s in JobState}
 _REASONS = {r.value: r for r in JobReason}
 
 
-def _listed_record(specs: dict[Any, Any], row: Any) -> JobRecord:
-    """The JobRecord of a row of :data:`_LISTED`: what records.light_spec and job_from_row make, read
+def listed_record(specs: dict[Any, Any], row: Any) -> JobRecord:
+    """The JobRecord of a row of :data:`LISTED_COLUMNS`: what records.light_spec and job_from_row make, read
     as a plain tuple (a listing of 100,000 jobs reads each row's 47 columns once: attribute access
     on SQLAlchemy's rows was most of its time)."""
     (job_id, state, reason, submit_time, start_time, end_time, node, gpu_indices, exit_code, exit_signal,
@@ -891,7 +892,7 @@ def _listed_record(specs: dict[Any, Any], row: Any) -> JobRecord:
         _REASONS.get(reason_prev or "None", JobReason.NONE))
 
 
-def _fill_nodes(conn: Connection, records: Sequence[JobRecord]) -> None:
+def fill_nodes(conn: Connection, records: Sequence[JobRecord]) -> None:
     """The nodes of the multi-node jobs among ``records``, in their allocation's order, and each
     node's GPUs, from ``job_nodes`` (a single-node job's row says all there is)."""
     multi = {job.job_id: job for job in records if len(job.nodes) > 1}
@@ -1048,7 +1049,7 @@ def _end_step(conn: Connection, e: StepEnd) -> StepRecord:
 # the runs held RUNNING or COMPLETING on a node, and the RUNNING steps of the jobs whose first node it is
 _RUNS_ON = select(jobs.c.job_id, jobs.c.restarts, jobs.c.start_time).where(
     jobs.c.job_id.in_(select(job_nodes.c.job_id).where(job_nodes.c.node == bindparam("b_node"))),
-    jobs.c.state.in_(_ACTIVE))
+    jobs.c.state.in_(ACTIVE_STATES))
 _STEPS_ON = (select(job_steps).join_from(job_steps, jobs, job_steps.c.job_id == jobs.c.job_id)
              .where(job_steps.c.state == JobState.RUNNING.value, jobs.c.node == bindparam("b_node")))
 _HEARD = update(nodes).where(nodes.c.name == bindparam("b_name")).values(last_heartbeat=bindparam("b_time"))

@@ -3,7 +3,7 @@ hours over a period. Each is one query whose cost does not grow with what is sho
 jobs of 100,000 reads 50 rows (and counts the rest in the index), a tally reads one row per group.
 
 A listing's row is turned into a record by the same code as :meth:`Store.get_jobs`'s light listing
-(``queries._LISTED``, ``queries._listed_record``), so that a page shows a job as psqueue does.
+(``queries.LISTED_COLUMNS``, ``queries.listed_record``), so that a page shows a job as psqueue does.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 
 from sqlalchemy import case, func, literal, or_, select
 
-from pslurm.controller.store.queries import _ACTIVE, _LISTED, Store, _fill_nodes, _listed_record
+from pslurm.controller.store.queries import ACTIVE_STATES, LISTED_COLUMNS, Store, fill_nodes, listed_record
 from pslurm.controller.store.schema import jobs
 from pslurm.core.jobspec import JobRecord
 from pslurm.core.states import JobState
@@ -53,7 +53,7 @@ def job_tallies(store: Store, ended_since: float) -> list[JobTally]:
     held = c.hold != ""
     query = (select(c.state, held.label("held"), c.user_name, c.account, c.partition, func.count().label("n"),
                     func.count(c.start_time).label("started"))
-             .where(or_(c.state.in_(["PENDING", *_ACTIVE]), c.end_time >= ended_since))
+             .where(or_(c.state.in_(["PENDING", *ACTIVE_STATES]), c.end_time >= ended_since))
              .group_by(c.state, held, c.user_name, c.account, c.partition))
     with store.engine.connect() as conn:
         return [JobTally(JobState(r.state), bool(r.held), r.user_name, r.account or "", r.partition, int(r.n),
@@ -78,15 +78,16 @@ def job_page(store: Store, states: Sequence[JobState] = (), users: Sequence[str]
     c = jobs.c
     where = _page_filter(states, users)
     if order == QUEUE:
-        rank = case((c.state.in_(list(_ACTIVE)), literal(0)), (c.state == "PENDING", literal(1)), else_=literal(2))
+        rank = case((c.state.in_(list(ACTIVE_STATES)), literal(0)), (c.state == "PENDING", literal(1)),
+                    else_=literal(2))
         ordering: list[Any] = [rank, func.coalesce(c.admin_priority, c.priority).desc(), c.job_id]  # as shown
     else:
         ordering = [c.job_id.desc()]
-    query = select(*_LISTED).where(*where).order_by(*ordering).offset(max(0, offset)).limit(max(1, limit))
+    query = select(*LISTED_COLUMNS).where(*where).order_by(*ordering).offset(max(0, offset)).limit(max(1, limit))
     specs: dict[Any, Any] = {}
     with store.engine.connect() as conn:
-        found = [_listed_record(specs, row) for row in conn.execute(query)]
-        _fill_nodes(conn, found)
+        found = [listed_record(specs, row) for row in conn.execute(query)]
+        fill_nodes(conn, found)
         total = int(conn.execute(select(func.count()).select_from(jobs).where(*where)).scalar() or 0)
     return found, total
 
