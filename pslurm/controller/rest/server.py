@@ -51,6 +51,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("psctld")
 SHUTDOWN_GRACE = 1.0  # seconds a stopping server gives the requests under way
+LINGER = 0.5  # seconds a refused request's body is still read (and dropped) before its connection closes
 # served without a credential: they say nothing about the cluster (health.py: the probes and the root's redirect)
 OPEN_PATHS = frozenset({"/openapi/v3"}) | ROOT_PATHS
 MAX_FORM_BYTES = 16 * 1024  # a body on a path but the API's (the dashboard's login: a token of at most 8 KiB)
@@ -333,10 +334,11 @@ class RestServer:
             if idle is None:
                 return _Busy()
             idle.evict()
-        # lingering_time=0: a request refused before its body (413, 408, 401) closes its connection at once,
-        # rather than aiohttp reading what comes of the body for 10 s more
+        # a request refused before its body (413, 408, 401) has what comes of that body read and dropped for
+        # LINGER seconds, not aiohttp's 10: a client that sends its whole body before it reads (http.client)
+        # still gets its 413 rather than a broken pipe, and a body held back is cut within LINGER
         handler = _Handler(server, loop=asyncio.get_running_loop(), keepalive_timeout=self.limits.read_timeout,
-                           access_log=None, lingering_time=0)  # type: ignore[arg-type]  # None: no access log
+                           access_log=None, lingering_time=LINGER)  # type: ignore[arg-type]  # None: no access log
         return _Connection(handler, self._open)
 
     async def _cleanup(self) -> None:
