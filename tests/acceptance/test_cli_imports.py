@@ -134,9 +134,9 @@ def test_a_goal_request_imports_nothing_light_either(cluster: Cluster, tmp_path:
 # import it: the API's JSON is read by _json itself, pslurm.client.wirejson; --mem is read by hand; base64 imports
 # it: psrun's output goes through binascii), json, enum (pslurm.core.states' classes are not enum's), signal (it
 # makes enums: the commands set SIGPIPE through _signal), collections. What is still imported is named in
-# docs/benchmarks.md: psrun's stdin thread (threading and queue import collections), psalloc's signal handling.
+# docs/benchmarks.md: psalloc's signal handling and its revocation thread (threading imports collections).
 HEAVIER = ("re", "json", "enum", "signal", "collections", "base64")
-STILL = {"psbatch": (), "psrun": ("collections",), "psalloc": ("collections", "signal", "enum"), "psqueue": (),
+STILL = {"psbatch": (), "psrun": (), "psalloc": ("collections", "signal", "enum"), "psqueue": (),
          "psacct": (), "pscontrol": (), "psinfo": (), "pscancel": ()}
 
 

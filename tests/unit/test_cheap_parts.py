@@ -111,3 +111,28 @@ def test_the_output_stream_encodes_as_base64_did(stdout: bytes, stderr: bytes, r
     except ValueError as exc:
         got = type(exc)
     assert got == expected
+
+
+def test_psrun_stdin_channel_hands_over_every_chunk_in_order() -> None:
+    import threading
+
+    from pslurm.cli.psrun import _Channel
+
+    channel = _Channel()
+    chunks = [str(i).encode() for i in range(2000)]
+
+    def produce() -> None:
+        for chunk in chunks:
+            channel.put(chunk)
+        channel.put(None)
+
+    producer = threading.Thread(target=produce)
+    producer.start()
+    got = []
+    while (item := channel.get()) is not None:
+        got.append(item)
+    producer.join()
+    assert got == chunks
+    channel.put(b"x")
+    channel.put(b"y")  # a second put while the lock is released already
+    assert channel.get() == b"x" and channel.get() == b"y"
