@@ -10,7 +10,6 @@ from pslurm.cli.common import connect_api, current_umask, fail, prog_name, repor
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    import queue
     from collections.abc import Callable, Iterator, Mapping, Sequence
     from typing import Any
 
@@ -183,6 +182,30 @@ def _output(api: Api, job_id: int, step_id: int, running: Callable[[], bool],
             time.sleep(0.2)
 
 
+class _Channel:
+    """queue.Queue's put and get for one reader, on one of _thread's locks (queue and threading import
+    collections and more: a tenth of psrun's start). The lock is released when something may be there."""
+
+    def __init__(self) -> None:
+        from _thread import allocate_lock
+
+        self._items: list[bytes | None] = []
+        self._ready = allocate_lock()
+        self._ready.acquire()
+
+    def put(self, item: bytes | None) -> None:
+        self._items.append(item)
+        try:
+            self._ready.release()
+        except RuntimeError:  # released already: the reader has yet to take what came before
+            pass
+
+    def get(self) -> bytes | None:
+        while not self._items:
+            self._ready.acquire()
+        return self._items.pop(0)
+
+
 class _StdinForwarder:
     """Our stdin to the job as it comes (srun's default); its end, or -i none, is the job's EOF.
 
@@ -191,13 +214,12 @@ class _StdinForwarder:
     still in flight."""
 
     def __init__(self, send: Callable[[Iterator[bytes]], InputCall], forward: bool) -> None:
-        import queue
-        import threading
+        from _thread import start_new_thread  # a daemon thread without threading, which imports collections
 
-        self._queue: queue.Queue[bytes | None] = queue.Queue()
+        self._queue = _Channel()
         self._sending = send(self._chunks())
         if forward:
-            threading.Thread(target=self._read, daemon=True, name="stdin").start()
+            start_new_thread(self._read, ())
         else:
             self._queue.put(None)
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import gc
 import os
 import time
-from _thread import allocate_lock
+from _thread import allocate_lock, start_new_thread
 
 from pslurm.client.errors import (
     AuthenticationFailed,
@@ -117,7 +117,7 @@ class Api:
         # what ControllerUnreachable names: the controller, or every one of them
         self.target = ", ".join(f"{addr}:{config.controller_port}" for addr in self._hosts)
         self._credentials: Credentials | None = None
-        self._lock = allocate_lock()  # threading's Lock: threading itself is imported only to stream input
+        self._lock = allocate_lock()  # threading's Lock, without threading (it imports collections)
         self._idle: list[Connection] = []
 
     @classmethod
@@ -515,11 +515,9 @@ class InputCall:
     def __init__(self, connect: Callable[[], Connection], path: str, headers: dict[str, str],
                  chunks: Iterable[bytes]) -> None:
         self._conn: Connection | None = None
-        import threading
-
-        self._thread = threading.Thread(target=self._send, args=(connect, path, headers, chunks), daemon=True,
-                                        name="input")
-        self._thread.start()
+        self._sent = allocate_lock()  # held until the call is over (a daemon thread of _thread's: threading
+        self._sent.acquire()  # and its imports cost psrun's start more than the rest of the stream)
+        start_new_thread(self._send, (connect, path, headers, chunks))
 
     def _send(self, connect: Callable[[], Connection], path: str, headers: dict[str, str],
               chunks: Iterable[bytes]) -> None:
@@ -533,9 +531,13 @@ class InputCall:
         finally:
             if self._conn is not None:
                 self._conn.close()
+            self._sent.release()
 
     def close(self, timeout: float = INPUT_CLOSE_TIMEOUT) -> None:
-        self._thread.join(timeout)
-        if self._thread.is_alive() and self._conn is not None:
+        if not self._sent.acquire(timeout=timeout):
+            if self._conn is None:
+                return
             self._conn.abort()  # the job's stdin was never read to the end: nothing more to say
-            self._thread.join(1)
+            if not self._sent.acquire(timeout=1):
+                return
+        self._sent.release()  # over: a later close returns at once

@@ -369,9 +369,10 @@ def partition_from_json(data: Json) -> PartitionConfig:
 def output_chunk_to_json(stdout: bytes, stderr: bytes, end: StepResult | None = None) -> Json:
     """One line of psrun's output stream of a step (bytes as base64); the last carries the step's end:
     ``done``, ``job_state``, ``exit_code``, ``exit_signal`` and each task's ``[rank, exit code, signal, node]``."""
-    import base64
+    from binascii import b2a_base64  # base64.b64encode's own call; the base64 module imports re
 
-    data: Json = {"stdout": base64.b64encode(stdout).decode(), "stderr": base64.b64encode(stderr).decode()}
+    data: Json = {"stdout": b2a_base64(stdout, newline=False).decode(),
+                  "stderr": b2a_base64(stderr, newline=False).decode()}
     if end is not None:
         data.update(done=True, job_state=end.state.value, exit_code=end.exit_code, exit_signal=end.exit_signal,
                     tasks=[[t.rank, t.exit_code, t.signal, t.node] for t in end.tasks])
@@ -380,9 +381,9 @@ def output_chunk_to_json(stdout: bytes, stderr: bytes, end: StepResult | None = 
 
 def output_chunk_from_json(data: Json) -> tuple[bytes, bytes, StepResult | None]:
     """``(stdout, stderr, end)`` of one line of the output stream (``end`` None but on the last)."""
-    import base64
+    from binascii import a2b_base64  # base64.b64decode's own call (not validating); base64 imports re
 
-    out, err = base64.b64decode(data.get("stdout") or ""), base64.b64decode(data.get("stderr") or "")
+    out, err = a2b_base64(data.get("stdout") or ""), a2b_base64(data.get("stderr") or "")
     if not data.get("done"):
         return out, err, None
     from pslurm.core.steps import StepResult, TaskEnd

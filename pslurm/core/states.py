@@ -3,10 +3,90 @@
 
 from __future__ import annotations
 
-import enum
+TYPE_CHECKING = False  # typing costs a command milliseconds; mypy takes this name as typing's own
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from enum import StrEnum as _StrEnum
+else:
+    _StrEnum = None  # set below: the job views of every command import this module, and enum costs them 17 M
+    # instructions (more than half a bare interpreter's start)
 
 
-class JobState(enum.StrEnum):
+class _StrEnumType(type):
+    """What the states need of ``enum.StrEnum``, without the enum module: each public ``str`` attribute of the
+    class body becomes a member, an instance of the class equal (and hashing equal) to its value, with
+    ``name`` and ``value``; ``cls(value)`` returns the member (the same object: ``is`` compares) or raises
+    ValueError; iterating the class yields the members in the order written; copies and pickles are the
+    member itself. Type checkers see ``enum.StrEnum``."""
+
+    _value2member_map_: dict[str, str]
+
+    def __new__(mcs, name: str, bases: tuple[type, ...], namespace: dict[str, object]) -> _StrEnumType:
+        names = [key for key, value in namespace.items() if not key.startswith("_") and isinstance(value, str)]
+        cls = super().__new__(mcs, name, bases, {k: v for k, v in namespace.items() if k not in names})
+        cls._value2member_map_ = {}
+        for key in names:
+            member: str = str.__new__(cls, str(namespace[key]))  # type: ignore[arg-type]
+            member._name_ = key  # type: ignore[attr-defined]
+            cls._value2member_map_[str(member)] = member
+            setattr(cls, key, member)
+        return cls
+
+    def __call__(cls, value: object) -> str:
+        member = cls._value2member_map_.get(value) if isinstance(value, str) else None
+        if member is None:
+            raise ValueError(f"{value!r} is not a valid {cls.__qualname__}")
+        return member
+
+    def __iter__(cls) -> Iterator[str]:
+        return iter(cls._value2member_map_.values())
+
+    def __len__(cls) -> int:
+        return len(cls._value2member_map_)
+
+    def __contains__(cls, value: object) -> bool:
+        return isinstance(value, str) and value in cls._value2member_map_
+
+    @property
+    def __members__(cls) -> dict[str, str]:
+        return {member._name_: member for member in cls._value2member_map_.values()}  # type: ignore[attr-defined]
+
+
+class _CheapStrEnum(str, metaclass=_StrEnumType):
+    _name_: str
+
+    @property
+    def name(self) -> str:
+        return self._name_
+
+    @property
+    def value(self) -> str:
+        return str.__str__(self)
+
+    def __str__(self) -> str:
+        return str.__str__(self)
+
+    def __format__(self, spec: str) -> str:
+        return str.__format__(str.__str__(self), spec)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__}.{self._name_}: {str.__repr__(self)}>"
+
+    def __reduce_ex__(self, protocol: object) -> tuple[type, tuple[str]]:
+        return type(self), (str.__str__(self),)
+
+    def __copy__(self) -> _CheapStrEnum:
+        return self
+
+    def __deepcopy__(self, memo: object) -> _CheapStrEnum:
+        return self
+
+
+if not TYPE_CHECKING:
+    _StrEnum = _CheapStrEnum
+
+
+class JobState(_StrEnum):
     """A job's state, named as Slurm names it."""
 
     PENDING = "PENDING"
@@ -71,7 +151,7 @@ class InvalidTransition(Exception):
     (the row had moved on)."""
 
 
-class JobReason(enum.StrEnum):
+class JobReason(_StrEnum):
     """Why a job waits, or why it ended, in Slurm's words (squeue %r, scontrol's Reason=)."""
 
     NONE = "None"
@@ -148,7 +228,7 @@ class JobReason(enum.StrEnum):
             return cls.NONE
 
 
-class NodeState(enum.StrEnum):
+class NodeState(_StrEnum):
     """A node's base state as the controller keeps it; drain is a flag beside it."""
 
     UNKNOWN = "UNKNOWN"  # configured, never registered
